@@ -1,0 +1,33 @@
+# Notify: one image for the web server (ASGI), the Celery workers, beat and Flower.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# libpq5: lets psycopg fall back to its libpq-based implementation if the binary
+# wheel is unavailable for the platform. Everything else ships as wheels.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libpq5 \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /app
+
+# Dependencies first, so a code change does not reinstall them. The project declares
+# no packages of its own (the code runs from /app), so pyproject.toml is all pip needs.
+COPY pyproject.toml ./
+RUN pip install .
+
+COPY . .
+
+# Static files for whitenoise; settings need no services to load, only a secret.
+RUN DJANGO_SECRET_KEY=build-only-dummy python manage.py collectstatic --noinput --verbosity 0
+
+RUN useradd --system --uid 10001 --home-dir /app notify \
+    && mkdir -p /app/var \
+    && chown notify /app/var
+USER notify
+
+EXPOSE 8000
+CMD ["uvicorn", "notify.asgi:application", "--host", "0.0.0.0", "--port", "8000"]

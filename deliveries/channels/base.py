@@ -1,0 +1,42 @@
+"""What every channel provider returns, so callers never guess shapes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from deliveries.models import AttemptOutcome
+
+if TYPE_CHECKING:
+    from deliveries.models import Delivery
+    from templates_admin.rendering import RenderedMessage
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """The classified answer of one provider call (R-D2)."""
+
+    outcome: AttemptOutcome
+    status_code: str = ""
+    response: str = ""
+    provider_message_id: str = ""
+    # Seconds the provider asked us to wait (Retry-After), when it said so.
+    retry_after: float | None = None
+
+    @classmethod
+    def delivered(cls, *, provider_message_id: str = "", status_code: str = "", response: str = ""):
+        return cls(AttemptOutcome.DELIVERED, status_code, response, provider_message_id)
+
+    @classmethod
+    def transient(cls, *, status_code: str = "", response: str = "", retry_after=None):
+        return cls(AttemptOutcome.TRANSIENT, status_code, response, retry_after=retry_after)
+
+    @classmethod
+    def permanent(cls, *, status_code: str = "", response: str = ""):
+        return cls(AttemptOutcome.PERMANENT, status_code, response)
+
+
+class ChannelProvider(Protocol):
+    """A channel module: builds the provider request, calls it, classifies the answer."""
+
+    def send(self, delivery: Delivery, message: RenderedMessage) -> SendResult: ...

@@ -1,0 +1,138 @@
+"""Deliveries: one row per (notification, channel, target), and one attempt row per try.
+
+The delivery row is the write-ahead record of the pipeline (R-Q4): its status,
+`next_attempt_at` and `deadline` say what must happen next even if every message
+about it is lost.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from notify.models import Channel
+
+
+class DeliveryStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    SENDING = "sending", "Sending"
+    RETRYING = "retrying", "Retrying"
+    DELIVERED = "delivered", "Delivered"
+    FAILED = "failed", "Failed (permanent)"
+    DEAD = "dead", "Dead (retries exhausted)"
+    EXPIRED = "expired", "Expired (past deadline)"
+    SUPPRESSED = "suppressed", "Suppressed"
+    DEFERRED = "deferred", "Deferred"
+    SKIPPED_LIVE = "skipped_live", "Skipped (device live)"
+
+
+FINAL_STATUSES = frozenset(
+    {
+        DeliveryStatus.DELIVERED,
+        DeliveryStatus.FAILED,
+        DeliveryStatus.DEAD,
+        DeliveryStatus.EXPIRED,
+        DeliveryStatus.SUPPRESSED,
+        DeliveryStatus.SKIPPED_LIVE,
+    }
+)
+CLAIMABLE_STATUSES = (DeliveryStatus.QUEUED, DeliveryStatus.RETRYING)
+
+
+class Reason(models.TextChoices):
+    """Why a delivery did not go out (or not yet); shown to support in plain words."""
+
+    OPTED_OUT = "opted_out", "The recipient opted out of this category on this channel"
+    NO_CONSENT = "no_consent", "No recorded marketing consent"
+    QUIET_HOURS = "quiet_hours", "Inside the recipient's quiet hours"
+    FREQUENCY_CAP = "frequency_cap", "Daily marketing cap reached"
+    NO_ADDRESS = "no_address", "The recipient has no address for this channel"
+    UNSUBSCRIBED = "unsubscribed", "The recipient unsubscribed"
+    CHANNEL_UNAVAILABLE = "channel_unavailable", "This channel is not enabled on the platform"
+    NO_TEMPLATE = "no_template", "No published template for this category and channel"
+    RENDER_ERROR = "render_error", "The template could not be rendered"
+    REJECTED = "rejected", "The provider refused it permanently"
+    RETRIES_EXHAUSTED = "retries_exhausted", "Every retry failed"
+    DEADLINE_PASSED = "deadline_passed", "The next retry would fall past the deadline"
+
+
+class Delivery(models.Model):
+    notification = models.ForeignKey(
+        "notify.Notification", on_delete=models.CASCADE, related_name="deliveries"
+    )
+    channel = models.CharField(max_length=10, choices=Channel.choices)
+    target = models.CharField(
+        max_length=255, help_text="Email address, phone, device id, or the feed."
+    )
+    queue = models.CharField(max_length=10)
+    status = models.CharField(
+        max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.QUEUED
+    )
+    reason = models.CharField(max_length=32, choices=Reason.choices, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a send message was last published for it."
+    )
+    template_version = models.ForeignKey(
+        "templates_admin.TemplateVersion",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="deliveries",
+    )
+    provider_message_id = models.CharField(max_length=255, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["notification", "channel", "target"], name="uniq_delivery_target"
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                name="delivery_retry_due",
+                condition=Q(status="retrying"),
+            ),
+            models.Index(
+                fields=["claimed_at"], name="delivery_claimed", condition=Q(status="sending")
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel}→{self.target} ({self.status})"
+
+
+class AttemptOutcome(models.TextChoices):
+    DELIVERED = "delivered", "Delivered"
+    TRANSIENT = "transient", "Transient failure"
+    PERMANENT = "permanent", "Permanent failure"
+
+
+class DeliveryAttempt(models.Model):
+    """One try at the provider: when, how long, and what it answered."""
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_log")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    outcome = models.CharField(max_length=10, choices=AttemptOutcome.choices)
+    status_code = models.CharField(max_length=32, blank=True)
+    response = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["delivery", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["delivery", "number"], name="uniq_attempt_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of delivery {self.delivery_id}: {self.outcome}"

@@ -1,0 +1,60 @@
+"""Retry policy per channel (R-D3): when the next attempt is, or why there is none."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+
+from django.conf import settings
+
+
+class RetryKind(Enum):
+    RETRY = "retry"
+    EXHAUSTED = "exhausted"  # no retries left → dead
+    PAST_DEADLINE = "past_deadline"  # the next try would be too late → expired
+
+
+@dataclass(frozen=True)
+class RetryDecision:
+    kind: RetryKind
+    delay: float = 0.0
+    next_attempt_at: datetime | None = None
+
+
+def retry_delays_for(channel: str) -> list[float]:
+    """The base delays between attempts for a channel (attempt n waits delays[n-1])."""
+    return list(settings.NOTIFY_EMAIL_RETRY_DELAYS)
+
+
+def jittered(delay: float, *, jitter: float, rng: random.Random | None = None) -> float:
+    """`delay` spread by ±`jitter` (a fraction), never negative.
+
+    Computed here rather than with Celery's retry_jitter, which works in whole seconds
+    and can pick 0 (an instant retry).
+    """
+    rng = rng or random
+    return max(0.0, delay * rng.uniform(1.0 - jitter, 1.0 + jitter))
+
+
+def decide_retry(
+    *,
+    channel: str,
+    attempt: int,
+    now: datetime,
+    deadline: datetime | None,
+    retry_after: float | None = None,
+    rng: random.Random | None = None,
+) -> RetryDecision:
+    """After failed attempt number `attempt` (1-based): retry when, or give up how."""
+    delays = retry_delays_for(channel)
+    if attempt > len(delays):
+        return RetryDecision(RetryKind.EXHAUSTED)
+    delay = jittered(delays[attempt - 1], jitter=settings.NOTIFY_RETRY_JITTER, rng=rng)
+    if retry_after is not None and retry_after > delay:
+        delay = retry_after
+    next_attempt_at = now + timedelta(seconds=delay)
+    if deadline is not None and next_attempt_at > deadline:
+        return RetryDecision(RetryKind.PAST_DEADLINE, delay, next_attempt_at)
+    return RetryDecision(RetryKind.RETRY, delay, next_attempt_at)

@@ -1,0 +1,19 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from notify.api import views
+
+urlpatterns = [
+    path("notifications", views.NotificationCreateApi.as_view(), name="notification-create"),
+    path(
+        "notifications/<uuid:notification_id>/status",
+        views.NotificationStatusApi.as_view(),
+        name="notification-status",
+    ),
+    path("users/<str:user_id>", views.RecipientUpsertApi.as_view(), name="recipient-upsert"),
+    path("users/<str:user_id>/feed", views.FeedListApi.as_view(), name="feed-list"),
+    path("users/<str:user_id>/feed/read", views.FeedReadApi.as_view(), name="feed-read"),
+    path("users/<str:user_id>/unread-count", views.UnreadCountApi.as_view(), name="unread-count"),
+    path("schema", SpectacularAPIView.as_view(), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+]

@@ -1,0 +1,189 @@
+"""The public REST API: one class per operation, thin over services and selectors."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from notify.api import serializers as s
+from notify.api.auth import ApiKeyRateThrottle
+from notify.api.errors import ApiError
+from notify.models import Category, Recipient
+from notify.payloads import payload_problem
+from notify.selectors import BadCursor, feed_page, notification_status, recipient_get
+from notify.services import (
+    IntakeConflict,
+    api_key_may_send,
+    feed_mark_read,
+    notification_accept,
+    recipient_upsert,
+)
+from notify.unread import unread_count
+
+
+def _body_within_limit(request: Request) -> None:
+    limit = settings.NOTIFY_MAX_BODY_BYTES
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    too_big = ApiError(
+        status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        "payload_too_large",
+        f"The request body is larger than {limit} bytes.",
+    )
+    if declared.isdigit() and int(declared) > limit:
+        raise too_big
+    if len(request.body) > limit:
+        raise too_big
+
+
+def _recipient_or_404(user_id: str) -> Recipient:
+    recipient = recipient_get(user_id=user_id)
+    if recipient is None:
+        raise ApiError(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
+    return recipient
+
+
+class NotificationCreateApi(APIView):
+    throttle_classes = [ApiKeyRateThrottle]
+
+    @extend_schema(
+        request=s.NotificationIn,
+        responses={202: s.NotificationAcceptedOut},
+        summary="Send an event; returns at once with the notification id.",
+    )
+    def post(self, request: Request) -> Response:
+        _body_within_limit(request)
+        data_in = s.NotificationIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
+        producer = request.user.producer
+
+        category = Category.objects.filter(key=data["category"]).first()
+        if category is None:
+            raise ApiError(
+                422, "unknown_category", f"No category {data['category']!r}.", field="category"
+            )
+        if not api_key_may_send(api_key=request.user.api_key, category=category):
+            raise ApiError(
+                403,
+                "category_not_allowed",
+                f"This API key may not send {category.key!r}.",
+                field="category",
+            )
+        recipient = recipient_get(user_id=data["user_id"])
+        if recipient is None:
+            raise ApiError(
+                422,
+                "unknown_recipient",
+                f"No recipient with user_id {data['user_id']!r}; register it with "
+                "PUT /v1/users/{user_id} first.",
+                field="user_id",
+            )
+        problem = payload_problem(category.payload_schema, data["payload"])
+        if problem is not None:
+            raise ApiError(400, "invalid_payload", problem.message, field=problem.field)
+
+        try:
+            accepted = notification_accept(
+                producer=producer,
+                event_id=data["event_id"],
+                recipient=recipient,
+                category=category,
+                payload=data["payload"],
+                channels=data.get("channels"),
+                ttl_seconds=data.get("ttl_seconds"),
+            )
+        except IntakeConflict as conflict:
+            raise ApiError(
+                409,
+                "event_conflict",
+                f"event_id {data['event_id']!r} was already used with a different body "
+                f"(notification {conflict.notification.pk}).",
+                field="event_id",
+            ) from None
+        return Response(
+            {"notification_id": str(accepted.notification.pk)}, status=status.HTTP_202_ACCEPTED
+        )
+
+
+class NotificationStatusApi(APIView):
+    @extend_schema(responses={200: s.NotificationStatusOut}, summary="Per-channel outcome.")
+    def get(self, request: Request, notification_id) -> Response:
+        found = notification_status(producer=request.user.producer, notification_id=notification_id)
+        if found is None:
+            raise ApiError(404, "not_found", "No such notification.")
+        return Response(s.NotificationStatusOut(found).data)
+
+
+class RecipientUpsertApi(APIView):
+    @extend_schema(
+        request=s.RecipientIn,
+        responses={200: s.RecipientOut, 201: s.RecipientOut},
+        summary="Create or update a recipient's contact data.",
+    )
+    def put(self, request: Request, user_id: str) -> Response:
+        data_in = s.RecipientIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        recipient, created = recipient_upsert(user_id=user_id, fields=dict(data_in.validated_data))
+        return Response(
+            s.RecipientOut(recipient).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
+class FeedListApi(APIView):
+    @extend_schema(responses={200: s.FeedPageOut}, summary="The feed, newest first.")
+    def get(self, request: Request, user_id: str) -> Response:
+        recipient = _recipient_or_404(user_id)
+        try:
+            limit = int(request.query_params.get("limit", settings.NOTIFY_FEED_PAGE_SIZE))
+        except ValueError:
+            raise ApiError(400, "invalid", "limit must be a number.", field="limit") from None
+        limit = max(1, min(limit, settings.NOTIFY_FEED_MAX_PAGE_SIZE))
+        try:
+            page = feed_page(
+                recipient=recipient, cursor=request.query_params.get("cursor"), limit=limit
+            )
+        except BadCursor:
+            raise ApiError(400, "invalid_cursor", "Unknown cursor.", field="cursor") from None
+        results = [
+            {
+                "id": entry.id,
+                "notification_id": entry.notification_id,
+                "category": entry.category,
+                "title": entry.title,
+                "body": entry.body,
+                "url": entry.url,
+                "created_at": entry.created_at,
+                "read_at": entry.read_at,
+            }
+            for entry in page.entries
+        ]
+        return Response(s.FeedPageOut({"results": results, "next_cursor": page.next_cursor}).data)
+
+
+class FeedReadApi(APIView):
+    @extend_schema(request=s.FeedReadIn, responses={200: s.FeedReadOut}, summary="Mark read.")
+    def post(self, request: Request, user_id: str) -> Response:
+        recipient = _recipient_or_404(user_id)
+        data_in = s.FeedReadIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        marked = feed_mark_read(
+            recipient=recipient,
+            entry_ids=data_in.validated_data.get("ids"),
+            everything=data_in.validated_data["all"],
+        )
+        return Response({"marked": marked})
+
+
+class UnreadCountApi(APIView):
+    @extend_schema(responses={200: s.UnreadCountOut}, summary="Unread count, from Redis.")
+    def get(self, request: Request, user_id: str) -> Response:
+        recipient = _recipient_or_404(user_id)
+        count = unread_count(recipient_id=recipient.pk)
+        if count is None:
+            return Response({"count": None, "available": False})
+        return Response({"count": count})

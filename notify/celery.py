@@ -1,0 +1,20 @@
+"""The Celery application (`celery -A notify`). Configuration lives in settings (CELERY_*)."""
+
+import os
+
+from celery import Celery
+from celery.signals import celeryd_after_setup
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notify.settings")
+
+app = Celery("notify")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@celeryd_after_setup.connect
+def _declare_broker_topology(sender, instance, **kwargs) -> None:
+    # Broker set-up, not business logic: make sure dead letters have somewhere to go.
+    from notify.broker import declare_topology
+
+    declare_topology()

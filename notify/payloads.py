@@ -1,0 +1,48 @@
+"""Checking an event payload against its category's JSON schema (R-IN3)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+
+@dataclass(frozen=True)
+class PayloadProblem:
+    field: str  # e.g. "payload.order_number"
+    message: str
+
+
+@lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_json))
+
+
+def payload_problem(schema: dict[str, Any], payload: dict[str, Any]) -> PayloadProblem | None:
+    """The first way `payload` breaks `schema`, naming the field; None when it fits."""
+    if not schema:
+        return None
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    error = next(iter(sorted(validator.iter_errors(payload), key=_error_order)), None)
+    if error is None:
+        return None
+    path = ["payload", *(str(part) for part in error.absolute_path)]
+    if error.validator == "required":
+        missing = [name for name in error.validator_value if name not in (error.instance or {})]
+        if missing:
+            path.append(missing[0])
+            return PayloadProblem(".".join(path), f"'{missing[0]}' is required.")
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        if extra:
+            path.append(extra[0])
+            return PayloadProblem(".".join(path), f"'{extra[0]}' is not allowed here.")
+    return PayloadProblem(".".join(path), error.message)
+
+
+def _error_order(error: ValidationError) -> tuple[int, str]:
+    return (len(error.absolute_path), ".".join(str(p) for p in error.absolute_path))

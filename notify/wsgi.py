@@ -1,0 +1,9 @@
+"""WSGI entry point, for servers that do not speak ASGI (no live stream there)."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notify.settings")
+
+application = get_wsgi_application()

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Make .venv hold the project with its dev extras (Python 3.11).
+# Idempotent: skips the install while pyproject.toml's sha256 matches the stamp in .venv.
+# Quiet on success; on failure prints pip's output and exits non-zero.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+venv=.venv
+stamp=$venv/.pyproject.sha256
+
+die() {
+    echo "bootstrap: $*" >&2
+    exit 1
+}
+
+is_py311() {
+    "$1" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' >/dev/null 2>&1
+}
+
+if [ ! -x "$venv/bin/python" ]; then
+    python=""
+    for candidate in python3.11 python3; do
+        if command -v "$candidate" >/dev/null 2>&1 && is_py311 "$candidate"; then
+            python=$candidate
+            break
+        fi
+    done
+    [ -n "$python" ] || die "Python 3.11 is required: neither python3.11 nor python3 is 3.11"
+    "$python" -m venv "$venv" || die "could not create $venv with $python"
+    rm -f "$stamp"
+fi
+
+is_py311 "$venv/bin/python" ||
+    die "$venv does not run Python 3.11; remove it (rm -rf $venv) and run again"
+
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    exit 0
+fi
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! {
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip &&
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+} >"$log" 2>&1; then
+    cat "$log" >&2
+    die "pip install -e '.[dev]' failed (output above)"
+fi
+echo "$want" >"$stamp"

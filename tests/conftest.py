@@ -1,0 +1,190 @@
+"""Fixtures on the real services. Nothing is started silently and nothing is skipped:
+a service that does not answer stops the run with a message naming it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from kombu import Connection
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
+WORK_QUEUES = ("high", "medium", "low", "dead_letter")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Fail the whole run at once, loudly, when RabbitMQ or Redis is not answering."""
+    import redis
+
+    problems = []
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2).ping()
+    except Exception as error:
+        problems.append(f"Redis at {settings.REDIS_URL} is not answering: {error}")
+    try:
+        with Connection(settings.CELERY_BROKER_URL, connect_timeout=3) as conn:
+            conn.ensure_connection(max_retries=1)
+    except Exception as error:
+        problems.append(
+            f"RabbitMQ at {settings.CELERY_BROKER_URL} is not answering: {error}. "
+            "Start it (scripts/services.sh) and make sure the vhost exists: "
+            "rabbitmqctl add_vhost notify_test && "
+            "rabbitmqctl set_permissions -p notify_test guest '.*' '.*' '.*'"
+        )
+    if problems:
+        pytest.exit("Required services are down:\n  " + "\n  ".join(problems), returncode=3)
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+
+
+# --- Broker ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def broker():
+    """A live connection to the test vhost, with our topology declared."""
+    from notify.broker import declare_topology
+
+    with Connection(settings.CELERY_BROKER_URL) as conn:
+        declare_topology(conn)
+        yield conn
+
+
+def purge_queues(conn: Connection) -> None:
+    channel = conn.default_channel
+    for name in WORK_QUEUES:
+        channel.queue_purge(name)
+
+
+# --- Protocol peers -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def smtp_peer():
+    from tests.peers.smtp import SmtpPeer
+
+    peer = SmtpPeer()
+    peer.start()
+    yield peer
+    peer.stop()
+
+
+@pytest.fixture
+def smtp(smtp_peer):
+    smtp_peer.handler.reset()
+    yield smtp_peer
+    smtp_peer.handler.reset()
+
+
+# --- A real Celery worker ---------------------------------------------------------------
+
+
+def worker_environment(db_name: str, smtp_port: int) -> dict[str, str]:
+    """The environment a worker process needs to share this test run's places."""
+    db = settings.DATABASES["default"]
+    env = dict(os.environ)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db_name}",
+            "EMAIL_HOST": "127.0.0.1",
+            "EMAIL_PORT": str(smtp_port),
+            "PYTHONPATH": str(ROOT),
+        }
+    )
+    return env
+
+
+@pytest.fixture(scope="session")
+def worker_env(django_db_setup, smtp_peer) -> dict[str, str]:
+    from django.db import connection
+
+    return worker_environment(connection.settings_dict["NAME"], smtp_peer.port)
+
+
+class WorkerProcess:
+    """`celery -A notify worker` as a child process, logging to artifacts/."""
+
+    def __init__(self, env: dict[str, str], *, name: str, queues: str = "high,medium,low"):
+        self.env = env
+        self.name = name
+        self.queues = queues
+        self.process: subprocess.Popen | None = None
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.log_path = ARTIFACTS / f"worker-{name}.log"
+
+    def start(self, timeout: float = 30.0) -> None:
+        from notify.celery import app
+
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "notify", "worker",
+                "-Q", self.queues, "-n", f"{self.name}@%h", "-c", "2", "-P", "prefork",
+                "-l", "INFO", "--without-gossip", "--without-mingle",
+            ],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited at start; see {self.log_path}")
+            replies = app.control.ping(timeout=0.5)
+            if any(any(key.startswith(f"{self.name}@") for key in reply) for reply in replies):
+                return
+        raise RuntimeError(f"worker did not answer a ping in {timeout}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(worker_env):
+    worker = WorkerProcess(worker_env, name="test-all")
+    worker.start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def pipeline(transactional_db, celery_worker, smtp, broker):
+    """Everything a notification needs to travel: worker, SMTP peer, clean queues."""
+    purge_queues(broker)
+    yield smtp
+
+
+# --- API clients and data ---------------------------------------------------------------
+
+
+@pytest.fixture
+def demo_data(db):
+    from notify.demo import seed_demo
+
+    seed_demo()
+
+
+@pytest.fixture
+def producer_key(demo_data):
+    from notify.services import api_key_issue
+
+    return api_key_issue(producer_name="shop")
+
+
+@pytest.fixture
+def api(producer_key):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {producer_key.key}")
+    return client

@@ -1,0 +1,90 @@
+"""A real SMTP server (aiosmtpd) whose answers a test scripts, recording what it got."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from email.message import EmailMessage
+
+from aiosmtpd.controller import Controller
+
+
+@dataclass(frozen=True)
+class ReceivedMail:
+    received_at: float
+    mail_from: str
+    rcpt_tos: list[str]
+    message: EmailMessage
+
+    @property
+    def subject(self) -> str:
+        return str(self.message["Subject"])
+
+    def part(self, content_type: str) -> str:
+        for part in self.message.walk():
+            if part.get_content_type() == content_type:
+                return part.get_content()
+        return ""
+
+
+class ScriptedHandler:
+    """Answers RCPT and DATA from scripts; default 250. Thread-safe enough for tests."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with getattr(self, "lock", threading.Lock()):
+            self.received: list[ReceivedMail] = []
+            self.data_calls: list[float] = []
+            self.rcpt_answers: deque[str] = deque()
+            self.data_answers: deque[str] = deque()
+            self.default_data_answer = "250 Message accepted"
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        with self.lock:
+            answer = self.rcpt_answers.popleft() if self.rcpt_answers else "250 OK"
+        if not answer.startswith("250"):
+            return answer
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        with self.lock:
+            self.data_calls.append(time.time())
+            answer = self.data_answers.popleft() if self.data_answers else self.default_data_answer
+            if answer.startswith("250"):
+                message = email.message_from_bytes(envelope.content, policy=email.policy.default)
+                self.received.append(
+                    ReceivedMail(time.time(), envelope.mail_from, list(envelope.rcpt_tos), message)
+                )
+        return answer
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class SmtpPeer:
+    def __init__(self) -> None:
+        self.handler = ScriptedHandler()
+        self.port = free_port()
+        self.controller = Controller(self.handler, hostname="127.0.0.1", port=self.port)
+
+    def start(self) -> None:
+        self.controller.start()
+
+    def stop(self) -> None:
+        self.controller.stop()
+
+    @property
+    def received(self) -> list[ReceivedMail]:
+        return list(self.handler.received)

@@ -1,0 +1,126 @@
+"""Nothing is lost when a process dies or a message goes missing (R-IN5, R-Q4, R-Q5)."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from contextlib import contextmanager
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from kombu import Queue
+
+from deliveries.models import Delivery, DeliveryStatus
+from deliveries.services import sweep_due_deliveries
+from notify.celery import app
+from notify.models import Notification, Outbox, Recipient
+from notify.services import notification_route, outbox_republish_stale
+from tests.conftest import ROOT
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_process_killed_between_commit_and_publish_loses_nothing(
+    pipeline, producer_key, worker_env
+):
+    smtp = pipeline
+    Recipient.objects.create(user_id="k1", email="k1@example.com", locale="en")
+    died = subprocess.run(
+        [sys.executable, "-m", "tests.scripts.accept_then_die", "shop", "k1", "crash-1"],
+        cwd=ROOT, env=worker_env, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert died.returncode == -signal.SIGKILL, died.stderr.decode()[-2000:]
+
+    notification = Notification.objects.get(event_id="crash-1")
+    assert Outbox.objects.get(notification=notification).published_at is None
+    assert not smtp.received
+
+    # What the beat task does every few seconds: publish rows left behind.
+    wait_for(outbox_republish_stale, timeout=5, what="the sweeper to publish the row")
+    mail = wait_for(lambda: smtp.received, what="the email after the sweep")[0]
+    assert mail.subject == "Order K-9 has shipped"
+    assert Outbox.objects.get(notification=notification).published_at is not None
+
+
+@contextmanager
+def consumer_paused(worker, queue: str):
+    """The worker stops taking `queue` for a while: messages pile up where we can lose them."""
+    destination = [f"{worker.name}@{socket.gethostname()}"]
+    app.control.cancel_consumer(queue, destination=destination, reply=True)
+    try:
+        yield
+    finally:
+        app.control.add_consumer(queue, destination=destination, reply=True)
+
+
+def routed_email_delivery(api, user_id: str) -> Delivery:
+    """Accept and route an order event here, leaving its send message in `medium`."""
+    api.put(f"/v1/users/{user_id}", {"email": f"{user_id}@example.com", "locale": "en"},
+            format="json")  # fmt: skip
+    notification_id = api.post(
+        "/v1/notifications",
+        {"event_id": f"lost-{user_id}", "user_id": user_id, "category": "order.shipped",
+         "payload": {"order_number": "L-1", "delivery_date": "2026-12-03", "items_count": 1},
+         "channels": ["email"]},
+        format="json",
+    ).json()["notification_id"]  # fmt: skip
+    notification_route(notification_id=notification_id)
+    return Delivery.objects.get(notification_id=notification_id, channel="email")
+
+
+def test_a_delivery_whose_message_was_lost_is_sent_by_the_sweeper(api, pipeline, celery_worker):
+    smtp = pipeline
+    with consumer_paused(celery_worker, "medium"):
+        delivery = routed_email_delivery(api, "s1")
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_purge("medium")  # the broker lost every message
+        # Time passes: the row is overdue and its last publish is long ago.
+        Delivery.objects.filter(pk=delivery.pk).update(
+            next_attempt_at=timezone.now() - timedelta(minutes=30),
+            enqueued_at=timezone.now() - timedelta(hours=1),
+        )
+    assert sweep_due_deliveries() == 1
+    wait_for(lambda: smtp.received, what="the email the sweeper re-enqueued")
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.DELIVERED
+    assert delivery.attempts == 1
+    assert sweep_due_deliveries() == 0  # nothing left for it
+
+
+def test_a_stale_claim_is_recovered_and_sent(api, pipeline, celery_worker):
+    smtp = pipeline
+    with consumer_paused(celery_worker, "medium"):
+        delivery = routed_email_delivery(api, "s2")
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_purge("medium")
+        # A worker claimed it long ago and vanished (kill -9 mid-send).
+        Delivery.objects.filter(pk=delivery.pk).update(
+            status=DeliveryStatus.SENDING,
+            claimed_at=timezone.now() - timedelta(hours=1),
+            attempts=1,
+        )
+    sweep_due_deliveries()  # gives the claim back
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.RETRYING
+    assert "worker was lost" in delivery.last_error
+    sweep_due_deliveries(now=timezone.now() + timedelta(seconds=5))  # and republishes it
+    wait_for(lambda: smtp.received, what="the recovered email")
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.DELIVERED
+    assert delivery.attempts == 2
+
+
+def test_a_message_the_worker_rejects_ends_in_dead_letter(pipeline, broker):
+    # A send for a delivery that does not exist cannot succeed: it must not vanish.
+    app.send_task("deliveries.send", args=[987654321], queue="medium",
+                  exchange="notify", routing_key="medium")  # fmt: skip
+
+    def dead_lettered():
+        message = Queue("dead_letter", no_declare=True)(broker.default_channel).get(no_ack=True)
+        return message is not None and message.decode()[0] == [987654321]
+
+    assert wait_for(dead_lettered, what="the rejected message in dead_letter")
