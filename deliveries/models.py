@@ -49,6 +49,7 @@ class Reason(models.TextChoices):
     NO_ADDRESS = "no_address", "The recipient has no address for this channel"
     UNSUBSCRIBED = "unsubscribed", "The recipient unsubscribed"
     CHANNEL_UNAVAILABLE = "channel_unavailable", "This channel is not enabled on the platform"
+    NOT_GATED = "not_gated", "Created outside the gate; refused by the sender"
     NO_TEMPLATE = "no_template", "No published template for this category and channel"
     RENDER_ERROR = "render_error", "The template could not be rendered"
     REJECTED = "rejected", "The provider refused it permanently"
@@ -84,6 +85,9 @@ class Delivery(models.Model):
         related_name="deliveries",
     )
     provider_message_id = models.CharField(max_length=255, blank=True)
+    gate_seal = models.CharField(
+        max_length=64, blank=True, help_text="Written by the gate; the sender refuses without it."
+    )
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -34,6 +34,7 @@ from deliveries.models import (
 )
 from deliveries.retry import RetryKind, decide_retry
 from notify.broker import publish_task
+from preferences.gate import gate_seal_valid
 from templates_admin.rendering import build_context
 from templates_admin.selectors import published_version_for
 
@@ -109,7 +110,15 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
     started_at = timezone.now()
     clock = time.monotonic()
     reason = ""
-    if version is None:
+    if not gate_seal_valid(
+        notification_id=notification.pk,
+        channel=delivery.channel,
+        target=delivery.target,
+        seal=delivery.gate_seal,
+    ):
+        result = SendResult.permanent(response="refused: this delivery did not pass the gate")
+        reason = Reason.NOT_GATED
+    elif version is None:
         result = SendResult.permanent(response="no published template for this channel")
         reason = Reason.NO_TEMPLATE
     else:

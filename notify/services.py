@@ -240,7 +240,7 @@ def notification_route(*, notification_id: str) -> list[int]:
     """
     from deliveries.models import Delivery, DeliveryStatus
     from deliveries.services import delivery_attempt, delivery_enqueue
-    from preferences.gate import decide_deliveries
+    from preferences.gate import decide_deliveries, gate_seal
 
     now = timezone.now()
     with transaction.atomic():
@@ -263,6 +263,11 @@ def notification_route(*, notification_id: str) -> list[int]:
                         next_attempt_at=now if decision.allowed else None,
                         deadline=_deadline(notification, decision.channel, now),
                         finished_at=None if decision.allowed else now,
+                        gate_seal=gate_seal(
+                            notification_id=notification.pk,
+                            channel=decision.channel,
+                            target=decision.target,
+                        ),
                     )
                     for decision in decisions
                 ],

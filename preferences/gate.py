@@ -1,12 +1,16 @@
 """The gate: the one place that decides, per channel, whether a notification goes out.
 
 `route` calls `decide_deliveries` and creates exactly the deliveries it returns; nothing
-else creates deliveries. Today it decides by the category's channels and whether the
-recipient has an address there; preferences, consent, quiet hours and caps plug in here.
+else creates deliveries, and each one it creates carries the gate's seal, which the
+sender checks. Today it decides by the category's channels, whether the channel is
+enabled and whether the recipient has an address there; preferences, consent, quiet
+hours and caps plug in here.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,7 +20,7 @@ from deliveries.models import DeliveryStatus, Reason
 from notify.models import Channel
 
 if TYPE_CHECKING:
-    from notify.models import Notification
+    from notify.models import Notification, Recipient
 
 FEED_TARGET = "feed"
 
@@ -42,32 +46,44 @@ def channels_for(notification: Notification) -> list[str]:
     return [channel for channel in dict.fromkeys(requested) if channel in known]
 
 
+def targets_for(channel: str, recipient: Recipient) -> list[str]:
+    """Where a channel reaches this recipient: the feed, an address, or device ids."""
+    if channel == Channel.INAPP:
+        return [FEED_TARGET]
+    if channel == Channel.EMAIL:
+        return [recipient.email] if recipient.email else []
+    if channel == Channel.SMS:
+        return [recipient.phone] if recipient.phone else []
+    from deliveries.selectors import push_targets
+
+    return push_targets(recipient=recipient, channel=channel)
+
+
 def decide_deliveries(notification: Notification) -> list[ChannelDecision]:
     """Every delivery this notification should have, with the gate's verdict on each."""
     recipient = notification.recipient
     decisions: list[ChannelDecision] = []
     for channel in channels_for(notification):
-        target = _address(channel, recipient)
         if channel not in settings.NOTIFY_CHANNELS_ENABLED:
             decisions.append(
-                ChannelDecision(
-                    channel, target, DeliveryStatus.SUPPRESSED, Reason.CHANNEL_UNAVAILABLE
-                )
+                ChannelDecision(channel, "", DeliveryStatus.SUPPRESSED, Reason.CHANNEL_UNAVAILABLE)
             )
-        elif target:
-            decisions.append(ChannelDecision(channel, target))
-        else:
+            continue
+        targets = targets_for(channel, recipient)
+        if not targets:
             decisions.append(
                 ChannelDecision(channel, "", DeliveryStatus.SUPPRESSED, Reason.NO_ADDRESS)
             )
+        decisions.extend(ChannelDecision(channel, target) for target in targets)
     return decisions
 
 
-def _address(channel: str, recipient) -> str:
-    if channel == Channel.INAPP:
-        return FEED_TARGET
-    if channel == Channel.EMAIL:
-        return recipient.email
-    if channel == Channel.SMS:
-        return recipient.phone
-    return ""  # push channels: devices arrive with the push work
+def gate_seal(*, notification_id: object, channel: str, target: str) -> str:
+    """A keyed hash that only the gate's route step writes and the sender verifies."""
+    message = f"{notification_id}|{channel}|{target}".encode()
+    return hmac.new(settings.SECRET_KEY.encode(), message, hashlib.sha256).hexdigest()
+
+
+def gate_seal_valid(*, notification_id: object, channel: str, target: str, seal: str) -> bool:
+    expected = gate_seal(notification_id=notification_id, channel=channel, target=target)
+    return bool(seal) and hmac.compare_digest(expected, seal)
