@@ -14,6 +14,7 @@ run:
 
 ## test: lint, then the whole suite against the real PostgreSQL, RabbitMQ and Redis
 test: bootstrap services
+	bash scripts/browser.sh
 	$(RUFF) check .
 	$(RUFF) format --check .
 	$(VENV)/bin/pytest

@@ -55,6 +55,7 @@ class Reason(models.TextChoices):
     REJECTED = "rejected", "The provider refused it permanently"
     RETRIES_EXHAUSTED = "retries_exhausted", "Every retry failed"
     DEADLINE_PASSED = "deadline_passed", "The next retry would fall past the deadline"
+    PUSH_LIMIT = "push_limit", "The recipient already had the most push jobs in flight"
 
 
 class Delivery(models.Model):
@@ -85,6 +86,9 @@ class Delivery(models.Model):
         related_name="deliveries",
     )
     provider_message_id = models.CharField(max_length=255, blank=True)
+    attempt_budget_from = models.PositiveIntegerField(
+        default=0, help_text="Attempts made before the last re-drive; the budget counts after."
+    )
     gate_seal = models.CharField(
         max_length=64, blank=True, help_text="Written by the gate; the sender refuses without it."
     )
@@ -140,3 +144,78 @@ class DeliveryAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.number} of delivery {self.delivery_id}: {self.outcome}"
+
+
+class DeviceKind(models.TextChoices):
+    WEBPUSH = "webpush", "Web Push subscription"
+    FCM = "fcm", "FCM registration token"
+
+
+class Device(models.Model):
+    """A browser or app instance that can receive push (R-IN6).
+
+    Its id is its stable identity: push deliveries target it (R-D4), and re-registering
+    the same browser/app updates the endpoint/token in place. `installation_id` is how a
+    re-registration is recognised when the client sends one; otherwise the endpoint or
+    token itself is the key.
+    """
+
+    recipient = models.ForeignKey(
+        "notify.Recipient", on_delete=models.CASCADE, related_name="devices"
+    )
+    kind = models.CharField(max_length=10, choices=DeviceKind.choices)
+    installation_id = models.CharField(
+        max_length=255, blank=True, help_text="The client's own stable id for this browser/app."
+    )
+    endpoint = models.URLField(max_length=1024, blank=True, help_text="Web Push endpoint.")
+    p256dh = models.CharField(max_length=255, blank=True)
+    auth = models.CharField(max_length=255, blank=True)
+    token = models.CharField(max_length=4096, blank=True, help_text="FCM registration token.")
+    platform = models.CharField(max_length=20, blank=True)
+    active = models.BooleanField(default=True)
+    deactivated_reason = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["recipient", "kind", "installation_id"],
+                name="uniq_device_installation",
+                condition=~Q(installation_id=""),
+            ),
+            models.UniqueConstraint(
+                fields=["kind", "endpoint"],
+                name="uniq_device_endpoint",
+                condition=~Q(endpoint=""),
+            ),
+        ]
+        indexes = [models.Index(fields=["recipient", "kind", "active"], name="device_live")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} device {self.pk} of {self.recipient_id}"
+
+    @property
+    def has_subscription(self) -> bool:
+        """Whether there is anything to push to (R-F1)."""
+        if self.kind == DeviceKind.WEBPUSH:
+            return bool(self.endpoint and self.p256dh and self.auth)
+        return bool(self.token)
+
+
+class DeliveryRedrive(models.Model):
+    """Who re-drove a dead (or failed) delivery, when, and from what state (R-Q5)."""
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="redrives")
+    by = models.ForeignKey("auth.User", on_delete=models.SET_NULL, null=True, related_name="+")
+    at = models.DateTimeField(auto_now_add=True)
+    previous_status = models.CharField(max_length=16)
+    previous_reason = models.CharField(max_length=32, blank=True)
+    previous_attempts = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["-at"]
+        permissions = [("redrive_delivery", "Can re-drive dead deliveries")]
+
+    def __str__(self) -> str:
+        return f"re-drive of delivery {self.delivery_id} at {self.at:%Y-%m-%d %H:%M}"

@@ -23,9 +23,20 @@ class RetryDecision:
     next_attempt_at: datetime | None = None
 
 
+PUSH_CHANNELS = frozenset({"webpush", "fcm"})
+
+
 def retry_delays_for(channel: str) -> list[float]:
     """The base delays between attempts for a channel (attempt n waits delays[n-1])."""
     return list(settings.NOTIFY_EMAIL_RETRY_DELAYS)
+
+
+def push_backoff(attempt: int) -> float:
+    """Push base delay after failed attempt `attempt` (1-based): doubling, capped (R-D3)."""
+    base = settings.NOTIFY_PUSH_RETRY_BASE
+    ceiling = settings.NOTIFY_PUSH_RETRY_MAX
+    # The exponent is bounded so a long-waiting delivery never overflows a float.
+    return min(ceiling, base * 2 ** min(max(attempt - 1, 0), 64))
 
 
 def jittered(delay: float, *, jitter: float, rng: random.Random | None = None) -> float:
@@ -47,11 +58,19 @@ def decide_retry(
     retry_after: float | None = None,
     rng: random.Random | None = None,
 ) -> RetryDecision:
-    """After failed attempt number `attempt` (1-based): retry when, or give up how."""
-    delays = retry_delays_for(channel)
-    if attempt > len(delays):
-        return RetryDecision(RetryKind.EXHAUSTED)
-    delay = jittered(delays[attempt - 1], jitter=settings.NOTIFY_RETRY_JITTER, rng=rng)
+    """After failed attempt number `attempt` (1-based): retry when, or give up how.
+
+    Push has no attempt limit: its deadline (the notification's TTL) ends it, as
+    `expired`, when the next attempt would fall past it.
+    """
+    if channel in PUSH_CHANNELS:
+        base = push_backoff(attempt)
+    else:
+        delays = retry_delays_for(channel)
+        if attempt > len(delays):
+            return RetryDecision(RetryKind.EXHAUSTED)
+        base = delays[attempt - 1]
+    delay = jittered(base, jitter=settings.NOTIFY_RETRY_JITTER, rng=rng)
     if retry_after is not None and retry_after > delay:
         delay = retry_after
     next_attempt_at = now + timedelta(seconds=delay)

@@ -24,6 +24,13 @@ from django.utils import timezone
 
 from deliveries.channels import provider_for
 from deliveries.channels.base import SendResult
+from deliveries.fairness import (
+    push_drop_record,
+    push_slot_member,
+    push_slot_release,
+    push_slot_take,
+)
+from deliveries.live import device_is_live
 from deliveries.models import (
     CLAIMABLE_STATUSES,
     AttemptOutcome,
@@ -32,7 +39,8 @@ from deliveries.models import (
     DeliveryStatus,
     Reason,
 )
-from deliveries.retry import RetryKind, decide_retry
+from deliveries.pressure import delivery_postpone, provider_admission, provider_outcome
+from deliveries.retry import PUSH_CHANNELS, RetryKind, decide_retry
 from notify.broker import publish_task
 from preferences.gate import gate_seal_valid
 from templates_admin.rendering import build_context
@@ -51,6 +59,8 @@ class AttemptResult(Enum):
     EXPIRED = "expired"
     NOT_CLAIMED = "not_claimed"  # someone else has it, or it is already final
     EARLY = "early"  # the message arrived before next_attempt_at
+    SKIPPED_LIVE = "skipped_live"  # the device is on the live stream: no push
+    POSTPONED = "postponed"  # breaker open or no rate token: back later, not charged
 
 
 @dataclass(frozen=True)
@@ -63,9 +73,84 @@ def delivery_enqueue(
     *, delivery_id: int, queue: str, countdown: float | None = None, retry: bool = False
 ) -> None:
     """Publish a send message for a delivery and note when (call after commit)."""
+    if not _push_slot_admits(delivery_id=delivery_id, countdown=countdown, retry=retry):
+        return
     priority = settings.NOTIFY_PRIORITY_RETRY if retry else settings.NOTIFY_PRIORITY_FIRST_ATTEMPT
     publish_task(SEND_TASK, args=[delivery_id], queue=queue, countdown=countdown, priority=priority)
     Delivery.objects.filter(pk=delivery_id).update(enqueued_at=timezone.now())
+
+
+def _push_slot_admits(*, delivery_id: int, countdown: float | None, retry: bool) -> bool:
+    """Per-recipient push fairness (R-F2): may this push job be queued now?
+
+    A first attempt without a free slot is dropped at once (suppressed, counted) and
+    never reaches a sender; a retry without one is left to the sweeper, which offers it
+    again later — a retry slows down rather than disappears.
+    """
+    row = (
+        Delivery.objects.filter(pk=delivery_id, channel__in=PUSH_CHANNELS)
+        .values("channel", "notification_id", "notification__recipient_id")
+        .first()
+    )
+    if row is None:
+        return True  # not a push
+    member = push_slot_member(
+        channel=row["channel"], delivery_id=delivery_id, notification_id=row["notification_id"]
+    )
+    recipient_id = row["notification__recipient_id"]
+    if push_slot_take(recipient_id=recipient_id, member=member, hold_for=countdown or 0):
+        return True
+    now = timezone.now()
+    if retry:
+        Delivery.objects.filter(pk=delivery_id).update(enqueued_at=None, updated_at=now)
+        return False
+    dropped = Delivery.objects.filter(pk=delivery_id, status=DeliveryStatus.QUEUED).update(
+        status=DeliveryStatus.SUPPRESSED,
+        reason=Reason.PUSH_LIMIT,
+        next_attempt_at=None,
+        finished_at=now,
+        updated_at=now,
+    )
+    if dropped:
+        push_drop_record(count=dropped)
+    return False
+
+
+def _skipped_live(*, delivery_id: int, claimed_at: datetime | None) -> bool:
+    """End a push delivery as `skipped_live` if its device is connected to the stream.
+
+    With `claimed_at` the caller holds the claim and gives it back (the attempt it
+    counted is undone); without, only an unclaimed delivery is skipped.
+    """
+    row = (
+        Delivery.objects.filter(pk=delivery_id, channel__in=PUSH_CHANNELS)
+        .values("channel", "target", "notification_id", "notification__recipient_id")
+        .first()
+    )
+    if row is None or not device_is_live(device_id=row["target"]):
+        return False
+    now = timezone.now()
+    rows = Delivery.objects.filter(pk=delivery_id)
+    changes: dict[str, Any] = {}
+    if claimed_at is None:
+        rows = rows.filter(status__in=CLAIMABLE_STATUSES)
+    else:
+        rows = rows.filter(status=DeliveryStatus.SENDING, claimed_at=claimed_at)
+        changes["attempts"] = F("attempts") - 1
+    skipped = rows.update(
+        status=DeliveryStatus.SKIPPED_LIVE,
+        reason="",
+        next_attempt_at=None,
+        finished_at=now,
+        updated_at=now,
+        **changes,
+    )
+    if skipped:
+        member = push_slot_member(
+            channel=row["channel"], delivery_id=delivery_id, notification_id=row["notification_id"]
+        )
+        push_slot_release(recipient_id=row["notification__recipient_id"], member=member)
+    return bool(skipped)
 
 
 def delivery_claim(*, delivery_id: int, now: datetime) -> bool:
@@ -86,8 +171,14 @@ def delivery_claim(*, delivery_id: int, now: datetime) -> bool:
 def delivery_attempt(*, delivery_id: int) -> AttemptReport:
     """Run one attempt of a delivery if it is due and unclaimed."""
     now = timezone.now()
+    # R-F4: a device live on the stream got the notification there; checked before the
+    # claim (no claim taken) and right after it (the claim is given back).
+    if _skipped_live(delivery_id=delivery_id, claimed_at=None):
+        return AttemptReport(AttemptResult.SKIPPED_LIVE, delivery_id)
     if not delivery_claim(delivery_id=delivery_id, now=now):
         return _not_claimed(delivery_id, now)
+    if _skipped_live(delivery_id=delivery_id, claimed_at=now):
+        return AttemptReport(AttemptResult.SKIPPED_LIVE, delivery_id)
 
     delivery = Delivery.objects.select_related(
         "notification__recipient", "notification__category", "template_version__template"
@@ -121,7 +212,20 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
     elif version is None:
         result = SendResult.permanent(response="no published template for this channel")
         reason = Reason.NO_TEMPLATE
+    elif _past_deadline(delivery, started_at):
+        # A push past its TTL is no longer useful: not sent late. Recorded as a failed
+        # try, which decide_retry turns into `expired` (the deadline is behind us).
+        result = SendResult.transient(status_code="deadline", response="past its TTL; not sent")
     else:
+        admission = provider_admission(channel=delivery.channel, queue=delivery.queue)
+        if not admission.allowed:
+            delivery_postpone(
+                delivery=delivery,
+                claimed_at=now,
+                wait_seconds=admission.wait_seconds,
+                why=admission.why,
+            )
+            return AttemptReport(AttemptResult.POSTPONED, delivery.pk)
         context = build_context(
             notification.payload,
             recipient={
@@ -131,14 +235,26 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
             },
         )
         result, reason = _call_provider(delivery, version, context)
+        provider_outcome(provider=admission.provider, outcome=result.outcome)
     duration_ms = int((time.monotonic() - clock) * 1000)
     return _record(
         delivery, result, reason=reason, claimed_at=now, started_at=started_at, duration=duration_ms
     )
 
 
+def _past_deadline(delivery: Delivery, now: datetime) -> bool:
+    """A push whose notification TTL has run out (R-D3); other channels send late."""
+    return (
+        delivery.channel in PUSH_CHANNELS
+        and delivery.deadline is not None
+        and now >= delivery.deadline
+    )
+
+
 def _call_provider(delivery: Delivery, version: Any, context: dict[str, Any]):
     try:
+        if delivery.channel == "fcm":
+            return _fcm_send_with_siblings(delivery, version, context), ""
         return provider_for(delivery.channel).send(delivery, version, context), ""
     except TemplateSyntaxError as error:
         return SendResult.permanent(response=f"template error: {error}"), Reason.RENDER_ERROR
@@ -146,6 +262,75 @@ def _call_provider(delivery: Delivery, version: Any, context: dict[str, Any]):
         logger.exception("delivery %s: provider raised", delivery.pk)
         text = "".join(traceback.format_exception_only(error)).strip()
         return SendResult.transient(status_code=type(error).__name__, response=text), ""
+
+
+def _fcm_send_with_siblings(delivery: Delivery, version: Any, context: dict[str, Any]):
+    """Send this FCM delivery together with its notification's other due FCM deliveries.
+
+    One notification's devices share one rendered message, so they go out in one
+    `send_each` batch (chunks of ≤ 500) instead of one task each. The siblings are
+    claimed here like any delivery (their own send messages then find nothing to do)
+    and each gets its own attempt row and outcome; this delivery's result is returned
+    to the caller, which records it as usual.
+    """
+    from deliveries.channels import fcm
+
+    claimed_at = timezone.now()
+    candidates = list(
+        Delivery.objects.filter(
+            notification_id=delivery.notification_id,
+            channel="fcm",
+            status__in=CLAIMABLE_STATUSES,
+        )
+        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=claimed_at))
+        .exclude(pk=delivery.pk)
+        .order_by("pk")
+        .values_list("pk", flat=True)[: settings.NOTIFY_FCM_BATCH_SIZE * 10]
+    )
+    Delivery.objects.filter(pk__in=candidates, status__in=CLAIMABLE_STATUSES).update(
+        status=DeliveryStatus.SENDING,
+        claimed_at=claimed_at,
+        attempts=F("attempts") + 1,
+        updated_at=claimed_at,
+    )
+    siblings = list(
+        Delivery.objects.select_related("notification__recipient").filter(
+            pk__in=candidates, status=DeliveryStatus.SENDING, claimed_at=claimed_at
+        )
+    )
+    gated = [
+        sibling
+        for sibling in siblings
+        if gate_seal_valid(
+            notification_id=sibling.notification_id,
+            channel=sibling.channel,
+            target=sibling.target,
+            seal=sibling.gate_seal,
+        )
+    ]
+    if siblings:
+        Delivery.objects.filter(pk__in=[s.pk for s in siblings]).update(template_version=version)
+    clock = time.monotonic()
+    try:
+        results = fcm.send_batch([delivery, *gated], version, context)
+    except Exception as error:  # recorded for every sibling as well, then retried
+        logger.exception("delivery %s: FCM batch raised", delivery.pk)
+        text = "".join(traceback.format_exception_only(error)).strip()
+        failed = SendResult.transient(status_code=type(error).__name__, response=text)
+        results = {d.pk: failed for d in [delivery, *gated]}
+    duration = int((time.monotonic() - clock) * 1000)
+    refused = SendResult.permanent(response="refused: this delivery did not pass the gate")
+    for sibling in siblings:
+        sibling_reason = "" if sibling in gated else Reason.NOT_GATED
+        _record(
+            sibling,
+            results.get(sibling.pk, refused),
+            reason=sibling_reason,
+            claimed_at=claimed_at,
+            started_at=claimed_at,
+            duration=duration,
+        )
+    return results[delivery.pk]
 
 
 def _record(
@@ -179,7 +364,7 @@ def _record(
     else:
         decision = decide_retry(
             channel=delivery.channel,
-            attempt=delivery.attempts,
+            attempt=delivery.attempts - delivery.attempt_budget_from,
             now=now,
             deadline=delivery.deadline,
             retry_after=result.retry_after,
@@ -203,6 +388,14 @@ def _record(
                 status=DeliveryStatus.EXPIRED, reason=Reason.DEADLINE_PASSED, finished_at=now
             )
 
+    if delivery.channel in PUSH_CHANNELS:
+        # This job is over; a retry takes a slot again when it is queued (after commit).
+        member = push_slot_member(
+            channel=delivery.channel,
+            delivery_id=delivery.pk,
+            notification_id=delivery.notification_id,
+        )
+        push_slot_release(recipient_id=delivery.notification.recipient_id, member=member)
     with transaction.atomic():
         DeliveryAttempt.objects.create(
             delivery=delivery,
@@ -240,6 +433,17 @@ def _record(
         changes.get("reason", ""),
         delivery.attempts,
         duration,
+        # The same fields as attributes, for a JSON formatter or a log shipper to index.
+        extra={
+            "event": "delivery_outcome",
+            "notification_id": str(delivery.notification_id),
+            "delivery_id": delivery.pk,
+            "channel": delivery.channel,
+            "status": str(changes.get("status", "")),
+            "reason": str(changes.get("reason", "")),
+            "attempt": delivery.attempts,
+            "duration_ms": duration,
+        },
     )
     return AttemptReport(outcome, delivery.pk)
 

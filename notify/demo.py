@@ -18,7 +18,9 @@ CATEGORIES = [
         "default_channels": ["email", "sms"],
         "payload_schema": {
             "type": "object",
-            "properties": {"code": {"type": "string", "minLength": 4, "maxLength": 12}},
+            "properties": {
+                "code": {"type": "string", "minLength": 4, "maxLength": 12, "x-sensitive": True}
+            },
             "required": ["code"],
             "additionalProperties": False,
         },
@@ -167,6 +169,12 @@ def seed_demo() -> dict[str, int]:
                 template_version_publish(version=version)
                 created["templates"] += 1
         for spec in RECIPIENTS:
-            _, was_created = Recipient.objects.get_or_create(user_id=spec["user_id"], defaults=spec)
+            recipient, was_created = Recipient.objects.get_or_create(
+                user_id=spec["user_id"], defaults=spec
+            )
             created["recipients"] += was_created
+            if was_created:  # the demo users ticked "send me offers" at signup
+                from preferences.services import RequestOrigin, marketing_consent_grant
+
+                marketing_consent_grant(recipient=recipient, origin=RequestOrigin(source="signup"))
     return created

@@ -99,6 +99,19 @@ class Recipient(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        # Support searches by exact value or prefix (`LIKE 'x%'`), which needs the
+        # pattern operator classes. The case-insensitive email index, on
+        # lower(email) text_pattern_ops, is created in SQL by migration 0002.
+        indexes = [
+            models.Index(
+                fields=["user_id"], opclasses=["varchar_pattern_ops"], name="recipient_uid_prefix"
+            ),
+            models.Index(
+                fields=["phone"], opclasses=["varchar_pattern_ops"], name="recipient_phone_prefix"
+            ),
+        ]
+
     def __str__(self) -> str:
         return self.user_id
 

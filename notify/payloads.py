@@ -46,3 +46,22 @@ def payload_problem(schema: dict[str, Any], payload: dict[str, Any]) -> PayloadP
 
 def _error_order(error: ValidationError) -> tuple[int, str]:
     return (len(error.absolute_path), ".".join(str(p) for p in error.absolute_path))
+
+
+MASK = "•••"
+
+
+def sensitive_fields(schema: dict[str, Any]) -> set[str]:
+    """Top-level payload fields the category's schema marks `"x-sensitive": true`."""
+    properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    return {
+        name
+        for name, spec in properties.items()
+        if isinstance(spec, dict) and spec.get("x-sensitive") is True
+    }
+
+
+def payload_masked(payload: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """The payload as support may see it: sensitive values replaced by a mask."""
+    hidden = sensitive_fields(schema)
+    return {key: (MASK if key in hidden else value) for key, value in payload.items()}

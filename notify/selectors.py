@@ -82,3 +82,36 @@ def notification_status(*, producer: Producer, notification_id: Any) -> dict[str
             for delivery in deliveries
         ],
     }
+
+
+def recipient_timeline(*, recipient: Recipient, page: int, per_page: int):
+    """One page of a recipient's notifications, newest first, with every delivery and
+    attempt loaded in a fixed number of queries (support's "what did they get?")."""
+    from django.core.paginator import Paginator
+    from django.db.models import Prefetch
+
+    from deliveries.models import Delivery, DeliveryAttempt
+
+    deliveries = Delivery.objects.select_related("template_version__template").prefetch_related(
+        Prefetch("attempt_log", queryset=DeliveryAttempt.objects.order_by("number"))
+    )
+    notifications = (
+        Notification.objects.filter(recipient=recipient)
+        .select_related("category", "producer")
+        .prefetch_related(Prefetch("deliveries", queryset=deliveries.order_by("pk")))
+        .order_by("-created_at", "-pk")
+    )
+    return Paginator(notifications, per_page).get_page(page)
+
+
+def recipients_matching(queryset, term: str):
+    """Exact or prefix match on user id, email (case-insensitive) or phone; each side of
+    the OR has its own index (see the Recipient model), so this stays fast at scale."""
+    from django.db.models import Q
+    from django.db.models.functions import Lower
+
+    return queryset.alias(email_lower=Lower("email")).filter(
+        Q(user_id__startswith=term)
+        | Q(email_lower__startswith=term.lower())
+        | Q(phone__startswith=term)
+    )

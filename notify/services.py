@@ -8,7 +8,7 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -232,7 +232,7 @@ def outbox_republish_stale() -> int:
 # --- Routing --------------------------------------------------------------------------
 
 
-def notification_route(*, notification_id: str) -> list[int]:
+def notification_route(*, notification_id: str, now: datetime | None = None) -> list[int]:
     """Run the gate and create the deliveries; send in-app at once, enqueue the rest.
 
     Safe to run twice: deliveries are unique per (notification, channel, target), and
@@ -242,7 +242,7 @@ def notification_route(*, notification_id: str) -> list[int]:
     from deliveries.services import delivery_attempt, delivery_enqueue
     from preferences.gate import decide_deliveries, gate_seal
 
-    now = timezone.now()
+    now = now or timezone.now()  # an argument so the gate's clock can be shown in tests
     with transaction.atomic():
         notification = (
             Notification.objects.select_for_update(of=("self",))
@@ -250,7 +250,7 @@ def notification_route(*, notification_id: str) -> list[int]:
             .get(pk=notification_id)
         )
         if notification.routed_at is None:
-            decisions = decide_deliveries(notification)
+            decisions = decide_deliveries(notification, now=now)
             Delivery.objects.bulk_create(
                 [
                     Delivery(
@@ -260,9 +260,9 @@ def notification_route(*, notification_id: str) -> list[int]:
                         queue=notification.category.queue,
                         status=decision.status,
                         reason=decision.reason,
-                        next_attempt_at=now if decision.allowed else None,
+                        next_attempt_at=decision.not_before or (now if decision.allowed else None),
                         deadline=_deadline(notification, decision.channel, now),
-                        finished_at=None if decision.allowed else now,
+                        finished_at=None if decision.allowed or decision.not_before else now,
                         gate_seal=gate_seal(
                             notification_id=notification.pk,
                             channel=decision.channel,

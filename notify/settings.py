@@ -7,6 +7,7 @@ names is a setting here (prefix NOTIFY_), read once at start.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from kombu import Exchange, Queue
@@ -223,7 +224,11 @@ CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# A send running when the broker connection drops is let finish: it records its outcome
+# in the delivery row, and the redelivered message then finds nothing to claim.
+# Cancelling it (Celery's future default) could kill it between the provider's "yes"
+# and that record, and the stale claim would be sent a second time.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
@@ -280,3 +285,177 @@ SPECTACULAR_SETTINGS["SERVE_AUTHENTICATION"] = []
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(NOTIFY_MAX_BODY_BYTES * 4, 2_621_440)
 # Channels with a working provider here; others are recorded as suppressed, not tried.
 NOTIFY_CHANNELS_ENABLED = env_list("NOTIFY_CHANNELS_ENABLED", ["inapp", "email"])
+
+# --- templates (issue 4) ---
+# Channel limits checked when a template is saved (R-T2) and applied when rendering (R-T3).
+NOTIFY_PUSH_TITLE_MAX_CHARS = env_int("NOTIFY_PUSH_TITLE_MAX_CHARS", 50, minimum=1)
+NOTIFY_PUSH_BODY_MAX_CHARS = env_int("NOTIFY_PUSH_BODY_MAX_CHARS", 150, minimum=2)
+NOTIFY_SMS_MAX_SEGMENTS = env_int("NOTIFY_SMS_MAX_SEGMENTS", 3, minimum=1)
+# Used by the money filter when the payload names no currency.
+NOTIFY_DEFAULT_CURRENCY = env_str("NOTIFY_DEFAULT_CURRENCY", "EUR")
+NOTIFY_DEFAULT_TIMEZONE = env_str("NOTIFY_DEFAULT_TIMEZONE", "UTC")
+
+# --- Operations: health, readiness, metrics (issue 7) ---------------------------------
+# Bearer token for GET /metrics. Empty: /metrics answers only requests from loopback
+# (a scraper on the same host or a sidecar); any other client gets 403.
+NOTIFY_METRICS_TOKEN = secret_text("NOTIFY_METRICS_TOKEN").strip()
+# Each dependency check in /readyz (and each source read by /metrics) gives up after this.
+NOTIFY_OPS_CHECK_TIMEOUT = env_float("NOTIFY_OPS_CHECK_TIMEOUT", 1.0, minimum=0.05)
+# Upper bounds (seconds) of the event→delivery latency histogram buckets.
+NOTIFY_METRICS_LATENCY_BUCKETS = env_float_list(
+    "NOTIFY_METRICS_LATENCY_BUCKETS", [0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0]
+)
+# The latency histogram covers deliveries finished within this window, so a scrape
+# reads a bounded slice of the table instead of all history.
+NOTIFY_METRICS_LATENCY_WINDOW = env_float("NOTIFY_METRICS_LATENCY_WINDOW", 3600.0, minimum=1)
+
+# --- Push: devices, Web Push, FCM (issue 5) ---------------------------------------------
+# VAPID private key (PEM text or a path to it) and the contact the push services see.
+WEBPUSH_VAPID_PRIVATE_KEY = secret_text("WEBPUSH_VAPID_PRIVATE_KEY").strip()
+WEBPUSH_VAPID_SUBJECT = env_str("WEBPUSH_VAPID_SUBJECT", "mailto:ops@notify.localhost")
+# A signed VAPID JWT is reused for this long (push services accept up to 24 h).
+WEBPUSH_VAPID_JWT_LIFETIME = env_int("WEBPUSH_VAPID_JWT_LIFETIME", 12 * 3600, minimum=60)
+# Largest clear-text payload one aes128gcm record can carry (4096 - 103 bytes overhead).
+WEBPUSH_MAX_PAYLOAD_BYTES = env_int("WEBPUSH_MAX_PAYLOAD_BYTES", 3993, minimum=64)
+# Path to a service-account JSON for FCM; empty disables the channel.
+FCM_CREDENTIALS = env_str("FCM_CREDENTIALS", "")
+# Override of FCM's send URL ({project_id} is filled in): an emulator or a test peer.
+FCM_SEND_URL = env_str("FCM_SEND_URL", "")
+# Devices of one notification sent per send_each call (FCM allows at most 500).
+NOTIFY_FCM_BATCH_SIZE = env_int("NOTIFY_FCM_BATCH_SIZE", 500, minimum=1)
+# Push retry policy (R-D3): base doubling per attempt up to the ceiling, jittered; the
+# provider's Retry-After wins when longer; the notification's TTL is the deadline.
+NOTIFY_PUSH_RETRY_BASE = env_float("NOTIFY_PUSH_RETRY_BASE", 30.0, minimum=0.01)
+NOTIFY_PUSH_RETRY_MAX = env_float("NOTIFY_PUSH_RETRY_MAX", 3600.0, minimum=0.01)
+# Provider call timeouts (R-F3): vendors answer in seconds; these cap a stuck sender.
+NOTIFY_PUSH_CONNECT_TIMEOUT = env_float("NOTIFY_PUSH_CONNECT_TIMEOUT", 3.0, minimum=0.1)
+NOTIFY_PUSH_REQUEST_TIMEOUT = env_float("NOTIFY_PUSH_REQUEST_TIMEOUT", 5.0, minimum=0.1)
+NOTIFY_PUSH_SENDERS = env_int("NOTIFY_PUSH_SENDERS", 8, minimum=1)
+# At most this many push jobs per recipient queued + in flight (R-F2, ADR-048).
+NOTIFY_PUSH_PER_RECIPIENT_LIMIT = env_int("NOTIFY_PUSH_PER_RECIPIENT_LIMIT", 4, minimum=1)
+# Dropped pushes are logged as one summed line at most this often (seconds).
+NOTIFY_PUSH_DROP_LOG_INTERVAL = env_int("NOTIFY_PUSH_DROP_LOG_INTERVAL", 60, minimum=1)
+# Live stream (R-U3): heartbeat comment interval, how long a device counts as live
+# without a heartbeat, and how often the stream looks for new feed entries (seconds).
+NOTIFY_STREAM_HEARTBEAT = env_float("NOTIFY_STREAM_HEARTBEAT", 15.0, minimum=0.1)
+NOTIFY_LIVE_TTL = env_int("NOTIFY_LIVE_TTL", 45, minimum=1)
+NOTIFY_STREAM_POLL_INTERVAL = env_float("NOTIFY_STREAM_POLL_INTERVAL", 1.0, minimum=0.05)
+# How many missed entries a reconnect with Last-Event-ID replays at most.
+NOTIFY_STREAM_REPLAY_MAX = env_int("NOTIFY_STREAM_REPLAY_MAX", 100, minimum=1)
+# Web Push works once VAPID keys exist: then it is on by default (an explicit list wins).
+if WEBPUSH_VAPID_PRIVATE_KEY and "NOTIFY_CHANNELS_ENABLED" not in os.environ:
+    NOTIFY_CHANNELS_ENABLED.append("webpush")
+if FCM_CREDENTIALS and "NOTIFY_CHANNELS_ENABLED" not in os.environ:
+    NOTIFY_CHANNELS_ENABLED.append("fcm")
+
+# --- preferences, consent, quiet hours, caps, user tokens (issue 3) ---
+# Unsubscribe links must keep working in old emails: two years by default.
+NOTIFY_UNSUBSCRIBE_TOKEN_MAX_AGE = env_int(
+    "NOTIFY_UNSUBSCRIBE_TOKEN_MAX_AGE", 2 * 365 * 24 * 3600, minimum=1
+)
+NOTIFY_USER_TOKEN_TTL_SECONDS = env_int("NOTIFY_USER_TOKEN_TTL_SECONDS", 3600, minimum=1)
+# Default quiet window in the recipient's local time (HH:MM); per recipient in admin.
+NOTIFY_QUIET_HOURS_START = env_str("NOTIFY_QUIET_HOURS_START", "21:00")
+NOTIFY_QUIET_HOURS_END = env_str("NOTIFY_QUIET_HOURS_END", "09:00")
+NOTIFY_MARKETING_DAILY_CAP = env_int("NOTIFY_MARKETING_DAILY_CAP", 3, minimum=1)
+NOTIFY_CONSENT_TEXT_VERSION = env_str("NOTIFY_CONSENT_TEXT_VERSION", "v1")
+NOTIFY_DEFERRED_RELEASE_INTERVAL = env_float("NOTIFY_DEFERRED_RELEASE_INTERVAL", 30.0, minimum=1)
+NOTIFY_DEFERRED_RELEASE_BATCH = env_int("NOTIFY_DEFERRED_RELEASE_BATCH", 500, minimum=1)
+CELERY_BEAT_SCHEDULE["preferences-release-deferred"] = {
+    "task": "preferences.release_deferred",
+    "schedule": NOTIFY_DEFERRED_RELEASE_INTERVAL,
+    "options": {"queue": "high"},
+}
+# End-user tokens are tried first; they only claim `ut_…` bearer values.
+REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"].insert(
+    0, "notify.api.auth.UserTokenAuthentication"
+)
+
+# --- Provider pressure: rate limits and circuit breakers (issue 6) ---------------------
+# Which provider each channel talks to; limits and breakers are per provider.
+NOTIFY_CHANNEL_PROVIDERS = {
+    "email": "smtp",
+    "webpush": "webpush",
+    "fcm": "fcm",
+    "sms": "smpp",
+}
+# Per-provider token buckets, "rate/s:burst", shared by every worker through Redis.
+NOTIFY_PROVIDER_RATE_LIMITS = {
+    provider: env_str(f"NOTIFY_RATE_{provider.upper()}", default)
+    for provider, default in {
+        "smtp": "50:100",
+        "webpush": "200:400",
+        "fcm": "500:1000",
+        "smpp": "30:30",
+    }.items()
+}
+# Low-priority traffic may only take tokens while this fraction of the bucket remains,
+# so a saturating campaign leaves room for login codes (high uses under 80 %).
+NOTIFY_LOW_PRIORITY_RESERVE = env_float("NOTIFY_LOW_PRIORITY_RESERVE", 0.2, minimum=0)
+# A sender waits for a token at most this long in place; longer → short countdown.
+NOTIFY_RATE_MAX_INLINE_WAIT = env_float("NOTIFY_RATE_MAX_INLINE_WAIT", 0.25, minimum=0)
+NOTIFY_BREAKER_FAILURES = env_int("NOTIFY_BREAKER_FAILURES", 10, minimum=1)
+NOTIFY_BREAKER_WINDOW = env_float("NOTIFY_BREAKER_WINDOW", 30.0, minimum=0.1)
+NOTIFY_BREAKER_COOLDOWN = env_float("NOTIFY_BREAKER_COOLDOWN", 30.0, minimum=0.1)
+# How long a half-open probe may take before another sender may probe instead.
+NOTIFY_BREAKER_PROBE_TIMEOUT = env_float("NOTIFY_BREAKER_PROBE_TIMEOUT", 15.0, minimum=0.1)
+
+# --- Support view (issue 7) -----------------------------------------------------------
+NOTIFY_SUPPORT_TIMELINE_PAGE_SIZE = env_int("NOTIFY_SUPPORT_TIMELINE_PAGE_SIZE", 25, minimum=1)
+
+# --- SMS over SMPP (issue 6, item 6) ----------------------------------------------------
+# The SMSC and our account there (DESIGN.md §12 names). One bind_transceiver per sender
+# process; its deliver_sm receipts arrive on the same bind.
+SMPP_HOST = env_str("SMPP_HOST", "127.0.0.1")
+SMPP_PORT = env_int("SMPP_PORT", 2775, minimum=1)
+SMPP_SYSTEM_ID = env_str("SMPP_SYSTEM_ID", "notify")
+SMPP_PASSWORD = secret_text("SMPP_PASSWORD").strip()
+SMPP_SYSTEM_TYPE = env_str("SMPP_SYSTEM_TYPE", "")
+# The sender id the phone shows (an alphanumeric name or a number).
+SMPP_SOURCE_ADDR = env_str("SMPP_SOURCE_ADDR", "Notify")
+# Keep-alive: SMSCs drop a bind after ~120 s without a PDU; 30-60 s is the working range.
+SMPP_ENQUIRE_LINK_INTERVAL = env_float("SMPP_ENQUIRE_LINK_INTERVAL", 45.0, minimum=0.1)
+# How long we wait for any *_resp (bind, submit, enquire_link) before the bind is suspect.
+SMPP_RESPONSE_TIMEOUT = env_float("SMPP_RESPONSE_TIMEOUT", 10.0, minimum=0.1)
+# A send waits this long for the bind to come (back) up before it is a transient failure.
+SMPP_BIND_WAIT = env_float("SMPP_BIND_WAIT", 5.0, minimum=0)
+# Reconnect backoff after a lost or refused bind: base doubling to the ceiling, jittered.
+SMPP_RECONNECT_BASE = env_float("SMPP_RECONNECT_BASE", 1.0, minimum=0.01)
+SMPP_RECONNECT_MAX = env_float("SMPP_RECONNECT_MAX", 60.0, minimum=0.01)
+# Unacknowledged submit_sm per bind (window) and submits per second per bind (TPS). With
+# several sender processes, per-bind TPS times binds must stay within the account's TPS.
+SMPP_WINDOW_SIZE = env_int("SMPP_WINDOW_SIZE", 10, minimum=1)
+SMPP_TPS = env_float("SMPP_TPS", 30.0, minimum=0.01)
+# Throttling (0x58, R-D3): pause base doubling to the ceiling, ± jitter, this many retries
+# inside one send; then the delivery is dead.
+SMPP_THROTTLE_PAUSE = env_float("SMPP_THROTTLE_PAUSE", 0.1, minimum=0)
+SMPP_THROTTLE_PAUSE_MAX = env_float("SMPP_THROTTLE_PAUSE_MAX", 5.0, minimum=0)
+SMPP_THROTTLE_JITTER = env_float("SMPP_THROTTLE_JITTER", 0.2, minimum=0)
+SMPP_THROTTLE_RETRIES = env_int("SMPP_THROTTLE_RETRIES", 3, minimum=0)
+# Sustained throttling (this many 0x58 within the window) halves the bind's rate, at most
+# once per step interval, never below the floor; after a quiet period without 0x58 the
+# rate climbs back by a fraction of SMPP_TPS per step interval (no see-saw).
+SMPP_THROTTLE_SUSTAINED_COUNT = env_int("SMPP_THROTTLE_SUSTAINED_COUNT", 3, minimum=1)
+SMPP_THROTTLE_SUSTAINED_WINDOW = env_float("SMPP_THROTTLE_SUSTAINED_WINDOW", 10.0, minimum=0.01)
+SMPP_RATE_STEP_INTERVAL = env_float("SMPP_RATE_STEP_INTERVAL", 5.0, minimum=0.01)
+SMPP_RATE_RECOVER_AFTER = env_float("SMPP_RATE_RECOVER_AFTER", 30.0, minimum=0.01)
+SMPP_RATE_RECOVER_STEP = env_float("SMPP_RATE_RECOVER_STEP", 0.1, minimum=0.01)
+SMPP_RATE_FLOOR = env_float("SMPP_RATE_FLOOR", 1.0, minimum=0.01)
+# Long text: "udh" (concatenated parts with a user data header, the most widely
+# supported) or "payload" (one submit_sm with the message_payload TLV).
+SMPP_LONG_MESSAGE_MODE = env_str("SMPP_LONG_MESSAGE_MODE", "udh")
+if SMPP_LONG_MESSAGE_MODE not in ("udh", "payload"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        f"SMPP_LONG_MESSAGE_MODE must be 'udh' or 'payload', not {SMPP_LONG_MESSAGE_MODE!r}"
+    )
+# Segment sizes (GSM 03.38 / 03.40): one part, and each part of a concatenated message.
+SMPP_GSM7_SINGLE_CHARS = env_int("SMPP_GSM7_SINGLE_CHARS", 160, minimum=1)
+SMPP_GSM7_PART_CHARS = env_int("SMPP_GSM7_PART_CHARS", 153, minimum=1)
+SMPP_UCS2_SINGLE_CHARS = env_int("SMPP_UCS2_SINGLE_CHARS", 70, minimum=1)
+SMPP_UCS2_PART_CHARS = env_int("SMPP_UCS2_PART_CHARS", 67, minimum=1)
+# A receipt for a message id no delivery has yet (the send is still being recorded) is
+# looked up again this many times, this far apart, before the SMSC is asked to resend it.
+SMPP_DLR_MATCH_RETRIES = env_int("SMPP_DLR_MATCH_RETRIES", 5, minimum=0)
+SMPP_DLR_MATCH_DELAY = env_float("SMPP_DLR_MATCH_DELAY", 0.2, minimum=0)

@@ -1,16 +1,373 @@
-from django.contrib import admin
+"""Django admin for templates (R-T4): drafts, preview, test send, diff, publish.
 
-from templates_admin.models import Template, TemplateVersion
+Versions are immutable, so "edit" always means "save a new draft" (validated, R-T2).
+Publishing is a separate permission, `templates_admin.publish_templateversion`: an editor
+(add/view rights) drafts and previews; only a publisher changes what users receive.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.core.mail import get_connection
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from notify.models import Channel
+from templates_admin.mail import VersionEmailMessage
+from templates_admin.models import Template, TemplatePublication, TemplateVersion
+from templates_admin.rendering import build_context, render_version
+from templates_admin.services import (
+    TemplateInvalid,
+    template_version_draft,
+    template_version_publish,
+)
+from templates_admin.validation import CHANNEL_FIELDS, FIELD_LABELS
+
+PUBLISH_PERMISSION = "templates_admin.publish_templateversion"
 
 
-class TemplateVersionInline(admin.StackedInline):
+class VersionForm(forms.Form):
+    """The fields of a new draft; only the template's channel's fields are shown."""
+
+    subject = forms.CharField(required=False, max_length=500, label=FIELD_LABELS["subject"])
+    html_body = forms.CharField(required=False, widget=forms.Textarea, label="HTML body")
+    text_body = forms.CharField(
+        required=False,
+        widget=forms.Textarea,
+        label="Text body",
+        help_text="Leave empty to generate it from the HTML body.",
+    )
+    title = forms.CharField(required=False, max_length=500, label=FIELD_LABELS["title"])
+    body = forms.CharField(required=False, widget=forms.Textarea, label=FIELD_LABELS["body"])
+    url = forms.CharField(required=False, max_length=2000, label=FIELD_LABELS["url"])
+
+    def __init__(self, *args: Any, template: Template, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.template = template
+        used = CHANNEL_FIELDS.get(template.channel, ())
+        for name in list(self.fields):
+            if name not in used:
+                del self.fields[name]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        from templates_admin.services import template_version_problems
+
+        fields = {name: data.get(name) or "" for name in self.fields}
+        for problem in template_version_problems(template=self.template, fields=fields):
+            self.add_error(problem.field if problem.field in self.fields else None, str(problem))
+        return data
+
+
+class PreviewForm(forms.Form):
+    locale = forms.CharField(max_length=35, required=False)
+    sample = forms.IntegerField(required=False, min_value=1)
+    payload = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 6}), label="Pasted JSON payload"
+    )
+
+    def clean_payload(self) -> dict[str, Any] | None:
+        text = (self.cleaned_data.get("payload") or "").strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise forms.ValidationError(f"This is not valid JSON: {error}") from error
+        if not isinstance(value, dict):
+            raise forms.ValidationError("The payload must be a JSON object: {…}.")
+        return value
+
+
+class TemplateVersionInline(admin.TabularInline):
     model = TemplateVersion
     extra = 0
-    readonly_fields = ("number", "created_at", "created_by", "published_at")
+    can_delete = False
+    fields = ("number", "created_by", "created_at", "published_at", "actions")
+    readonly_fields = fields
+    show_change_link = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="")
+    def actions(self, version: TemplateVersion) -> str:
+        base = "admin:templates_admin_template_"
+        links = [
+            format_html('<a href="{}">preview</a>', reverse(base + "preview", args=[version.pk])),
+        ]
+        previous = version.template.versions.filter(number__lt=version.number).first()
+        if previous is not None:
+            links.append(
+                format_html(
+                    '<a href="{}">diff with v{}</a>',
+                    reverse(base + "diff", args=[previous.pk, version.pk]),
+                    previous.number,
+                )
+            )
+        if version.is_published:
+            links.append(format_html("<strong>{}</strong>", "published"))
+        return format_html(" · ".join(["{}"] * len(links)), *links)
 
 
 @admin.register(Template)
 class TemplateAdmin(admin.ModelAdmin):
-    list_display = ("category", "channel", "locale", "published_version")
+    list_display = ("category", "channel", "locale", "published", "latest")
     list_filter = ("channel", "locale", "category")
+    list_select_related = ("category", "published_version")
+    readonly_fields = ("published_version",)
     inlines = [TemplateVersionInline]
+    change_form_template = "admin/templates_admin/template/change_form.html"
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None):
+        # The slot is fixed once created; texts change through new versions only.
+        return ("category", "channel", "locale", "published_version") if obj else ()
+
+    def get_fields(self, request: HttpRequest, obj: Any = None):
+        return ("category", "channel", "locale") + (("published_version",) if obj else ())
+
+    @admin.display(description="published version")
+    def published(self, obj: Template) -> str:
+        return f"v{obj.published_version.number}" if obj.published_version else "—"
+
+    @admin.display(description="latest version")
+    def latest(self, obj: Template) -> str:
+        latest = obj.versions.first()
+        return f"v{latest.number}" if latest else "—"
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        name = "templates_admin_template_"
+        return [
+            path("<int:pk>/new-version/", wrap(self.new_version_view), name=name + "new_version"),
+            path("version/<int:pk>/preview/", wrap(self.preview_view), name=name + "preview"),
+            path("version/<int:pk>/publish/", wrap(self.publish_view), name=name + "publish"),
+            path("version/<int:pk>/send-test/", wrap(self.send_test_view), name=name + "send_test"),
+            path("diff/<int:a>/<int:b>/", wrap(self.diff_view), name=name + "diff"),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = dict(extra_context or {})
+        template = self.get_object(request, object_id)
+        if template is not None:
+            extra_context["publications"] = TemplatePublication.objects.filter(
+                version__template=template
+            ).select_related("version", "published_by")[:20]
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    # --- views ---------------------------------------------------------------------------
+
+    def _context(self, request: HttpRequest, **extra: Any) -> dict[str, Any]:
+        return {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "can_publish": request.user.has_perm(PUBLISH_PERMISSION),
+            **extra,
+        }
+
+    def new_version_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Edit = a new draft, prefilled from the latest version; saved only when valid."""
+        if not request.user.has_perm("templates_admin.add_templateversion"):
+            raise PermissionDenied
+        template = get_object_or_404(Template.objects.select_related("category"), pk=pk)
+        latest = template.versions.first()
+        if request.method == "POST":
+            form = VersionForm(request.POST, template=template)
+            if form.is_valid():
+                fields = {name: form.cleaned_data.get(name) or "" for name in form.fields}
+                try:
+                    version = template_version_draft(
+                        template=template, fields=fields, created_by=request.user
+                    )
+                except TemplateInvalid as error:  # a race with a schema change
+                    for problem in error.problems:
+                        form.add_error(None, str(problem))
+                else:
+                    messages.success(request, f"Draft v{version.number} saved.")
+                    return HttpResponseRedirect(
+                        reverse("admin:templates_admin_template_preview", args=[version.pk])
+                    )
+        else:
+            initial = {name: getattr(latest, name) for name in CHANNEL_FIELDS[template.channel]}
+            form = VersionForm(initial=initial if latest else None, template=template)
+        return TemplateResponse(
+            request,
+            "admin/templates_admin/new_version.html",
+            self._context(request, title=f"New draft of {template}", template=template, form=form),
+        )
+
+    def _preview(self, version: TemplateVersion, form: PreviewForm) -> dict[str, Any]:
+        category = version.template.category
+        samples = category.sample_payloads or []
+        locale = version.template.locale
+        payload: dict[str, Any] = samples[0] if samples else {}
+        if form.is_valid():
+            locale = form.cleaned_data.get("locale") or locale
+            if form.cleaned_data.get("payload") is not None:
+                payload = form.cleaned_data["payload"]
+            elif form.cleaned_data.get("sample") and form.cleaned_data["sample"] <= len(samples):
+                payload = samples[form.cleaned_data["sample"] - 1]
+        context = build_context(
+            payload,
+            recipient={
+                "user_id": "preview",
+                "locale": locale,
+                "timezone": settings.NOTIFY_DEFAULT_TIMEZONE,
+            },
+        )
+        try:
+            rendered = render_version(version, context, locale=locale)
+            error = ""
+        except Exception as exc:  # show the author what broke instead of a 500
+            rendered, error = None, str(exc)
+        return {
+            "rendered": rendered,
+            "render_error": error,
+            "locale": locale,
+            "samples": samples,
+            "payload": payload,
+            "payload_json": json.dumps(payload, ensure_ascii=False, indent=2),
+        }
+
+    def preview_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """What each channel will show, for a sample or pasted payload, in any locale."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        version = get_object_or_404(
+            TemplateVersion.objects.select_related("template__category"), pk=pk
+        )
+        form = PreviewForm(request.GET or None)
+        preview = self._preview(version, form)
+        versions = version.template.versions.all()
+        return TemplateResponse(
+            request,
+            "admin/templates_admin/preview.html",
+            self._context(
+                request,
+                title=f"{version} — preview",
+                version=version,
+                template=version.template,
+                form=form,
+                channel=version.template.channel,
+                is_push=version.template.channel in (Channel.WEBPUSH, Channel.FCM),
+                versions=versions,
+                publications=version.publications.select_related("published_by"),
+                used_by=version.deliveries.count(),
+                **preview,
+            ),
+        )
+
+    def publish_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Publish (or roll back to) a version; publishers only, POST only."""
+        if request.method != "POST":
+            return HttpResponse(status=405)
+        if not request.user.has_perm(PUBLISH_PERMISSION):
+            raise PermissionDenied
+        version = get_object_or_404(TemplateVersion.objects.select_related("template"), pk=pk)
+        template_version_publish(version=version, published_by=request.user)
+        messages.success(request, f"{version} is now published.")
+        return HttpResponseRedirect(
+            reverse("admin:templates_admin_template_change", args=[version.template_id])
+        )
+
+    def send_test_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Send this version through the real email channel to the staff member's address."""
+        if request.method != "POST":
+            return HttpResponse(status=405)
+        # Authors only (editors and publishers), not every reader of the admin.
+        if not request.user.has_perm("templates_admin.add_templateversion"):
+            raise PermissionDenied
+        version = get_object_or_404(
+            TemplateVersion.objects.select_related("template__category"), pk=pk
+        )
+        back = reverse("admin:templates_admin_template_preview", args=[version.pk])
+        if version.template.channel != Channel.EMAIL:
+            messages.error(request, "Test sends are available for email templates.")
+            return HttpResponseRedirect(back)
+        if not request.user.email:
+            messages.error(request, "Your staff account has no email address; add one first.")
+            return HttpResponseRedirect(back)
+        preview = self._preview(version, PreviewForm(request.POST))
+        context = build_context(
+            preview["payload"],
+            recipient={
+                "user_id": request.user.get_username(),
+                "locale": preview["locale"],
+                "timezone": settings.NOTIFY_DEFAULT_TIMEZONE,
+            },
+        )
+        message = VersionEmailMessage(
+            version=version,
+            context=context,
+            locale=preview["locale"],
+            connection=get_connection(fail_silently=False),
+        )
+        try:
+            message.send(to=[request.user.email])
+        except Exception as error:  # the relay's answer is what the marketer needs to see
+            messages.error(request, f"The test email was not sent: {error}")
+        else:
+            messages.success(request, f"Test email sent to {request.user.email}.")
+        return HttpResponseRedirect(back)
+
+    def diff_view(self, request: HttpRequest, a: int, b: int) -> HttpResponse:
+        """Side-by-side differences between two versions of the same template."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        left = get_object_or_404(TemplateVersion.objects.select_related("template"), pk=a)
+        right = get_object_or_404(TemplateVersion, pk=b, template_id=left.template_id)
+        differ = difflib.HtmlDiff(wrapcolumn=70)
+        tables = []
+        for name in CHANNEL_FIELDS.get(left.template.channel, ()):
+            old, new = getattr(left, name), getattr(right, name)
+            tables.append(
+                {
+                    "label": FIELD_LABELS[name],
+                    "changed": old != new,
+                    "table": differ.make_table(
+                        old.splitlines(), new.splitlines(), f"v{left.number}", f"v{right.number}"
+                    ),
+                }
+            )
+        return TemplateResponse(
+            request,
+            "admin/templates_admin/diff.html",
+            self._context(
+                request,
+                title=f"{left.template}: v{left.number} → v{right.number}",
+                left=left,
+                right=right,
+                tables=tables,
+                template=left.template,
+            ),
+        )
+
+
+@admin.register(TemplatePublication)
+class TemplatePublicationAdmin(admin.ModelAdmin):
+    list_display = ("version", "published_by", "published_at")
+    list_filter = ("version__template__channel", "version__template__locale")
+    readonly_fields = ("version", "published_by", "published_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -1,8 +1,11 @@
 """Email through django-templated-mail, fed from a template version (R-T5).
 
-templated-mail renders a template's `subject`, `text_body` and `html_body` blocks into
-one EmailMultiAlternatives. Here the template is composed from the version's fields
-rather than read from disk: subject and text outside autoescape, HTML inside it.
+templated-mail normally renders a disk template's `subject`, `text_body` and
+`html_body` blocks into one EmailMultiAlternatives. Here the three parts come from the
+version's fields instead, each rendered by the restricted engines in `rendering`:
+subject and text without autoescape, HTML with it. Rendering the fields separately
+(rather than splicing them into one `{% block %}` template) means an author's text can
+never close or open a block of its own.
 """
 
 from __future__ import annotations
@@ -15,23 +18,22 @@ if TYPE_CHECKING:
     from templates_admin.models import TemplateVersion
 
 
-def compose_email_source(*, subject: str, text_body: str, html_body: str) -> str:
-    """One Django template with the three blocks templated-mail looks for."""
-    return (
-        "{% block subject %}{% autoescape off %}" + subject + "{% endautoescape %}{% endblock %}"
-        "{% block text_body %}{% autoescape off %}"
-        + text_body
-        + "{% endautoescape %}{% endblock %}"
-        "{% block html_body %}" + html_body + "{% endblock %}"
-    )
-
-
 class VersionEmailMessage(BaseEmailMessage):
-    """A templated-mail message whose template is a published TemplateVersion."""
+    """A templated-mail message whose template is a TemplateVersion."""
 
-    def __init__(self, *, version: TemplateVersion, context: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        version: TemplateVersion,
+        context: dict[str, Any],
+        locale: str | None = None,
+        timezone: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(context=context, **kwargs)
         self.version = version
+        self.locale = locale
+        self.timezone = timezone
         self._rendered = False
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
@@ -42,19 +44,15 @@ class VersionEmailMessage(BaseEmailMessage):
         """Fill subject, text and HTML from the version; idempotent (send() calls it too)."""
         if self._rendered:
             return
-        from django.template.context import make_context
+        from templates_admin.rendering import html_to_text, render_field
 
-        from templates_admin.rendering import _HTML_ENGINE, html_to_text
-
-        version = self.version
-        source = compose_email_source(
-            subject=version.subject, text_body=version.text_body, html_body=version.html_body
-        )
-        template = _HTML_ENGINE.from_string(source)
-        context = make_context(self.get_context_data())
-        with context.bind_template(template):
-            for node in template.nodelist:
-                self._process_node(node, context)
+        context = self.get_context_data()
+        options = {"locale": self.locale, "timezone": self.timezone}
+        # A subject is one line: newlines in it would break the header.
+        subject = render_field(self.version, "subject", context, **options)
+        self.subject = " ".join(subject.split())
+        self.body = render_field(self.version, "text_body", context, **options)
+        self.html = render_field(self.version, "html_body", context, html=True, **options)
         if not self.body and self.html:
             self.body = html_to_text(self.html)
         self._attach_body()

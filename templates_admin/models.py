@@ -51,6 +51,31 @@ class TemplateVersion(models.Model):
             models.UniqueConstraint(fields=["template", "number"], name="uniq_version_number")
         ]
         ordering = ["template", "-number"]
+        # Editing (add) and publishing are separate rights: an editor drafts and previews,
+        # only a publisher puts a text in front of users (R-T1, R-T4).
+        permissions = [("publish_templateversion", "Can publish a template version")]
 
     def __str__(self) -> str:
         return f"{self.template} v{self.number}"
+
+    @property
+    def is_published(self) -> bool:
+        return self.template.published_version_id == self.pk
+
+
+class TemplatePublication(models.Model):
+    """The log of publishes: who put which version in use, and when (rollbacks included)."""
+
+    version = models.ForeignKey(
+        TemplateVersion, on_delete=models.CASCADE, related_name="publications"
+    )
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    published_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-published_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.version} published by {self.published_by} at {self.published_at}"

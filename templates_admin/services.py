@@ -8,9 +8,18 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from templates_admin.models import Template, TemplateVersion
+from templates_admin.models import Template, TemplatePublication, TemplateVersion
+from templates_admin.validation import Problem, template_version_check
 
 VERSION_FIELDS = ("subject", "html_body", "text_body", "title", "body", "url")
+
+
+class TemplateInvalid(Exception):
+    """The text cannot be saved; `problems` says why, in the author's words."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(str(problem) for problem in problems))
+        self.problems = problems
 
 
 def template_version_create(
@@ -28,9 +37,36 @@ def template_version_create(
         )
 
 
-def template_version_publish(*, version: TemplateVersion) -> None:
-    """Make `version` the one in use; deliveries already sent keep theirs."""
+def template_version_problems(*, template: Template, fields: dict[str, str]) -> list[Problem]:
+    """What stops `fields` from becoming a version of `template` (empty when it may)."""
+    category = template.category
+    return template_version_check(
+        channel=template.channel,
+        locale=template.locale,
+        fields=fields,
+        schema=category.payload_schema or {},
+        sample_payloads=category.sample_payloads or [],
+    )
+
+
+def template_version_draft(
+    *, template: Template, fields: dict[str, str], created_by: Any = None
+) -> TemplateVersion:
+    """Validate (R-T2) and append a draft; raises TemplateInvalid with every problem."""
+    problems = template_version_problems(template=template, fields=fields)
+    if problems:
+        raise TemplateInvalid(problems)
+    return template_version_create(template=template, fields=fields, created_by=created_by)
+
+
+def template_version_publish(*, version: TemplateVersion, published_by: Any = None) -> None:
+    """Make `version` the one in use and log who did it; deliveries already sent keep theirs.
+
+    Publishing an older version is the rollback. The caller checks the permission
+    (`templates_admin.publish_templateversion`); this function only records.
+    """
     with transaction.atomic():
         Template.objects.filter(pk=version.template_id).update(published_version=version)
         if version.published_at is None:
             TemplateVersion.objects.filter(pk=version.pk).update(published_at=timezone.now())
+        TemplatePublication.objects.create(version=version, published_by=published_by)

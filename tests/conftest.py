@@ -61,6 +61,17 @@ def purge_queues(conn: Connection) -> None:
         channel.queue_purge(name)
 
 
+def reset_provider_state() -> None:
+    """Forget breaker states and token buckets left by earlier tests."""
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for pattern in ("notify:breaker:*", "notify:ratelimit:provider:*"):
+        keys = list(client.scan_iter(pattern))
+        if keys:
+            client.delete(*keys)
+
+
 # --- Protocol peers -------------------------------------------------------------------
 
 
@@ -159,8 +170,10 @@ def celery_worker(worker_env):
 
 @pytest.fixture
 def pipeline(transactional_db, celery_worker, smtp, broker):
-    """Everything a notification needs to travel: worker, SMTP peer, clean queues."""
+    """Everything a notification needs to travel: worker, SMTP peer, clean queues, and
+    provider breakers and buckets as a fresh deployment has them."""
     purge_queues(broker)
+    reset_provider_state()
     yield smtp
 
 
@@ -188,3 +201,49 @@ def api(producer_key):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {producer_key.key}")
     return client
+
+
+# --- A real browser (Debian's Chromium driven by Playwright) -----------------------------
+
+CHROMIUM = os.environ.get("NOTIFY_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser_page(live_server, monkeypatch):
+    """A headless Chromium page on the live server; screenshots go to artifacts/.
+
+    `scripts/browser.sh` (run by `make test`) installs Chromium; a missing browser is a
+    failure, not a skip.
+    """
+    from playwright.sync_api import sync_playwright
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"Chromium is missing at {CHROMIUM}: run scripts/browser.sh")
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls our test
+    # makes around it are still synchronous and safe.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.base_url = live_server.url
+        try:
+            yield page
+        finally:
+            browser.close()
+
+
+def screenshot(page, name: str) -> Path:
+    """Save a full-page screenshot as a test artifact and return its path."""
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

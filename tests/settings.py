@@ -15,6 +15,13 @@ _TEST_DEFAULTS = {
     "NOTIFY_OUTBOX_REPUBLISH_AFTER": "0.5",
     "NOTIFY_PUBLIC_URL": "http://testserver",
     "LOG_LEVEL": "WARNING",
+    # Push (issue 5): a test-only VAPID key, and the push backoff shortened (same shape).
+    "WEBPUSH_VAPID_PRIVATE_KEY": os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "push", "vapid_test_private.pem"
+    ),
+    "WEBPUSH_VAPID_SUBJECT": "mailto:tests@notify.example.com",
+    "NOTIFY_PUSH_RETRY_BASE": "0.3",
+    "NOTIFY_PUSH_RETRY_MAX": "2.4",
 }
 for _name, _value in _TEST_DEFAULTS.items():
     os.environ.setdefault(_name, _value)

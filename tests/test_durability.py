@@ -46,6 +46,11 @@ def test_a_process_killed_between_commit_and_publish_loses_nothing(
     assert Outbox.objects.get(notification=notification).published_at is not None
 
 
+def delivered(delivery: Delivery) -> bool:
+    delivery.refresh_from_db()
+    return delivery.status == DeliveryStatus.DELIVERED
+
+
 @contextmanager
 def consumer_paused(worker, queue: str):
     """The worker stops taking `queue` for a while: messages pile up where we can lose them."""
@@ -85,8 +90,7 @@ def test_a_delivery_whose_message_was_lost_is_sent_by_the_sweeper(api, pipeline,
         )
     assert sweep_due_deliveries() == 1
     wait_for(lambda: smtp.received, what="the email the sweeper re-enqueued")
-    delivery.refresh_from_db()
-    assert delivery.status == DeliveryStatus.DELIVERED
+    wait_for(lambda: delivered(delivery), what="the outcome to be recorded")
     assert delivery.attempts == 1
     assert sweep_due_deliveries() == 0  # nothing left for it
 
@@ -109,8 +113,7 @@ def test_a_stale_claim_is_recovered_and_sent(api, pipeline, celery_worker):
     assert "worker was lost" in delivery.last_error
     sweep_due_deliveries(now=timezone.now() + timedelta(seconds=5))  # and republishes it
     wait_for(lambda: smtp.received, what="the recovered email")
-    delivery.refresh_from_db()
-    assert delivery.status == DeliveryStatus.DELIVERED
+    wait_for(lambda: delivered(delivery), what="the outcome to be recorded")
     assert delivery.attempts == 2
 
 

@@ -11,6 +11,9 @@ if TYPE_CHECKING:
 _MODULES = {
     "inapp": "deliveries.channels.inapp",
     "email": "deliveries.channels.email",
+    "webpush": "deliveries.channels.webpush",
+    "fcm": "deliveries.channels.fcm",
+    "sms": "deliveries.channels.sms",
 }
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.mail import get_connection
+from django.utils.html import escape
 
 from deliveries.channels.base import SendResult
 from templates_admin.mail import VersionEmailMessage
@@ -45,18 +46,53 @@ def classify_smtp_error(error: Exception) -> SendResult:
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
     """Render the version through templated-mail and hand it to the SMTP relay."""
     message_id = make_msgid(domain=settings.NOTIFY_EMAIL_MESSAGE_ID_DOMAIN)
+    headers = {"Message-ID": message_id}
+    unsubscribe = _unsubscribe_url(delivery)
+    if unsubscribe:
+        # RFC 8058 one-click: mail clients POST to it; the body carries the same link.
+        context = {**context, "unsubscribe_url": unsubscribe}
+        headers["List-Unsubscribe"] = f"<{unsubscribe}>"
+        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
     message = VersionEmailMessage(
         version=version,
         context=context,
-        headers={"Message-ID": message_id},
+        headers=headers,
         connection=get_connection(fail_silently=False),
     )
     message.render()  # a template error surfaces here, before any network call
+    if unsubscribe:
+        _add_unsubscribe_footer(message, unsubscribe)
     try:
         message.send(to=[delivery.target])
     except (smtplib.SMTPException, OSError) as error:
         return classify_smtp_error(error)
     return SendResult.delivered(provider_message_id=message_id, status_code="250")
+
+
+def _unsubscribe_url(delivery: Delivery) -> str:
+    """The one-click link for marketing email (this recipient, category, channel)."""
+    notification = delivery.notification
+    if not notification.category.marketing:
+        return ""
+    from preferences.tokens import unsubscribe_url
+
+    return unsubscribe_url(
+        recipient_id=notification.recipient_id,
+        category_id=notification.category_id,
+        channel=delivery.channel,
+    )
+
+
+def _add_unsubscribe_footer(message: VersionEmailMessage, url: str) -> None:
+    """Put the link in the text and HTML bodies unless the template already shows it."""
+    if url not in message.body:
+        message.body = f"{message.body}\n\nUnsubscribe: {url}"
+    alternatives = list(message.alternatives)
+    message.alternatives = []
+    for content, mimetype in alternatives:
+        if mimetype == "text/html" and url not in content:
+            content = f'{content}\n<p><a href="{escape(url)}">Unsubscribe</a></p>'
+        message.attach_alternative(content, mimetype)
 
 
 def _decode(value: bytes | str) -> str:

@@ -9,7 +9,7 @@ from django.conf import settings
 from redis.exceptions import RedisError
 from rest_framework import authentication, exceptions, throttling
 
-from notify.models import ApiKey, Producer
+from notify.models import ApiKey, Producer, Recipient
 from notify.ratelimit import bucket_take
 from notify.services import api_key_authenticate
 
@@ -42,6 +42,49 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if api_key is None:
             raise exceptions.AuthenticationFailed("Unknown or revoked API key.")
         return ProducerPrincipal(producer=api_key.producer, api_key=api_key), api_key
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="notify"'
+
+
+@dataclass(frozen=True)
+class UserPrincipal:
+    """`request.user` for a request made with an end user's token (R-U4)."""
+
+    recipient: Recipient
+    is_authenticated: bool = True
+
+
+# What an end-user token may reach, and only for its own user_id.
+USER_TOKEN_VIEWS = frozenset({"feed-list", "feed-read", "unread-count", "preferences"})
+
+
+class UserTokenAuthentication(authentication.BaseAuthentication):
+    """`Authorization: Bearer ut_…`: a short-lived token for one recipient's own data.
+
+    Any other bearer value is left to ApiKeyAuthentication. A valid token used on
+    another user's data, or on a producer endpoint, is refused with 403 here, so no
+    view can forget the check.
+    """
+
+    def authenticate(self, request):
+        from preferences.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
+
+        header = authentication.get_authorization_header(request).split()
+        if len(header) != 2 or header[0].lower() != b"bearer":
+            return None
+        token = header[1].decode("utf-8", "replace")
+        if not token.startswith(USER_TOKEN_PREFIX):
+            return None
+        recipient_id = user_token_recipient_id(token)
+        recipient = Recipient.objects.filter(pk=recipient_id).first() if recipient_id else None
+        if recipient is None:
+            raise exceptions.AuthenticationFailed("Invalid or expired user token.")
+        match = getattr(request._request, "resolver_match", None)
+        own = match is not None and match.kwargs.get("user_id") == recipient.user_id
+        if not own or match.url_name not in USER_TOKEN_VIEWS:
+            raise exceptions.PermissionDenied("This user token may not access this resource.")
+        return UserPrincipal(recipient=recipient), token
 
     def authenticate_header(self, request) -> str:
         return 'Bearer realm="notify"'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import email
 import email.policy
 import socket
@@ -46,6 +47,7 @@ class ScriptedHandler:
             self.rcpt_answers: deque[str] = deque()
             self.data_answers: deque[str] = deque()
             self.default_data_answer = "250 Message accepted"
+            self.data_delay = 0.0  # seconds the server takes before answering DATA
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         with self.lock:
@@ -56,6 +58,8 @@ class ScriptedHandler:
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
+        if self.data_delay:
+            await asyncio.sleep(self.data_delay)
         with self.lock:
             self.data_calls.append(time.time())
             answer = self.data_answers.popleft() if self.data_answers else self.default_data_answer

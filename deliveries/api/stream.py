@@ -1,0 +1,137 @@
+"""`GET /v1/users/{user_id}/stream?device_id=`: the feed, live, over Server-Sent Events.
+
+Runs under ASGI as an async view. Each event's `id` is the feed entry id and its `data`
+the feed entry JSON; `Last-Event-ID` replays what was missed; a comment line every
+NOTIFY_STREAM_HEARTBEAT keeps proxies from closing an idle stream and renews the
+device's entry in the live registry, which the push sender reads (R-F4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
+
+from deliveries.live import device_live_clear, device_live_mark
+from deliveries.models import Device
+from notify.models import FeedEntry, Recipient
+
+
+def _error(status: int, code: str, message: str, field: str | None = None) -> JsonResponse:
+    error = {"code": code, "message": message}
+    if field:
+        error["field"] = field
+    return JsonResponse({"error": error}, status=status)
+
+
+def _authorized_recipient(request: HttpRequest, user_id: str) -> Recipient | JsonResponse:
+    """A producer key, or the end user's own token (R-U4)."""
+    from notify.services import api_key_authenticate
+    from preferences.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
+
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return _error(401, "not_authenticated", "Use 'Authorization: Bearer <token>'.")
+    recipient = Recipient.objects.filter(user_id=user_id).first()
+    if token.startswith(USER_TOKEN_PREFIX):
+        owner = user_token_recipient_id(token)
+        if owner is None:
+            return _error(401, "authentication_failed", "Invalid or expired user token.")
+        if recipient is None or recipient.pk != owner:
+            return _error(403, "permission_denied", "This user token may not read this stream.")
+        return recipient
+    if api_key_authenticate(key=token) is None:
+        return _error(401, "authentication_failed", "Unknown or revoked API key.")
+    if recipient is None:
+        return _error(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
+    return recipient
+
+
+def _entries_after(recipient_id: int, after: int) -> list[dict]:
+    """Feed entries newer than `after`, oldest first (a fresh stream starts at the newest)."""
+    rows = FeedEntry.objects.filter(recipient_id=recipient_id, pk__gt=after).order_by("pk")[
+        : settings.NOTIFY_STREAM_REPLAY_MAX
+    ]
+    return [
+        {
+            "id": entry.pk,
+            "notification_id": str(entry.notification_id),
+            "category": entry.category,
+            "title": entry.title,
+            "body": entry.body,
+            "url": entry.url,
+            "created_at": entry.created_at,
+            "read_at": entry.read_at,
+        }
+        for entry in rows
+    ]
+
+
+def _newest_id(recipient_id: int) -> int:
+    newest = FeedEntry.objects.filter(recipient_id=recipient_id).order_by("-pk").first()
+    return newest.pk if newest else 0
+
+
+def _prepare(request: HttpRequest, user_id: str):
+    found = _authorized_recipient(request, user_id)
+    if isinstance(found, JsonResponse):
+        return found, None, None
+    raw_device = request.GET.get("device_id", "")
+    device = None
+    if raw_device:
+        device = Device.objects.filter(
+            pk=int(raw_device) if raw_device.isdigit() else -1, recipient=found
+        ).first()
+        if device is None:
+            return _error(404, "unknown_device", "No such device.", "device_id"), None, None
+    last = request.headers.get("Last-Event-ID", "")
+    cursor = int(last) if last.isdigit() else _newest_id(found.pk)
+    return found, device, cursor
+
+
+async def stream(request: HttpRequest, user_id: str) -> HttpResponseBase:
+    if request.method != "GET":
+        return _error(405, "method_not_allowed", "Use GET.")
+    recipient, device, cursor = await sync_to_async(_prepare)(request, user_id)
+    if isinstance(recipient, JsonResponse):
+        return recipient
+    response = StreamingHttpResponse(
+        _events(recipient.pk, device.pk if device else None, cursor),
+        content_type="text/event-stream",
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
+    return response
+
+
+async def _events(recipient_id: int, device_id: int | None, cursor: int) -> AsyncIterator[str]:
+    connection_id = uuid.uuid4().hex
+    mark = sync_to_async(device_live_mark)
+    fetch = sync_to_async(_entries_after)
+    try:
+        if device_id is not None:
+            await mark(device_id=device_id, connection_id=connection_id)
+        yield "retry: 3000\n\n"
+        beat = time.monotonic()
+        while True:
+            for entry in await fetch(recipient_id, cursor):
+                cursor = entry["id"]
+                data = json.dumps(entry, cls=DjangoJSONEncoder, ensure_ascii=False)
+                yield f"id: {entry['id']}\nevent: feed\ndata: {data}\n\n"
+            if time.monotonic() - beat >= settings.NOTIFY_STREAM_HEARTBEAT:
+                beat = time.monotonic()
+                if device_id is not None:
+                    await mark(device_id=device_id, connection_id=connection_id)
+                yield ": heartbeat\n\n"
+            await asyncio.sleep(settings.NOTIFY_STREAM_POLL_INTERVAL)
+    finally:
+        # Runs on client disconnect too (Django cancels the stream): pushes resume.
+        if device_id is not None:
+            device_live_clear(device_id=device_id, connection_id=connection_id)

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from deliveries.api import stream, views
+
+urlpatterns = [
+    path("users/<str:user_id>/stream", stream.stream, name="stream"),
+    path("users/<str:user_id>/devices", views.DeviceRegisterApi.as_view(), name="device-register"),
+    path(
+        "users/<str:user_id>/devices/<int:device_id>",
+        views.DeviceDeleteApi.as_view(),
+        name="device-delete",
+    ),
+]

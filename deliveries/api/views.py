@@ -1,0 +1,59 @@
+"""Device endpoints: register (or re-register in place) and remove."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from deliveries.api import serializers as s
+from deliveries.devices import device_register, device_remove
+from notify.api.errors import ApiError
+from notify.models import Recipient
+from notify.selectors import recipient_get
+
+
+def _recipient_or_404(user_id: str) -> Recipient:
+    recipient = recipient_get(user_id=user_id)
+    if recipient is None:
+        raise ApiError(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
+    return recipient
+
+
+class DeviceRegisterApi(APIView):
+    @extend_schema(
+        request=s.DeviceIn,
+        responses={201: s.DeviceOut},
+        summary="Register a Web Push subscription or FCM token; the same browser/app "
+        "registering again keeps its device id.",
+    )
+    def post(self, request: Request, user_id: str) -> Response:
+        recipient = _recipient_or_404(user_id)
+        data_in = s.DeviceIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
+        keys = data.get("keys") or {}
+        device, _created = device_register(
+            recipient=recipient,
+            kind=data["kind"],
+            endpoint=data.get("endpoint", ""),
+            p256dh=keys.get("p256dh", ""),
+            auth=keys.get("auth", ""),
+            token=data.get("token", ""),
+            platform=data.get("platform", "web" if data["kind"] == "webpush" else ""),
+            installation_id=data["installation_id"],
+            previous=data["previous"],
+        )
+        # 201 either way: the contract promises it, and the id is the same on a repeat.
+        return Response({"device_id": device.pk}, status=status.HTTP_201_CREATED)
+
+
+class DeviceDeleteApi(APIView):
+    @extend_schema(responses={204: None}, summary="Remove a device: no more pushes to it.")
+    def delete(self, request: Request, user_id: str, device_id: int) -> Response:
+        recipient = _recipient_or_404(user_id)
+        if not device_remove(recipient=recipient, device_id=device_id):
+            raise ApiError(404, "not_found", "No such device for this recipient.")
+        return Response(status=status.HTTP_204_NO_CONTENT)

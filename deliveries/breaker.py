@@ -1,0 +1,132 @@
+"""Circuit breaker per provider (R-D6), shared by all workers through Redis.
+
+closed → (NOTIFY_BREAKER_FAILURES transient failures within NOTIFY_BREAKER_WINDOW) →
+open for NOTIFY_BREAKER_COOLDOWN → half-open: exactly one sender probes (a lock with a
+timeout, so a probe lost with its worker frees itself) → closed on success, open again
+on failure. While open, deliveries are rescheduled past the cool-down, not failed.
+Every transition happens inside one Lua script, so concurrent workers agree on it; it
+is logged once, by the worker that made it, and readable as `notify:breaker:<p>:state`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django_redis import get_redis_connection
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
+
+CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
+
+_PERMIT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local state = redis.call('GET', KEYS[1]) or 'closed'
+if state == 'closed' then return {1, '0', state, 0, 0} end
+local open_until = tonumber(redis.call('GET', KEYS[2]) or '0')
+if now < open_until then return {0, tostring(open_until - now), state, 0, 0} end
+if redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[1]) then
+  local changed = 0
+  if state ~= 'half_open' then
+    redis.call('SET', KEYS[1], 'half_open')
+    changed = 1
+  end
+  return {1, '0', 'half_open', 1, changed}
+end
+local left = redis.call('PTTL', KEYS[3])
+if left < 0 then left = 0 end
+return {0, tostring(left / 1000), 'half_open', 0, 0}
+"""
+
+_RECORD = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local state = redis.call('GET', KEYS[1]) or 'closed'
+local threshold = tonumber(ARGV[2])
+local window = tonumber(ARGV[3])
+local cooldown = tonumber(ARGV[4])
+if ARGV[1] == 'success' then
+  if state ~= 'closed' then
+    redis.call('SET', KEYS[1], 'closed')
+    redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+    return {'closed', 1}
+  end
+  return {'closed', 0}
+end
+if state == 'half_open' then
+  redis.call('SET', KEYS[1], 'open')
+  redis.call('SET', KEYS[2], tostring(now + cooldown))
+  redis.call('DEL', KEYS[3])
+  return {'open', 1}
+end
+if state == 'open' then return {'open', 0} end
+redis.call('ZADD', KEYS[4], now, tostring(now) .. ':' .. tostring(math.random()))
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', tostring(now - window))
+redis.call('EXPIRE', KEYS[4], math.ceil(window) + 1)
+if redis.call('ZCARD', KEYS[4]) >= threshold then
+  redis.call('SET', KEYS[1], 'open')
+  redis.call('SET', KEYS[2], tostring(now + cooldown))
+  redis.call('DEL', KEYS[4])
+  return {'open', 1}
+end
+return {'closed', 0}
+"""
+
+
+def _keys(provider: str) -> list[str]:
+    base = f"notify:breaker:{provider}"
+    return [f"{base}:state", f"{base}:open_until", f"{base}:probe", f"{base}:failures"]
+
+
+@dataclass(frozen=True)
+class Permit:
+    allowed: bool
+    wait_seconds: float = 0.0
+    probe: bool = False
+
+
+def breaker_permit(*, provider: str) -> Permit:
+    """May a sender call the provider now? Redis down → yes (never stop on our side)."""
+    try:
+        client = get_redis_connection("default")
+        probe_ms = int(settings.NOTIFY_BREAKER_PROBE_TIMEOUT * 1000)
+        allowed, wait, _state, probe, changed = client.register_script(_PERMIT)(
+            keys=_keys(provider)[:3], args=[probe_ms]
+        )
+    except RedisError:
+        logger.warning("breaker %s: Redis unavailable, letting the send through", provider)
+        return Permit(True)
+    if int(changed):
+        logger.warning("breaker %s: open → half_open, one probe goes through", provider)
+    return Permit(bool(int(allowed)), float(wait), bool(int(probe)))
+
+
+def breaker_record(*, provider: str, success: bool) -> str:
+    """Record a call's health (transient failure or not); returns the state after it."""
+    try:
+        client = get_redis_connection("default")
+        state, changed = client.register_script(_RECORD)(
+            keys=_keys(provider),
+            args=[
+                "success" if success else "failure",
+                settings.NOTIFY_BREAKER_FAILURES,
+                settings.NOTIFY_BREAKER_WINDOW,
+                settings.NOTIFY_BREAKER_COOLDOWN,
+            ],
+        )
+    except RedisError:
+        logger.warning("breaker %s: Redis unavailable, outcome not recorded", provider)
+        return CLOSED
+    state = state.decode() if isinstance(state, bytes) else state
+    if int(changed):
+        logger.warning("breaker %s: now %s", provider, state)
+    return state
+
+
+def breaker_state(*, provider: str) -> str:
+    """The breaker's state as stored (closed when never tripped)."""
+    value = get_redis_connection("default").get(_keys(provider)[0])
+    return value.decode() if value else CLOSED

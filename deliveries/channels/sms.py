@@ -1,0 +1,177 @@
+"""SMS over SMPP (R-D1, R-D2, R-D3, R-D7), on this process's persistent bind.
+
+The rendered body is encoded GSM-7 or UCS-2 (data_coding set to match) and sent as
+one submit_sm, or — when longer than one segment — as concatenated parts with a user
+data header or whole in message_payload (SMPP_LONG_MESSAGE_MODE). Every part asks for
+a delivery receipt; the receipts update the delivery (deliveries.smpp.receipts).
+
+Classification is deliveries.smpp.codes.STATUS_TABLE. Throttling (0x58) is handled
+here, inside the attempt: pause 100 ms doubling to 5 s with jitter, at most
+SMPP_THROTTLE_RETRIES retries, each 0x58 also feeding the bind's adaptive rate. When
+the retries run out the result is transient with status THROTTLE_EXHAUSTED, which per
+R-D3 ends the delivery as dead (see `throttle_exhausted`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+
+from deliveries.channels.base import SendResult
+from deliveries.smpp.codes import StatusKind, classify_status, status_code
+from deliveries.smpp.encoding import (
+    ESM_CLASS_DEFAULT,
+    ESM_CLASS_UDHI,
+    EncodedText,
+    SegmentLimits,
+    encode_text,
+    udh_parts,
+)
+from deliveries.smpp.rate import throttle_pause
+from deliveries.smpp.session import SessionUnavailable, SmppSession, SubmitTimeout
+from templates_admin.rendering import render_version
+
+if TYPE_CHECKING:
+    from deliveries.models import Delivery
+    from templates_admin.models import TemplateVersion
+
+logger = logging.getLogger(__name__)
+
+# The attempt's status code when 0x58 outlasted every in-send retry (R-D3: dead-letter).
+THROTTLE_EXHAUSTED = "smpp_throttled_out"
+_REGISTERED_DELIVERY_FINAL = 0x01  # ask the SMSC for a receipt on success and failure
+
+
+def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
+    """Render the SMS text and submit it on this process's SMPP bind."""
+    from deliveries.smpp.process import session_for_process
+
+    text = render_version(version, context).body
+    encoded = encode_text(text, limits=segment_limits())
+    if encoded.segments == 0:
+        return SendResult.permanent(status_code="empty", response="the SMS text is empty")
+    if encoded.segments > settings.NOTIFY_SMS_MAX_SEGMENTS:
+        return SendResult.permanent(
+            status_code="too_long",
+            response=f"{encoded.segments} {encoded.encoding} segments; the limit is "
+            f"{settings.NOTIFY_SMS_MAX_SEGMENTS}",
+        )
+    return submit_text(session_for_process(), destination=delivery.target, encoded=encoded)
+
+
+def segment_limits() -> SegmentLimits:
+    return SegmentLimits(
+        gsm7_single=settings.SMPP_GSM7_SINGLE_CHARS,
+        gsm7_part=settings.SMPP_GSM7_PART_CHARS,
+        ucs2_single=settings.SMPP_UCS2_SINGLE_CHARS,
+        ucs2_part=settings.SMPP_UCS2_PART_CHARS,
+    )
+
+
+def submit_text(session: SmppSession, *, destination: str, encoded: EncodedText) -> SendResult:
+    """Submit every part; delivered with all their message ids, or the first failure."""
+    message_ids: list[str] = []
+    notes: list[str] = []
+    throttle_budget = [settings.SMPP_THROTTLE_RETRIES]
+    for fields in submit_sm_fields(destination=destination, encoded=encoded):
+        result = _submit_part(session, fields, throttle_budget, notes)
+        if isinstance(result, SendResult):
+            if message_ids:
+                result = _with_note(result, f"after parts {' '.join(message_ids)} were accepted")
+            return result
+        message_ids.append(result)
+    return SendResult.delivered(
+        provider_message_id=" ".join(message_ids)[:255],
+        status_code=status_code(0),
+        response="; ".join([f"{encoded.segments} {encoded.encoding} segment(s)", *notes]),
+    )
+
+
+def submit_sm_fields(*, destination: str, encoded: EncodedText) -> list[dict[str, Any]]:
+    """The submit_sm PDUs (as smpplib fields) that carry this text to `destination`."""
+    source = settings.SMPP_SOURCE_ADDR
+    numeric_source = source.lstrip("+").isdigit()
+    base = {
+        "source_addr_ton": 1 if numeric_source else 5,  # international / alphanumeric
+        "source_addr_npi": 1 if numeric_source else 0,
+        "source_addr": source.lstrip("+") if numeric_source else source,
+        "dest_addr_ton": 1,  # targets are E.164 numbers
+        "dest_addr_npi": 1,
+        "destination_addr": destination.lstrip("+"),
+        "data_coding": encoded.data_coding,
+        "registered_delivery": _REGISTERED_DELIVERY_FINAL,
+    }
+    if encoded.segments > 1 and settings.SMPP_LONG_MESSAGE_MODE == "payload":
+        return [{**base, "esm_class": ESM_CLASS_DEFAULT, "message_payload": encoded.data}]
+    esm_class = ESM_CLASS_UDHI if encoded.segments > 1 else ESM_CLASS_DEFAULT
+    return [{**base, "esm_class": esm_class, "short_message": part} for part in udh_parts(encoded)]
+
+
+def _submit_part(
+    session: SmppSession, fields: dict[str, Any], budget: list[int], notes: list[str]
+) -> str | SendResult:
+    """One part, with the throttle retries: its message id, or the classified failure."""
+    tries = 0
+    pauses: list[float] = []
+    while True:
+        tries += 1
+        try:
+            answer = session.submit(**fields)
+        except SessionUnavailable as error:
+            return SendResult.transient(status_code="smpp_unbound", response=str(error))
+        except SubmitTimeout as error:
+            return SendResult.transient(status_code="smpp_timeout", response=str(error))
+        info = classify_status(answer.status)
+        if info.kind is StatusKind.OK:
+            if session.rate.accepted():
+                logger.info("SMPP: no throttling lately; rate raised to %.1f/s", session.rate.rate)
+            if pauses:
+                notes.append(_throttle_note(tries, pauses))
+            return answer.message_id
+        if info.kind is StatusKind.THROTTLED:
+            if session.rate.throttled():
+                logger.warning("SMPP: sustained throttling; rate lowered to %.1f/s",
+                               session.rate.rate)  # fmt: skip
+            if budget[0] <= 0:
+                return SendResult.transient(
+                    status_code=THROTTLE_EXHAUSTED,
+                    response=f"{info.name} ({status_code(answer.status)}): "
+                    + _throttle_note(tries, pauses)
+                    + "; no retries left",
+                )
+            budget[0] -= 1
+            pause = throttle_pause(
+                len(pauses) + 1,
+                base=settings.SMPP_THROTTLE_PAUSE,
+                ceiling=settings.SMPP_THROTTLE_PAUSE_MAX,
+                jitter=settings.SMPP_THROTTLE_JITTER,
+            )
+            pauses.append(pause)
+            time.sleep(pause)
+            continue
+        # Any other refusal says nothing about our pace: the rate is left as it is.
+        make = SendResult.permanent if info.kind is StatusKind.PERMANENT else SendResult.transient
+        return make(status_code=status_code(answer.status), response=f"{info.name}: {info.text}")
+
+
+def throttle_exhausted(result: SendResult) -> bool:
+    """Whether a result is 0x58 outlasting the in-send retries (R-D3: the delivery is dead)."""
+    return result.status_code == THROTTLE_EXHAUSTED
+
+
+def _throttle_note(tries: int, pauses: list[float]) -> str:
+    waited = ", ".join(f"{pause * 1000:.0f} ms" for pause in pauses)
+    return f"throttled, {tries} tries, paused {waited or 'never'}"
+
+
+def _with_note(result: SendResult, note: str) -> SendResult:
+    return SendResult(
+        result.outcome,
+        result.status_code,
+        f"{result.response} ({note})",
+        result.provider_message_id,
+        result.retry_after,
+    )

@@ -1,0 +1,173 @@
+"""Web Push with VAPID, through pywebpush (R-D1, R-D2, R-D4).
+
+Every attempt reads the device's current subscription by the delivery's target (the
+device id), so a browser that re-registered while its notification waited gets it at
+the new endpoint. Classification: 2xx delivered; 404/410 the subscription is gone →
+permanent, and the device is deactivated; 413/400 the message is unacceptable →
+permanent; 429 and 5xx, timeouts and connection errors → transient, with the push
+service's Retry-After passed on.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from email.utils import parsedate_to_datetime
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import requests
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.template import TemplateSyntaxError
+from django.utils import timezone
+from py_vapid import Vapid
+from pywebpush import WebPusher
+
+from deliveries.channels.base import SendResult
+from deliveries.devices import devices_deactivate
+from deliveries.models import DeviceKind
+from deliveries.selectors import device_for_delivery
+from templates_admin.rendering import render_version
+
+if TYPE_CHECKING:
+    from deliveries.models import Delivery, Device
+    from templates_admin.models import TemplateVersion
+
+# Category queue class → Web Push `Urgency` (RFC 8030 §5.3): OTPs wake the device.
+URGENCY_BY_QUEUE = {"high": "high", "medium": "normal", "low": "low"}
+# Re-sign this long before the JWT's expiry, so no request carries one about to lapse.
+_JWT_RENEW_MARGIN = 300
+
+_session = requests.Session()
+_jwt_lock = threading.Lock()
+_jwt_cache: dict[str, tuple[dict[str, str], float]] = {}
+
+
+class PayloadTooLarge(TemplateSyntaxError):
+    """The rendered push does not fit one encrypted record; a render error, not retried."""
+
+
+@lru_cache(maxsize=1)
+def _vapid() -> Vapid:
+    pem = settings.WEBPUSH_VAPID_PRIVATE_KEY
+    if not pem:
+        raise ImproperlyConfigured(
+            "WEBPUSH_VAPID_PRIVATE_KEY is not set; create one with `manage.py generate_vapid_keys`"
+        )
+    return Vapid(private_key=load_pem_private_key(pem.encode(), password=None))
+
+
+def vapid_headers(endpoint: str, *, now: float | None = None) -> dict[str, str]:
+    """The VAPID Authorization header for the endpoint's origin, reused while valid.
+
+    Signing is per push-service origin (`aud`), not per message: one JWT serves every
+    push to that service until shortly before it expires.
+    """
+    parts = urlsplit(endpoint)
+    audience = f"{parts.scheme}://{parts.netloc}"
+    now = time.time() if now is None else now
+    with _jwt_lock:
+        cached = _jwt_cache.get(audience)
+        if cached is not None and cached[1] - _JWT_RENEW_MARGIN > now:
+            return dict(cached[0])
+        expires = int(now) + settings.WEBPUSH_VAPID_JWT_LIFETIME
+        headers = _vapid().sign(
+            {"aud": audience, "exp": expires, "sub": settings.WEBPUSH_VAPID_SUBJECT}
+        )
+        _jwt_cache[audience] = (headers, expires)
+        return dict(headers)
+
+
+def render_payload(
+    version: TemplateVersion, context: dict[str, Any], *, delivery: Delivery
+) -> bytes:
+    """The JSON the service worker receives; refused when it exceeds one record."""
+    message = render_version(version, context)
+    payload = json.dumps(
+        {
+            "notification_id": str(delivery.notification_id),
+            "category": delivery.notification.category.key,
+            "title": message.title,
+            "body": message.body,
+            "url": message.url,
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode()
+    limit = settings.WEBPUSH_MAX_PAYLOAD_BYTES
+    if len(payload) > limit:
+        raise PayloadTooLarge(f"push payload is {len(payload)} bytes; the limit is {limit}")
+    return payload
+
+
+def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
+    """Encrypt the rendered push for the device's current subscription and post it."""
+    device = device_for_delivery(target=delivery.target, kind=DeviceKind.WEBPUSH)
+    if device is None:
+        return SendResult.permanent(status_code="no_device", response="device gone or inactive")
+    payload = render_payload(version, context, delivery=delivery)
+    headers = vapid_headers(device.endpoint)
+    headers["Urgency"] = URGENCY_BY_QUEUE.get(delivery.queue, "normal")
+    try:
+        response = WebPusher(_subscription(device), requests_session=_session).send(
+            payload,
+            headers,
+            ttl=_ttl_seconds(delivery),
+            timeout=(settings.NOTIFY_PUSH_CONNECT_TIMEOUT, settings.NOTIFY_PUSH_REQUEST_TIMEOUT),
+        )
+    except requests.RequestException as error:
+        return SendResult.transient(status_code=type(error).__name__, response=str(error))
+    return classify_response(response, device=device)
+
+
+def classify_response(response: requests.Response, *, device: Device) -> SendResult:
+    """Map the push service's answer to an outcome; deactivate a gone subscription."""
+    code = response.status_code
+    text = response.text[:500]
+    if 200 <= code < 300:
+        return SendResult.delivered(
+            provider_message_id=response.headers.get("Location", "")[:255], status_code=str(code)
+        )
+    if code in (404, 410):
+        devices_deactivate(kind=DeviceKind.WEBPUSH, answers={device.pk: str(code)})
+        return SendResult.permanent(status_code=str(code), response=text)
+    if code == 429 or code >= 500:
+        return SendResult.transient(
+            status_code=str(code),
+            response=text,
+            retry_after=parse_retry_after(response.headers.get("Retry-After")),
+        )
+    if code in (400, 413):
+        return SendResult.permanent(status_code=str(code), response=text)
+    # 401/403 and the like are about our VAPID setup, not this message: retried until
+    # fixed or the TTL runs out.
+    return SendResult.transient(status_code=str(code), response=text)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds (it may be seconds or an HTTP date); None when absent/bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - timezone.now()).total_seconds())
+
+
+def _subscription(device: Device) -> dict[str, Any]:
+    return {"endpoint": device.endpoint, "keys": {"p256dh": device.p256dh, "auth": device.auth}}
+
+
+def _ttl_seconds(delivery: Delivery) -> int:
+    """What is left of the notification's TTL: the push service may hold it that long."""
+    if delivery.deadline is None:
+        return settings.NOTIFY_DEFAULT_TTL_SECONDS
+    return max(0, int((delivery.deadline - timezone.now()).total_seconds()))

@@ -1,0 +1,121 @@
+"""Devices: registering, re-registering in place, and deactivating (R-IN6, R-D2, R-D4).
+
+A device's id is its identity. Push deliveries target that id, so when a browser or app
+registers again with a new endpoint or token, the row is updated rather than replaced,
+and a notification waiting for its retry reaches the new address.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from deliveries.models import Device, DeviceKind
+from notify.models import Recipient
+
+logger = logging.getLogger(__name__)
+
+# The provider answers that prove a subscription is gone for good (R-D2). Anything not
+# listed here — e.g. FCM's generic INVALID_ARGUMENT, which is about the message — never
+# deactivates a device.
+PERMANENT_DEVICE_CODES: dict[str, frozenset[str]] = {
+    DeviceKind.WEBPUSH: frozenset({"404", "410"}),
+    DeviceKind.FCM: frozenset({"UNREGISTERED", "SENDER_ID_MISMATCH"}),
+}
+
+
+@transaction.atomic
+def device_register(
+    *,
+    recipient: Recipient,
+    kind: str,
+    endpoint: str = "",
+    p256dh: str = "",
+    auth: str = "",
+    token: str = "",
+    platform: str = "",
+    installation_id: str = "",
+    previous: str = "",
+) -> tuple[Device, bool]:
+    """Create the device, or update the same browser/app in place; (device, created).
+
+    The same browser/app is recognised by, in order: the client's `installation_id`;
+    the endpoint/token it replaces (`previous`, e.g. from `pushsubscriptionchange`);
+    the endpoint/token itself (a repeat registration). A match on the address moves it
+    to this recipient, so one address never belongs to two devices (no duplicate pushes).
+    """
+    address = Q(endpoint=endpoint) if kind == DeviceKind.WEBPUSH else Q(token=token)
+    candidates = Device.objects.select_for_update().filter(kind=kind)
+    device = None
+    if installation_id:
+        device = candidates.filter(recipient=recipient, installation_id=installation_id).first()
+    if device is None and previous:
+        old = Q(endpoint=previous) if kind == DeviceKind.WEBPUSH else Q(token=previous)
+        device = candidates.filter(old, recipient=recipient).first()
+    # The new address may already be a row of its own (a repeat, or another recipient).
+    same_address = candidates.filter(address).exclude(pk=getattr(device, "pk", None)).first()
+    if device is None:
+        device = same_address
+    elif same_address is not None:
+        # Two rows for one address would mean two pushes: the older one goes.
+        same_address.delete()
+
+    fields = {
+        "recipient": recipient,
+        "endpoint": endpoint if kind == DeviceKind.WEBPUSH else "",
+        "p256dh": p256dh,
+        "auth": auth,
+        "token": token if kind == DeviceKind.FCM else "",
+        "platform": platform,
+        "active": True,
+        "deactivated_reason": "",
+    }
+    if installation_id:
+        fields["installation_id"] = installation_id
+    if device is None:
+        return Device.objects.create(kind=kind, **fields), True
+    for name, value in fields.items():
+        setattr(device, name, value)
+    device.save()
+    return device, False
+
+
+def device_remove(*, recipient: Recipient, device_id: int) -> bool:
+    """The user removed the device: no more pushes, and its address is forgotten."""
+    removed = Device.objects.filter(pk=device_id, recipient=recipient).update(
+        active=False,
+        deactivated_reason="removed",
+        endpoint="",
+        p256dh="",
+        auth="",
+        token="",
+        updated_at=timezone.now(),
+    )
+    return removed == 1
+
+
+def devices_deactivate(*, kind: str, answers: Mapping[int, str] | Iterable[tuple[int, str]]) -> int:
+    """Deactivate, in one UPDATE, the devices whose provider answer proves them gone.
+
+    `answers` maps device id → the provider's code (`"410"`, `"UNREGISTERED"`, …); only
+    the codes in PERMANENT_DEVICE_CODES count. Returns how many devices were deactivated.
+    """
+    pairs = answers.items() if isinstance(answers, Mapping) else answers
+    permanent = PERMANENT_DEVICE_CODES.get(kind, frozenset())
+    by_code: dict[str, list[int]] = {}
+    for device_id, code in pairs:
+        if str(code) in permanent:
+            by_code.setdefault(str(code), []).append(int(device_id))
+    total = 0
+    now = timezone.now()
+    for code, ids in by_code.items():
+        total += Device.objects.filter(pk__in=ids, kind=kind, active=True).update(
+            active=False, deactivated_reason=f"provider:{code}", updated_at=now
+        )
+    if total:
+        logger.info("deactivated %s %s devices after permanent provider answers", total, kind)
+    return total

@@ -1,0 +1,113 @@
+"""Per-recipient push fairness (R-F2, ADR-048): at most N push jobs queued + in flight.
+
+A slot is a member of a Redis sorted set per recipient, scored by when its lease ends.
+Taking one is a single Lua script (prune expired leases, count, add), so concurrent
+routers and senders never overshoot; a crashed worker's slot simply lapses. A push that
+finds no free slot is dropped at once — it never occupies a sender — and counted; the
+log gets one aggregated line at most once a minute, not a line per drop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.conf import settings
+from django_redis import get_redis_connection
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
+
+DROPS_TOTAL_KEY = "notify:push:drops:total"
+_DROPS_WINDOW_KEY = "notify:push:drops:window"
+_DROPS_LOGGED_KEY = "notify:push:drops:logged"
+
+# KEYS[1] slot set; ARGV: now, lease end, limit, member. 1 = taken (or already held).
+_TAKE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if not redis.call('ZSCORE', KEYS[1], ARGV[4]) then
+  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
+    return 0
+  end
+end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
+-- The whole set lives as long as its longest lease: no key outlives its slots.
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(last[2]) * 1000))
+return 1
+"""
+
+
+def _slots_key(recipient_id: int) -> str:
+    return f"notify:push:slots:{recipient_id}"
+
+
+def _redis():
+    return get_redis_connection("default")
+
+
+def push_slot_member(*, channel: str, delivery_id: int, notification_id: object) -> str:
+    """What holds a slot: one Web Push delivery, or one notification's whole FCM batch."""
+    return f"fcm:{notification_id}" if channel == "fcm" else str(delivery_id)
+
+
+def push_slot_take(*, recipient_id: int, member: str, hold_for: float = 0.0) -> bool:
+    """Hold one of the recipient's push slots for this job; False when all are taken.
+
+    Taking a slot the job already holds renews it. The lease covers `hold_for` (a
+    countdown before the job runs) plus the send claim timeout, after which a slot
+    nobody released frees itself.
+    """
+    now = time.time()
+    lease_end = now + hold_for + settings.NOTIFY_SEND_CLAIM_TIMEOUT
+    try:
+        taken = _redis().eval(
+            _TAKE,
+            1,
+            _slots_key(recipient_id),
+            now,
+            lease_end,
+            settings.NOTIFY_PUSH_PER_RECIPIENT_LIMIT,
+            member,
+        )
+    except RedisError:
+        # Fairness is a guard, not a gate: without Redis, pushes still go out.
+        logger.warning("push fairness: Redis unavailable; slot not enforced")
+        return True
+    return bool(taken)
+
+
+def push_slot_release(*, recipient_id: int, member: str) -> None:
+    """The job is over (delivered, failed, expired, or waiting for a retry)."""
+    try:
+        _redis().zrem(_slots_key(recipient_id), member)
+    except RedisError:
+        logger.warning("push fairness: could not release a slot; its lease will lapse")
+
+
+def push_slots_held(*, recipient_id: int) -> int:
+    """How many of the recipient's slots are held now (for tests and the admin)."""
+    key = _slots_key(recipient_id)
+    return int(_redis().zcount(key, time.time(), "+inf"))
+
+
+def push_drop_record(*, count: int = 1) -> None:
+    """Count dropped pushes; log the sum of the last minute at most once a minute."""
+    try:
+        client = _redis()
+        client.incrby(DROPS_TOTAL_KEY, count)
+        client.incrby(_DROPS_WINDOW_KEY, count)
+        if client.set(_DROPS_LOGGED_KEY, "1", nx=True, ex=settings.NOTIFY_PUSH_DROP_LOG_INTERVAL):
+            dropped = int(client.getdel(_DROPS_WINDOW_KEY) or 0)
+            logger.warning(
+                "push fairness: dropped %s push jobs of recipients over their limit of %s "
+                "since the last report",
+                dropped,
+                settings.NOTIFY_PUSH_PER_RECIPIENT_LIMIT,
+            )
+    except RedisError:
+        logger.warning("push fairness: could not count a drop")
+
+
+def push_drops_total() -> int:
+    return int(_redis().get(DROPS_TOTAL_KEY) or 0)

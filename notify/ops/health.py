@@ -1,0 +1,41 @@
+"""Is each dependency reachable right now? Short timeouts: a probe must not hang."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import connections
+from django_redis import get_redis_connection
+from kombu import Connection
+
+
+def check_database() -> None:
+    """A round trip to PostgreSQL; raises when it is not answering."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def check_broker() -> None:
+    """A real AMQP handshake with CELERY_BROKER_URL (not just a TCP connect)."""
+    timeout = settings.NOTIFY_OPS_CHECK_TIMEOUT
+    with Connection(settings.CELERY_BROKER_URL, connect_timeout=timeout) as conn:
+        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
+
+
+def check_redis() -> None:
+    """PING on the Redis the app itself uses (the `default` cache)."""
+    client = get_redis_connection("default")
+    client.ping()
+
+
+CHECKS = {"database": check_database, "broker": check_broker, "redis": check_redis}
+
+
+def dependencies_down() -> dict[str, str]:
+    """Each unreachable dependency by name, with the error that says why; {} when all up."""
+    down: dict[str, str] = {}
+    for name, check in CHECKS.items():
+        try:
+            check()
+        except Exception as error:  # any failure means "not ready", whatever its type
+            down[name] = f"{type(error).__name__}: {error}"[:300]
+    return down

@@ -1,0 +1,154 @@
+"""Prometheus metrics computed at scrape time (R-O1); see docs/metrics.md for why.
+
+Each source (database, broker, Redis) is read independently: one that is down leaves
+its metrics out and sets `notify_metrics_source_up{source=...}` to 0, while the others
+are still reported.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from deliveries.models import DeliveryStatus
+from notify.models import Channel
+from notify.ops import selectors
+
+logger = logging.getLogger(__name__)
+
+
+def _database() -> Iterator[Metric]:
+    accepted = CounterMetricFamily(
+        "notify_notifications_accepted",
+        "Notifications accepted by the API, by category and queue class.",
+        labels=["category", "queue"],
+    )
+    for category, queue, count in selectors.accepted_by_category():
+        accepted.add_metric([category, queue], count)
+    yield accepted
+
+    by_status = selectors.deliveries_by_status()
+    deliveries = GaugeMetricFamily(
+        "notify_deliveries",
+        "Deliveries by channel and current status (final statuses included).",
+        labels=["channel", "status"],
+    )
+    # Every pair, zeros included: an alert on a rate never sees a series vanish.
+    for channel in Channel.values:
+        for status in DeliveryStatus.values:
+            deliveries.add_metric([channel, status], by_status.get((channel, status), 0))
+    yield deliveries
+
+    ratio = GaugeMetricFamily(
+        "notify_first_attempt_success_ratio",
+        "Delivered on the first attempt / tried and finished, per channel.",
+        labels=["channel"],
+    )
+    for row in selectors.first_attempt_success():
+        ratio.add_metric([row.channel], row.ratio)
+    yield ratio
+
+    latency = HistogramMetricFamily(
+        "notify_delivery_latency_seconds",
+        "Event accepted → delivered, per channel, over NOTIFY_METRICS_LATENCY_WINDOW.",
+        labels=["channel"],
+    )
+    for histogram in selectors.delivery_latency():
+        buckets = [(_bound(le), count) for le, count in histogram.buckets]
+        buckets.append(("+Inf", histogram.count))
+        latency.add_metric([histogram.channel], buckets, histogram.sum_seconds)
+    yield latency
+
+    yield GaugeMetricFamily(
+        "notify_dead_deliveries",
+        "Deliveries whose retries ran out (status dead).",
+        value=selectors.dead_deliveries(),
+    )
+    yield GaugeMetricFamily(
+        "notify_outbox_oldest_unpublished_age_seconds",
+        "Age of the oldest outbox row not yet published to the broker; 0 when none.",
+        value=selectors.oldest_unpublished_outbox_age(),
+    )
+
+
+def _broker() -> Iterator[Metric]:
+    depths = selectors.queue_depths()
+    gauge = GaugeMetricFamily(
+        "notify_queue_depth", "Messages ready in each RabbitMQ queue.", labels=["queue"]
+    )
+    for name, count in depths.items():
+        gauge.add_metric([name], count)
+    yield gauge
+    yield GaugeMetricFamily(
+        "notify_dead_letter_messages",
+        "Messages waiting in the dead_letter queue.",
+        value=depths.get("dead_letter", 0),
+    )
+
+
+def _redis() -> Iterator[Metric]:
+    drops = CounterMetricFamily(
+        "notify_push_drops",
+        "Pushes dropped (expired, collapsed or over the budget), per channel.",
+        labels=["channel"],
+    )
+    for channel, count in selectors.push_drops().items():
+        drops.add_metric([channel], count)
+    yield drops
+    breakers = GaugeMetricFamily(
+        "notify_circuit_breaker_state",
+        "Circuit breaker per provider: 0 closed, 1 half-open, 2 open.",
+        labels=["provider"],
+    )
+    for provider, state in selectors.breaker_states().items():
+        breakers.add_metric([provider], state)
+    yield breakers
+
+
+SOURCES: dict[str, Callable[[], Iterator[Metric]]] = {
+    "database": _database,
+    "broker": _broker,
+    "redis": _redis,
+}
+
+
+class NotifyCollector(Collector):
+    """Reads every number fresh on each scrape; holds no state between scrapes."""
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            "notify_metrics_source_up",
+            "1 when this scrape could read the source, 0 when it could not.",
+            labels=["source"],
+        )
+        for source, read in SOURCES.items():
+            try:
+                # Materialise first: a source failing halfway must not emit half its metrics.
+                metrics = list(read())
+            except Exception:
+                logger.warning("metrics: could not read %s", source, exc_info=True)
+                up.add_metric([source], 0)
+                continue
+            up.add_metric([source], 1)
+            yield from metrics
+        yield up
+
+
+def metrics_render() -> bytes:
+    """The whole exposition in Prometheus text format."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(NotifyCollector())
+    return generate_latest(registry)
+
+
+def _bound(seconds: float) -> str:
+    return repr(float(seconds))

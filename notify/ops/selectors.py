@@ -1,0 +1,188 @@
+"""The numbers behind /metrics, read at scrape time from PostgreSQL, RabbitMQ and Redis.
+
+Every query here is an aggregate that returns a handful of rows; none loads models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, Sum
+from django.utils import timezone
+from django_redis import get_redis_connection
+from kombu import Connection
+
+from deliveries.models import FINAL_STATUSES, Delivery, DeliveryStatus
+from notify.models import Notification, Outbox
+
+PUSH_DROPS_PATTERN = "notify:metrics:push_drops:*"
+BREAKER_STATE_PATTERN = "notify:breaker:*:state"
+# What the breaker keys may hold, as the number the gauge shows.
+BREAKER_STATES = {"closed": 0.0, "half_open": 1.0, "half-open": 1.0, "open": 2.0}
+# Statuses where the provider was tried and the story is over: the ratio's denominator.
+TRIED_FINAL_STATUSES = tuple(
+    sorted(FINAL_STATUSES - {DeliveryStatus.SUPPRESSED, DeliveryStatus.SKIPPED_LIVE})
+)
+
+
+def accepted_by_category() -> list[tuple[str, str, int]]:
+    """(category key, queue, notifications accepted) over all history."""
+    rows = (
+        Notification.objects.values_list("category__key", "category__queue")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return [(key, queue, n) for key, queue, n in rows]
+
+
+def deliveries_by_status() -> dict[tuple[str, str], int]:
+    """{(channel, status): deliveries}, only the pairs that have rows."""
+    rows = Delivery.objects.values_list("channel", "status").annotate(n=Count("id")).order_by()
+    return {(channel, status): n for channel, status, n in rows}
+
+
+@dataclass(frozen=True)
+class FirstAttempt:
+    channel: str
+    first_try: int
+    finished: int
+
+    @property
+    def ratio(self) -> float:
+        return self.first_try / self.finished
+
+
+def first_attempt_success() -> list[FirstAttempt]:
+    """Per channel: delivered on the first try, out of deliveries that were tried and ended.
+
+    Suppressed and skipped deliveries never reached a provider, so they are left out
+    of both sides: a user who opted out is not a provider failure.
+    """
+    rows = (
+        Delivery.objects.filter(status__in=TRIED_FINAL_STATUSES, attempts__gte=1)
+        .values_list("channel")
+        .annotate(
+            first_try=Count("id", filter=Q(status=DeliveryStatus.DELIVERED, attempts=1)),
+            finished=Count("id"),
+        )
+        .order_by()
+    )
+    return [FirstAttempt(channel, first_try, finished) for channel, first_try, finished in rows]
+
+
+@dataclass(frozen=True)
+class LatencyHistogram:
+    channel: str
+    # (upper bound in seconds, deliveries at or under it), ascending; cumulative.
+    buckets: list[tuple[float, int]]
+    count: int
+    sum_seconds: float
+
+
+def delivery_latency(*, now: datetime | None = None) -> list[LatencyHistogram]:
+    """Event→delivery latency (finished_at minus notification.created_at) per channel.
+
+    Only deliveries delivered within NOTIFY_METRICS_LATENCY_WINDOW, so each scrape reads a
+    bounded slice; one grouped query with one FILTERed count per bucket.
+    """
+    now = now or timezone.now()
+    since = now - timedelta(seconds=settings.NOTIFY_METRICS_LATENCY_WINDOW)
+    bounds = sorted(settings.NOTIFY_METRICS_LATENCY_BUCKETS)
+    latency = ExpressionWrapper(
+        F("finished_at") - F("notification__created_at"), output_field=DurationField()
+    )
+    per_bucket = {
+        f"le_{i}": Count("id", filter=Q(latency__lte=timedelta(seconds=bound)))
+        for i, bound in enumerate(bounds)
+    }
+    rows = (
+        Delivery.objects.filter(status=DeliveryStatus.DELIVERED, finished_at__gte=since)
+        .annotate(latency=latency)
+        .values("channel")
+        .annotate(count=Count("id"), total=Sum("latency"), **per_bucket)
+        .order_by()
+    )
+    return [
+        LatencyHistogram(
+            channel=row["channel"],
+            buckets=[(bound, row[f"le_{i}"]) for i, bound in enumerate(bounds)],
+            count=row["count"],
+            sum_seconds=row["total"].total_seconds() if row["total"] else 0.0,
+        )
+        for row in rows
+    ]
+
+
+def dead_deliveries() -> int:
+    """Deliveries whose retries ran out (status `dead`)."""
+    return Delivery.objects.filter(status=DeliveryStatus.DEAD).count()
+
+
+def oldest_unpublished_outbox_age(*, now: datetime | None = None) -> float:
+    """Seconds since the oldest outbox row still waiting to be published; 0 when none.
+
+    Served by the partial index `outbox_unpublished`.
+    """
+    oldest = Outbox.objects.filter(published_at__isnull=True).aggregate(at=Min("created_at"))["at"]
+    if oldest is None:
+        return 0.0
+    return max(0.0, ((now or timezone.now()) - oldest).total_seconds())
+
+
+def queue_depths() -> dict[str, int]:
+    """Messages ready in each of our queues (work queues and dead_letter), live.
+
+    A passive declare per queue on one connection with a short timeout; raises when
+    the broker cannot be reached.
+    """
+    names = [queue.name for queue in settings.CELERY_TASK_QUEUES]
+    timeout = settings.NOTIFY_OPS_CHECK_TIMEOUT
+    depths: dict[str, int] = {}
+    with Connection(settings.CELERY_BROKER_URL, connect_timeout=timeout) as conn:
+        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
+        channel = conn.default_channel
+        for name in names:
+            _, count, _ = channel.queue_declare(queue=name, passive=True)
+            depths[name] = count
+    return depths
+
+
+def push_drops() -> dict[str, float]:
+    """{channel: pushes dropped} from the counters push providers keep in Redis."""
+    client = get_redis_connection("default")
+    drops: dict[str, float] = {}
+    for key in client.scan_iter(match=PUSH_DROPS_PATTERN, count=100):
+        value = client.get(key)
+        channel = _text(key).rsplit(":", 1)[-1]
+        if value is not None:
+            drops[channel] = float(value)
+    return drops
+
+
+def breaker_states() -> dict[str, float]:
+    """{provider: 0 closed, 1 half-open, 2 open} from the circuit breakers' Redis keys.
+
+    A key may hold the state's name or its number; anything else is left out.
+    """
+    client = get_redis_connection("default")
+    states: dict[str, float] = {}
+    for key in client.scan_iter(match=BREAKER_STATE_PATTERN, count=100):
+        raw = client.get(key)
+        if raw is None:
+            continue
+        provider = _text(key)[len("notify:breaker:") : -len(":state")]
+        text = _text(raw).strip().lower()
+        if text in BREAKER_STATES:
+            states[provider] = BREAKER_STATES[text]
+        else:
+            try:
+                states[provider] = float(text)
+            except ValueError:
+                continue
+    return states
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

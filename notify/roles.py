@@ -1,0 +1,29 @@
+"""Staff roles that the platform defines: support reads everything, edits nothing."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group, Permission
+
+SUPPORT_GROUP = "Support"
+REDRIVE_GROUP = "Support: re-drive"
+SUPPORT_APPS = ("notify", "deliveries", "preferences", "templates_admin")
+
+
+def support_group_ensure() -> Group:
+    """The read-only support group with view permission on every platform model."""
+    group, _ = Group.objects.get_or_create(name=SUPPORT_GROUP)
+    group.permissions.set(
+        Permission.objects.filter(
+            content_type__app_label__in=SUPPORT_APPS, codename__startswith="view_"
+        )
+    )
+    return group
+
+
+def redrive_group_ensure() -> Group:
+    """Added to a support person who may also re-drive dead deliveries."""
+    group, _ = Group.objects.get_or_create(name=REDRIVE_GROUP)
+    group.permissions.set(
+        Permission.objects.filter(content_type__app_label="deliveries", codename="redrive_delivery")
+    )
+    return group

@@ -1,0 +1,8 @@
+from django.urls import path
+
+from preferences.api import views
+
+urlpatterns = [
+    path("users/<str:user_id>/preferences", views.PreferencesApi.as_view(), name="preferences"),
+    path("users/<str:user_id>/tokens", views.UserTokenApi.as_view(), name="user-tokens"),
+]

@@ -1,0 +1,163 @@
+"""Preferences API, end-user tokens and the one-click unsubscribe endpoint."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.utils.html import escape
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from notify.api.auth import UserPrincipal
+from notify.api.errors import ApiError
+from notify.models import Recipient
+from notify.selectors import recipient_get
+from preferences.models import ConsentSource
+from preferences.selectors import preferences_document
+from preferences.services import (
+    MandatoryCategory,
+    RequestOrigin,
+    UnknownCell,
+    preferences_update,
+    unsubscribe,
+)
+from preferences.tokens import unsubscribe_token_read, user_token_issue
+
+# A producer may say where a change came from; an end user's token is always the
+# preference center, and `email_link` belongs to the unsubscribe endpoint alone.
+PRODUCER_SOURCES = [
+    ConsentSource.SIGNUP,
+    ConsentSource.API,
+    ConsentSource.SUPPORT,
+    ConsentSource.PREFERENCE_CENTER,
+]
+
+
+class PreferencesIn(serializers.Serializer):
+    categories = serializers.DictField(
+        child=serializers.DictField(child=serializers.BooleanField()), allow_empty=True
+    )
+    source = serializers.ChoiceField(choices=PRODUCER_SOURCES, required=False)
+    consent_text_version = serializers.CharField(max_length=50, required=False, allow_blank=True)
+
+
+class PreferencesOut(serializers.Serializer):
+    categories = serializers.DictField(
+        child=serializers.DictField(child=serializers.BooleanField())
+    )
+    mandatory = serializers.ListField(child=serializers.CharField())
+
+
+class UserTokenOut(serializers.Serializer):
+    token = serializers.CharField()
+    expires_in = serializers.IntegerField()
+
+
+def _recipient_or_404(user_id: str) -> Recipient:
+    recipient = recipient_get(user_id=user_id)
+    if recipient is None:
+        raise ApiError(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
+    return recipient
+
+
+def _client_ip(request: HttpRequest) -> str | None:
+    return request.META.get("REMOTE_ADDR") or None
+
+
+class PreferencesApi(APIView):
+    @extend_schema(responses={200: PreferencesOut}, summary="Effective preferences per cell.")
+    def get(self, request: Request, user_id: str) -> Response:
+        recipient = _recipient_or_404(user_id)
+        return Response(preferences_document(recipient=recipient))
+
+    @extend_schema(
+        request=PreferencesIn,
+        responses={200: PreferencesOut},
+        summary="Change cells (partial); a mandatory category's cell → 409.",
+    )
+    def put(self, request: Request, user_id: str) -> Response:
+        recipient = _recipient_or_404(user_id)
+        data_in = PreferencesIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
+        if isinstance(request.user, UserPrincipal):
+            source = ConsentSource.PREFERENCE_CENTER
+        else:
+            source = data.get("source", ConsentSource.API)
+        origin = RequestOrigin(
+            source=source,
+            text_version=data.get("consent_text_version", ""),
+            ip_address=_client_ip(request),
+            user_agent=request.META.get("HTTP_USER_AGENT", ""),
+        )
+        try:
+            preferences_update(recipient=recipient, cells=data["categories"], origin=origin)
+        except MandatoryCategory as error:
+            raise ApiError(
+                409,
+                "mandatory_category",
+                f"{error.category_key!r} is mandatory (security, payments) and cannot be "
+                "turned off.",
+                field=f"categories.{error.category_key}.{error.channel}",
+            ) from None
+        except UnknownCell as error:
+            raise ApiError(422, "unknown_preference", str(error), field=error.field) from None
+        return Response(preferences_document(recipient=recipient))
+
+
+class UserTokenApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={201: UserTokenOut},
+        summary="A short-lived token for this user's own feed, count and preferences.",
+    )
+    def post(self, request: Request, user_id: str) -> Response:
+        if isinstance(request.user, UserPrincipal):
+            raise ApiError(403, "forbidden", "Only a producer key may issue user tokens.")
+        recipient = _recipient_or_404(user_id)
+        return Response(
+            {
+                "token": user_token_issue(recipient_id=recipient.pk),
+                "expires_in": settings.NOTIFY_USER_TOKEN_TTL_SECONDS,
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+
+_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>{title}</title></head>
+<body><main><h1>{title}</h1><p>{text}</p>{form}</main></body></html>"""
+
+
+def _page(title: str, text: str, *, form: str = "", status_code: int = 200) -> HttpResponse:
+    body = _PAGE.format(title=escape(title), text=escape(text), form=form)
+    return HttpResponse(body, status=status_code, content_type="text/html; charset=utf-8")
+
+
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+def unsubscribe_view(request: HttpRequest, token: str) -> HttpResponse:
+    """RFC 8058 one-click: POST unsubscribes at once (no cookies, login or redirect);
+    GET only shows a button, because mail scanners fetch links."""
+    scope = unsubscribe_token_read(token)
+    if scope is None:
+        return _page("Invalid link", "This unsubscribe link is not valid.", status_code=400)
+    if request.method == "GET":
+        form = '<form method="post"><button type="submit">Unsubscribe</button></form>'
+        return _page("Unsubscribe", "Stop receiving these messages on every channel?", form=form)
+    origin = RequestOrigin(
+        source=ConsentSource.EMAIL_LINK,
+        ip_address=_client_ip(request),
+        user_agent=request.META.get("HTTP_USER_AGENT", ""),
+    )
+    done = unsubscribe(scope=scope, origin=origin)
+    if done is None:
+        return _page("Invalid link", "This unsubscribe link is not valid.", status_code=400)
+    return _page(
+        "Unsubscribed",
+        f"You will no longer receive {done.category.description or 'these'} messages.",
+    )

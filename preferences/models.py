@@ -1,0 +1,108 @@
+"""Preferences, consent history, quiet hours and the daily marketing counter.
+
+The current state (`Preference`) is written in the same transaction as the consent
+record that explains it (`ConsentRecord`), so the history never disagrees with what
+the gate reads. Rules live in services.py and selectors.py.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from notify.models import Category, Channel, Recipient
+
+
+class ConsentSource(models.TextChoices):
+    SIGNUP = "signup", "Signup"
+    EMAIL_LINK = "email_link", "Email unsubscribe link"
+    SUPPORT = "support", "Support"
+    API = "api", "API"
+    PREFERENCE_CENTER = "preference_center", "Preference center"
+
+
+class Preference(models.Model):
+    """One cell of the preference matrix: may this category reach this recipient here?
+
+    No row means the category default (on for its default channels). A row exists once
+    the recipient (or someone on their behalf) changed the cell.
+    """
+
+    recipient = models.ForeignKey(Recipient, on_delete=models.CASCADE, related_name="preferences")
+    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="+")
+    channel = models.CharField(max_length=10, choices=Channel.choices)
+    enabled = models.BooleanField()
+    source = models.CharField(
+        max_length=20, choices=ConsentSource.choices, help_text="Who changed it last."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["recipient", "category", "channel"], name="uniq_preference_cell"
+            )
+        ]
+
+    def __str__(self) -> str:
+        state = "on" if self.enabled else "off"
+        return f"{self.recipient_id} {self.category_id}/{self.channel}: {state}"
+
+
+class ConsentRecord(models.Model):
+    """Append-only: a grant or withdrawal, who made it, where, under which text (R-P3).
+
+    `category` empty means all marketing; `channel` empty means every channel. The app
+    never updates or deletes these rows (erasure, R-O4, is the only exception).
+    """
+
+    recipient = models.ForeignKey(Recipient, on_delete=models.CASCADE, related_name="consents")
+    category = models.ForeignKey(
+        Category, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    channel = models.CharField(max_length=10, choices=Channel.choices, blank=True)
+    granted = models.BooleanField()
+    source = models.CharField(max_length=20, choices=ConsentSource.choices)
+    text_version = models.CharField(max_length=50, blank=True)
+    ip_address = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["recipient", "category", "-id"], name="consent_latest")]
+
+    def __str__(self) -> str:
+        verb = "granted" if self.granted else "withdrawn"
+        scope = self.category_id or "all marketing"
+        return f"{self.recipient_id} {scope}/{self.channel or '*'} {verb} via {self.source}"
+
+
+class QuietHours(models.Model):
+    """A recipient's own quiet window (local time); without a row the defaults apply."""
+
+    recipient = models.OneToOneField(
+        Recipient, on_delete=models.CASCADE, related_name="quiet_hours"
+    )
+    start = models.TimeField(help_text="Local time the window opens, e.g. 21:00.")
+    end = models.TimeField(help_text="Local time it closes, e.g. 09:00 (may be next day).")
+
+    class Meta:
+        verbose_name_plural = "quiet hours"
+
+    def __str__(self) -> str:
+        return f"{self.recipient_id} {self.start:%H:%M}-{self.end:%H:%M}"
+
+
+class MarketingDayCount(models.Model):
+    """How many marketing notifications a recipient was sent on one local day (R-P5)."""
+
+    recipient = models.ForeignKey(Recipient, on_delete=models.CASCADE, related_name="+")
+    local_date = models.DateField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["recipient", "local_date"], name="uniq_marketing_day")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.recipient_id} {self.local_date}: {self.count}"

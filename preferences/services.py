@@ -1,0 +1,241 @@
+"""Writes of preferences and consent, one-click unsubscribe, the daily cap and the
+release of deferred deliveries."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from notify.models import Category, Channel, Recipient
+from preferences.models import ConsentRecord, ConsentSource, Preference
+from preferences.tokens import UnsubscribeScope
+
+logger = logging.getLogger(__name__)
+
+
+class MandatoryCategory(Exception):
+    """Someone tried to turn off a mandatory category (login codes, payments)."""
+
+    def __init__(self, category_key: str, channel: str) -> None:
+        super().__init__(f"{category_key!r} is mandatory and cannot be turned off ({channel}).")
+        self.category_key = category_key
+        self.channel = channel
+
+
+class UnknownCell(Exception):
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class RequestOrigin:
+    """Where a change came from, for the consent record."""
+
+    source: str
+    text_version: str = ""
+    ip_address: str | None = None
+    user_agent: str = ""
+
+
+def _record(
+    *, recipient: Recipient, category: Category | None, channel: str, granted: bool,
+    origin: RequestOrigin,
+) -> ConsentRecord:  # fmt: skip
+    return ConsentRecord.objects.create(
+        recipient=recipient,
+        category=category,
+        channel=channel,
+        granted=granted,
+        source=origin.source,
+        text_version=origin.text_version or settings.NOTIFY_CONSENT_TEXT_VERSION,
+        ip_address=origin.ip_address,
+        user_agent=origin.user_agent[:500],
+    )
+
+
+def preferences_update(
+    *, recipient: Recipient, cells: dict[str, dict[str, bool]], origin: RequestOrigin
+) -> int:
+    """Apply a partial preferences document; each changed cell writes its consent record
+    in the same transaction. Returns how many cells changed.
+
+    Raises MandatoryCategory (nothing changes) for an attempt to turn off a mandatory
+    cell, and UnknownCell for an unknown category or channel.
+    """
+    categories = {c.key: c for c in Category.objects.filter(key__in=list(cells))}
+    for key, channels in cells.items():
+        category = categories.get(key)
+        if category is None:
+            raise UnknownCell(f"No category {key!r}.", field=f"categories.{key}")
+        for channel, enabled in channels.items():
+            if channel not in Channel.values:
+                raise UnknownCell(f"No channel {channel!r}.", field=f"categories.{key}.{channel}")
+            if category.mandatory and not enabled:
+                raise MandatoryCategory(key, channel)
+    changed = 0
+    with transaction.atomic():
+        # One writer per recipient at a time: the history stays in the order it happened.
+        Recipient.objects.select_for_update().filter(pk=recipient.pk).first()
+        for key, channels in cells.items():
+            category = categories[key]
+            if category.mandatory:
+                continue  # always on; turning it "on" changes nothing
+            for channel, enabled in channels.items():
+                pref = Preference.objects.filter(
+                    recipient=recipient, category=category, channel=channel
+                ).first()
+                current = pref.enabled if pref is not None else True
+                if category.marketing and current:
+                    from preferences.selectors import consent_granted
+
+                    current = consent_granted(
+                        recipient=recipient, category=category, channel=channel
+                    )
+                if current == enabled:
+                    continue  # no change, no record
+                Preference.objects.update_or_create(
+                    recipient=recipient,
+                    category=category,
+                    channel=channel,
+                    defaults={"enabled": enabled, "source": origin.source},
+                )
+                _record(
+                    recipient=recipient, category=category, channel=channel,
+                    granted=enabled, origin=origin,
+                )  # fmt: skip
+                changed += 1
+    return changed
+
+
+def marketing_consent_grant(*, recipient: Recipient, origin: RequestOrigin) -> ConsentRecord:
+    """Consent to all marketing on every channel (e.g. a signup checkbox)."""
+    return _record(recipient=recipient, category=None, channel="", granted=True, origin=origin)
+
+
+@dataclass(frozen=True)
+class Unsubscribed:
+    category: Category
+    changed: bool
+
+
+def unsubscribe(*, scope: UnsubscribeScope, origin: RequestOrigin) -> Unsubscribed | None:
+    """One-click unsubscribe: that category off on every channel, one consent record.
+
+    A replay (already unsubscribed, nothing granted since) changes nothing and writes
+    no second record. None when the token names a recipient or category that is gone.
+    """
+    with transaction.atomic():
+        recipient = Recipient.objects.select_for_update().filter(pk=scope.recipient_id).first()
+        category = Category.objects.filter(pk=scope.category_id).first()
+        if recipient is None or category is None:
+            return None
+        latest = (
+            ConsentRecord.objects.filter(recipient=recipient, category=category)
+            .order_by("-id")
+            .first()
+        )
+        off = Preference.objects.filter(recipient=recipient, category=category, enabled=False)
+        already = (
+            latest is not None
+            and not latest.granted
+            and latest.channel == ""
+            and off.count() == len(Channel.values)
+        )
+        if already:
+            return Unsubscribed(category, changed=False)
+        for channel in Channel.values:
+            Preference.objects.update_or_create(
+                recipient=recipient,
+                category=category,
+                channel=channel,
+                defaults={"enabled": False, "source": ConsentSource.EMAIL_LINK},
+            )
+        _record(recipient=recipient, category=category, channel="", granted=False, origin=origin)
+    return Unsubscribed(category, changed=True)
+
+
+def marketing_cap_take(*, recipient_id: int, local_date: date) -> bool:
+    """Count one marketing notification for the recipient's local day, if under the cap.
+
+    A PostgreSQL upsert on one row per (recipient, local day), run inside the route
+    transaction rather than a Redis INCR: the row lock makes concurrent routes on any
+    worker count one at a time, the `WHERE count < cap` never lets the count pass the
+    cap, and a route that rolls back takes its count back with it — so the counter
+    always equals the deliveries that exist. A new local day is simply a new row.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO preferences_marketingdaycount (recipient_id, local_date, count)
+            VALUES (%s, %s, 1)
+            ON CONFLICT (recipient_id, local_date)
+            DO UPDATE SET count = preferences_marketingdaycount.count + 1
+            WHERE preferences_marketingdaycount.count < %s
+            RETURNING count
+            """,
+            [recipient_id, local_date, settings.NOTIFY_MARKETING_DAILY_CAP],
+        )
+        return cursor.fetchone() is not None
+
+
+def deferred_release(*, now: datetime | None = None) -> int:
+    """Beat: deferred deliveries whose quiet window ended pass the gate again.
+
+    Allowed → `queued` and enqueued; declined → `suppressed` with the reason; still
+    quiet → deferred to the new window end. Returns how many were enqueued.
+    """
+    from deliveries.models import Delivery, DeliveryStatus
+    from deliveries.services import delivery_enqueue
+    from notify.models import Notification
+    from preferences.gate import decide_deliveries
+
+    now = now or timezone.now()
+    enqueue: list[tuple[int, str]] = []
+    with transaction.atomic():
+        due = list(
+            Delivery.objects.select_for_update(skip_locked=True)
+            .filter(status=DeliveryStatus.DEFERRED, next_attempt_at__lte=now)
+            .order_by("next_attempt_at")[: settings.NOTIFY_DEFERRED_RELEASE_BATCH]
+        )
+        by_notification: dict[object, list] = {}
+        for delivery in due:
+            by_notification.setdefault(delivery.notification_id, []).append(delivery)
+        for notification_id, deliveries in by_notification.items():
+            notification = Notification.objects.select_related("recipient", "category").get(
+                pk=notification_id
+            )
+            verdicts = {(d.channel, d.target): d for d in decide_deliveries(notification, now=now)}
+            for delivery in deliveries:
+                verdict = verdicts.get((delivery.channel, delivery.target))
+                delivery.updated_at = now
+                if verdict is not None and verdict.allowed:
+                    delivery.status = DeliveryStatus.QUEUED
+                    delivery.reason = ""
+                    delivery.next_attempt_at = now
+                    if delivery.deadline is not None and delivery.deadline < now:
+                        delivery.deadline = None
+                    enqueue.append((delivery.pk, delivery.queue))
+                elif verdict is not None and verdict.status == DeliveryStatus.DEFERRED:
+                    delivery.next_attempt_at = verdict.not_before
+                else:
+                    delivery.status = DeliveryStatus.SUPPRESSED
+                    delivery.reason = verdict.reason if verdict else "no_address"
+                    delivery.next_attempt_at = None
+                    delivery.finished_at = now
+                delivery.save(
+                    update_fields=[
+                        "status", "reason", "next_attempt_at", "deadline", "finished_at",
+                        "updated_at",
+                    ]
+                )  # fmt: skip
+    for delivery_id, queue in enqueue:
+        delivery_enqueue(delivery_id=delivery_id, queue=queue)
+    if due:
+        logger.info("released %s deferred deliveries, %s enqueued", len(due), len(enqueue))
+    return len(enqueue)

@@ -1,0 +1,40 @@
+"""One log line per delivery outcome, carrying the ids and facts support sees in admin."""
+
+from __future__ import annotations
+
+import logging
+
+from deliveries.models import Delivery
+from deliveries.services import delivery_attempt
+from notify.services import notification_route
+
+ORDER = {"order_number": "L-7", "delivery_date": "2026-12-03", "items_count": 1}
+
+
+def test_each_delivery_outcome_is_one_structured_log_line(db, api, caplog):
+    api.put("/v1/users/log1", {"email": "log1@example.com"}, format="json")
+    notification_id = api.post(
+        "/v1/notifications",
+        {"event_id": "log-1", "user_id": "log1", "category": "order.shipped",
+         "payload": ORDER, "channels": ["inapp"]},
+        format="json",
+    ).json()["notification_id"]  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="deliveries.services"):
+        # Routing writes the in-app entry at once; a second attempt finds nothing to do.
+        notification_route(notification_id=notification_id)
+        delivery = Delivery.objects.get(notification_id=notification_id, channel="inapp")
+        delivery_attempt(delivery_id=delivery.pk)
+
+    lines = [r for r in caplog.records if getattr(r, "event", "") == "delivery_outcome"]
+    assert len(lines) == 1
+    line = lines[0]
+    assert (line.notification_id, line.delivery_id, line.channel) == (
+        notification_id, delivery.pk, "inapp",
+    )  # fmt: skip
+    assert (line.status, line.reason, line.attempt) == ("delivered", "", 1)
+    assert isinstance(line.duration_ms, int)
+    # The text itself is greppable key=value, for a plain log search.
+    message = line.getMessage()
+    assert f"notification={notification_id}" in message
+    assert f"delivery={delivery.pk}" in message
+    assert "channel=inapp status=delivered" in message

@@ -1,0 +1,218 @@
+"""A local Web Push service: what a browser vendor's push endpoint does, for real.
+
+It checks the VAPID JWT (ES256 signature with the key in `k=`, `aud` = this origin,
+`exp` in the future) and decrypts the aes128gcm body with the subscriber's private key,
+exactly as the browser would. Each subscription can be told what to answer next.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import http_ece
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+@dataclass
+class Subscriber:
+    """A browser's push subscription: its own key pair and auth secret."""
+
+    name: str
+    private_key: ec.EllipticCurvePrivateKey = field(
+        default_factory=lambda: ec.generate_private_key(ec.SECP256R1())
+    )
+    auth: bytes = field(default_factory=lambda: os.urandom(16))
+
+    @property
+    def p256dh(self) -> str:
+        raw = self.private_key.public_key().public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+        )
+        return b64url(raw)
+
+
+@dataclass
+class Received:
+    """One push the service accepted or refused, as the subscriber would see it."""
+
+    at: float
+    subscriber: str
+    status: int
+    headers: dict[str, str]
+    claims: dict
+    vapid_key: str
+    payload: bytes | None
+    error: str = ""
+
+    def json(self) -> dict:
+        return json.loads(self.payload.decode())
+
+
+class _Server(ThreadingHTTPServer):
+    # A burst of hundreds of concurrent sends must queue, not be refused.
+    request_queue_size = 1024
+    daemon_threads = True
+
+
+class PushService:
+    def __init__(self) -> None:
+        self.subscribers: dict[str, Subscriber] = {}
+        self.scripts: dict[str, list[tuple[int, dict[str, str]]]] = {}
+        self.received: list[Received] = []
+        self.slow: dict[str, float] = {}  # seconds a subscription's requests hang
+        self.in_flight: dict[str, int] = {}
+        self.most_in_flight: dict[str, int] = {}  # by subscriber-name prefix
+        self.lock = threading.Lock()
+        self.server = _Server(("127.0.0.1", 0), self._handler())
+        self.port = self.server.server_address[1]
+        self.origin = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.subscribers.clear()
+            self.scripts.clear()
+            self.received.clear()
+            self.slow.clear()
+            self.in_flight.clear()
+            self.most_in_flight.clear()
+
+    def subscribe(self, name: str) -> tuple[Subscriber, dict]:
+        """A new subscription; returns it and the body a browser would register."""
+        subscriber = Subscriber(name)
+        with self.lock:
+            self.subscribers[name] = subscriber
+        body = {
+            "kind": "webpush",
+            "endpoint": f"{self.origin}/push/{name}",
+            "keys": {"p256dh": subscriber.p256dh, "auth": b64url(subscriber.auth)},
+        }
+        return subscriber, body
+
+    def answer(self, name: str, *responses: tuple[int, dict[str, str]]) -> None:
+        """The next answers for this subscription, in order; 201 once they run out."""
+        with self.lock:
+            self.scripts.setdefault(name, []).extend(responses)
+
+    def deliveries_to(self, name: str) -> list[Received]:
+        with self.lock:
+            return [r for r in self.received if r.subscriber == name]
+
+    def accepted_for(self, name: str) -> list[Received]:
+        return [r for r in self.deliveries_to(name) if 200 <= r.status < 300]
+
+    # --- the HTTP side ---------------------------------------------------------------
+
+    def _handler(self):
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                name = self.path.rsplit("/", 1)[-1]
+                group = name.split(".", 1)[0]  # "owner.device3" counts under "owner"
+                with service.lock:
+                    service.in_flight[group] = service.in_flight.get(group, 0) + 1
+                    service.most_in_flight[group] = max(
+                        service.most_in_flight.get(group, 0), service.in_flight[group]
+                    )
+                try:
+                    time.sleep(service.slow.get(group, 0.0))
+                    status, extra, record = service._receive(name, dict(self.headers), body)
+                finally:
+                    with service.lock:
+                        service.in_flight[group] -= 1
+                with service.lock:
+                    service.received.append(record)
+                self.send_response(status)
+                for key, value in extra.items():
+                    self.send_header(key, value)
+                if 200 <= status < 300:
+                    self.send_header("Location", f"{service.origin}/msg/{len(service.received)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        return Handler
+
+    def _receive(self, name: str, headers: dict[str, str], body: bytes):
+        headers = {k.lower(): v for k, v in headers.items()}
+        claims: dict = {}
+        key = ""
+        try:
+            claims, key = self._verify_vapid(headers.get("authorization", ""))
+            subscriber = self.subscribers[name]
+        except Exception as error:  # refused like a real service: 401/404, recorded
+            status = 404 if isinstance(error, KeyError) else 401
+            record = Received(time.time(), name, status, headers, claims, key, None, repr(error))
+            return status, {}, record
+        with self.lock:
+            script = self.scripts.get(name) or []
+            status, extra = script.pop(0) if script else (201, {})
+        payload = None
+        if 200 <= status < 300:
+            assert headers.get("content-encoding") == "aes128gcm", headers
+            payload = http_ece.decrypt(
+                body,
+                private_key=subscriber.private_key,
+                auth_secret=subscriber.auth,
+                version="aes128gcm",
+            )
+        record = Received(time.time(), name, status, headers, claims, key, payload)
+        return status, extra, record
+
+    def _verify_vapid(self, authorization: str) -> tuple[dict, str]:
+        scheme, _, params = authorization.partition(" ")
+        if scheme.lower() != "vapid":
+            raise ValueError(f"not a VAPID authorization: {authorization!r}")
+        values = dict(part.strip().split("=", 1) for part in params.split(","))
+        token, key = values["t"], values["k"]
+        header_b64, claims_b64, signature_b64 = token.split(".")
+        header = json.loads(unb64url(header_b64))
+        if header.get("alg") != "ES256":
+            raise ValueError(f"JWT alg {header.get('alg')!r}")
+        public = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), unb64url(key))
+        raw = unb64url(signature_b64)
+        signature = encode_dss_signature(
+            int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big")
+        )
+        try:
+            public.verify(
+                signature, f"{header_b64}.{claims_b64}".encode(), ec.ECDSA(hashes.SHA256())
+            )
+        except InvalidSignature:
+            raise ValueError("VAPID JWT signature does not verify") from None
+        claims = json.loads(unb64url(claims_b64))
+        if claims.get("aud") != self.origin:
+            raise ValueError(f"aud {claims.get('aud')!r} is not {self.origin!r}")
+        if int(claims.get("exp", 0)) <= time.time():
+            raise ValueError("VAPID JWT expired")
+        if not str(claims.get("sub", "")).startswith(("mailto:", "https:")):
+            raise ValueError("VAPID JWT has no sub")
+        return claims, key

@@ -1,0 +1,141 @@
+"""FCM through firebase-admin against a local FCM (token endpoint + v1 send API).
+
+These call the sender's services in this process (firebase-admin is pointed at the
+peer through settings), the way a worker would run them.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from firebase_admin import messaging
+
+from deliveries.channels import fcm
+from deliveries.models import Delivery, DeliveryAttempt, Device
+from deliveries.services import delivery_attempt
+from notify.models import Category, Notification, Producer, Recipient
+from preferences.gate import gate_seal
+from templates_admin.models import Template
+from templates_admin.services import template_version_create, template_version_publish
+
+ORDER = {"order_number": "F-9", "delivery_date": "2026-12-03", "items_count": 1}
+
+
+@pytest.fixture
+def fcm_template(demo_data):
+    category = Category.objects.get(key="order.shipped")
+    template, _ = Template.objects.get_or_create(category=category, channel="fcm", locale="en")
+    version = template_version_create(
+        template=template,
+        fields={"title": "Order {{ order_number }} shipped", "body": "Arrives {{ delivery_date }}"},
+    )
+    template_version_publish(version=version)
+    return category
+
+
+def fcm_notification(category: Category, devices: int) -> tuple[Notification, list[Delivery]]:
+    """A notification with one queued FCM delivery per device, as the gate creates them."""
+    recipient = Recipient.objects.create(user_id=f"fcm-{uuid.uuid4()}", locale="en")
+    rows = Device.objects.bulk_create(
+        [
+            Device(recipient=recipient, kind="fcm", token=f"tok-{n}", platform="android")
+            for n in range(devices)
+        ]
+    )
+    producer, _ = Producer.objects.get_or_create(name="shop")
+    notification = Notification.objects.create(
+        producer=producer,
+        event_id=str(uuid.uuid4()),
+        recipient=recipient,
+        category=category,
+        payload=ORDER,
+        fingerprint="test",
+        ttl_seconds=600,
+    )
+    now = timezone.now()
+    deliveries = Delivery.objects.bulk_create(
+        [
+            Delivery(
+                notification=notification,
+                channel="fcm",
+                target=str(device.pk),
+                queue=category.queue,
+                next_attempt_at=now,
+                deadline=now + timedelta(seconds=600),
+                gate_seal=gate_seal(
+                    notification_id=notification.pk, channel="fcm", target=str(device.pk)
+                ),
+            )
+            for device in rows
+        ]
+    )
+    return notification, deliveries
+
+
+def test_600_devices_go_out_in_two_chunks_with_one_result_each(fcm_service, fcm_template, caplog):
+    notification, deliveries = fcm_notification(fcm_template, 600)
+
+    with caplog.at_level(logging.INFO, logger="deliveries.channels.fcm"):
+        delivery_attempt(delivery_id=deliveries[0].pk)
+
+    chunks = [r.getMessage() for r in caplog.records if "chunk" in r.getMessage()]
+    assert chunks == [
+        "fcm: sending a chunk of 500 messages",
+        "fcm: sending a chunk of 100 messages",
+    ]
+    statuses = Delivery.objects.filter(notification=notification).values_list("status", flat=True)
+    assert sorted(set(statuses)) == ["delivered"] and len(statuses) == 600
+    assert DeliveryAttempt.objects.filter(delivery__notification=notification).count() == 600
+    assert len(fcm_service.sends) == 600
+    sent = fcm_service.sends_to("tok-599")[0]["message"]
+    assert sent["notification"] == {"title": "Order F-9 shipped", "body": "Arrives 2026-12-03"}
+    assert sent["data"]["notification_id"] == str(notification.pk)
+
+
+def test_unregistered_token_deactivates_exactly_that_device(fcm_service, fcm_template):
+    notification, deliveries = fcm_notification(fcm_template, 3)
+    fcm_service.answer("tok-1", 404, "UNREGISTERED")
+    fcm_service.answer("tok-2", 400, "INVALID_ARGUMENT")
+
+    delivery_attempt(delivery_id=deliveries[0].pk)
+
+    rows = {d.target: d for d in Delivery.objects.filter(notification=notification)}
+    devices = {str(d.pk): d for d in Device.objects.filter(recipient=notification.recipient)}
+    ok, gone, bad = (str(d.target) for d in deliveries)
+    assert rows[ok].status == "delivered" and devices[ok].active
+    assert (rows[gone].status, rows[gone].reason) == ("failed", "rejected")
+    assert devices[gone].active is False
+    # A generic INVALID_ARGUMENT is about the message, never a reason to drop the device.
+    assert rows[bad].status == "failed" and devices[bad].active is True
+
+
+def test_fcm_quota_429_waits_for_its_retry_after_without_the_sdk_retrying(
+    fcm_service, fcm_template
+):
+    _, deliveries = fcm_notification(fcm_template, 1)
+    fcm_service.answer("tok-0", 429, "QUOTA_EXCEEDED", {"Retry-After": "40"})
+    before = timezone.now()
+
+    delivery_attempt(delivery_id=deliveries[0].pk)
+
+    delivery = Delivery.objects.get(pk=deliveries[0].pk)
+    assert delivery.status == "retrying"
+    assert delivery.next_attempt_at >= before + timedelta(seconds=40)
+    assert len(fcm_service.sends_to("tok-0")) == 1  # the SDK did not retry on its own
+
+
+def test_canary_firebase_admin_keeps_its_send_url_where_we_point_it(fcm_service):
+    # If an upgrade moves the private send URL, this fails here, not in production.
+    assert "messages:send" in messaging._MessagingService.FCM_URL
+    service = messaging._get_messaging_service(fcm.fcm_app())
+    assert service._fcm_url == fcm_service.send_url.format(project_id="notify-test")
+
+    class Moved:
+        pass
+
+    with pytest.raises(RuntimeError, match="_fcm_url"):
+        fcm.configure_messaging(Moved())

@@ -1,0 +1,66 @@
+"""The live stream (R-U3) and push only to silent devices (R-F4), on a real ASGI server."""
+
+from __future__ import annotations
+
+import pytest
+
+from deliveries.live import device_is_live
+from tests.push.sse_client import SseClient
+from tests.push.test_webpush import push_status, register_device, register_user, send_order
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def open_stream(asgi_server, producer_key, user_id, device_id, last_event_id=None) -> SseClient:
+    headers = {"Authorization": f"Bearer {producer_key.key}", "Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = str(last_event_id)
+    url = f"{asgi_server}/v1/users/{user_id}/stream?device_id={device_id}"
+    return SseClient(url, headers=headers).start()
+
+
+def test_a_connected_device_gets_the_notification_live_not_by_push_and_replays_what_it_missed(
+    api, pipeline, push_service, asgi_server, producer_key
+):
+    register_user(api, "live-1")
+    _, body = push_service.subscribe("live-phone")
+    device_id = register_device(api, "live-1", body)
+
+    stream = open_stream(asgi_server, producer_key, "live-1", device_id)
+    wait_for(lambda: device_is_live(device_id=device_id), what="the device to be live")
+    first = send_order(api, "live-1", channels=["inapp", "webpush"])
+
+    event = wait_for(
+        lambda: [e for e in stream.events if e["data"]["notification_id"] == first],
+        what="the live event",
+    )[0]
+    assert event["data"]["title"] == "Order A-7 is on its way"
+    skipped = wait_for(lambda: push_status(api, first), what="the push decision")
+    assert skipped["status"] == "skipped_live"
+    assert push_service.deliveries_to("live-phone") == []
+    wait_for(lambda: "heartbeat" in stream.comments, what="a heartbeat")
+
+    stream.stop()
+    wait_for(lambda: not device_is_live(device_id=device_id), what="the device to go offline")
+    second = send_order(api, "live-1", channels=["inapp", "webpush"])
+    assert wait_for(lambda: push_status(api, second), what="the push")["status"] == "delivered"
+    assert len(push_service.accepted_for("live-phone")) == 1
+
+    again = open_stream(asgi_server, producer_key, "live-1", device_id, event["id"])
+    try:
+        replayed = wait_for(lambda: again.events, what="the missed entry")
+        assert [e["data"]["notification_id"] for e in replayed] == [second]
+    finally:
+        again.stop()
+
+
+def test_the_stream_refuses_a_missing_or_wrong_credential(api, pipeline, asgi_server):
+    import httpx
+
+    register_user(api, "live-2")
+    url = f"{asgi_server}/v1/users/live-2/stream"
+    assert httpx.get(url).status_code == 401
+    refused = httpx.get(url, headers={"Authorization": "Bearer nope"})
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "authentication_failed"

@@ -1,0 +1,151 @@
+"""An SMS notification sent over a real SMPP bind to a local SMSC, receipts included."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+
+from deliveries.channels import provider_for
+from deliveries.models import DeliveryAttempt, DeliveryStatus, Reason
+from deliveries.smpp.encoding import DATA_CODING, UCS2, decode
+from tests.sms.conftest import route_and_send
+from tests.waiting import wait_for
+
+
+def test_sms_is_a_registered_channel():
+    from deliveries.channels import sms
+
+    assert provider_for("sms") is sms
+
+
+def test_login_code_sms_reaches_the_smsc_and_keeps_its_message_id(smsc, login_code):
+    delivery = route_and_send(login_code("424242"))
+
+    assert delivery.status == DeliveryStatus.DELIVERED
+    [submit] = smsc.submits
+    assert delivery.provider_message_id == submit.message_id != ""
+    assert submit.destination_addr == "79990000000"
+    assert submit.source_addr == "Notify"
+    # The ru template is Cyrillic: UCS-2, and data_coding says so.
+    assert submit.data_coding == DATA_CODING[UCS2]
+    assert decode(submit.short_message, submit.data_coding) == "Код для входа: 424242"
+    assert submit.registered_delivery & 0x01  # a receipt was asked for
+
+
+def test_a_delivered_receipt_is_acknowledged_and_the_sms_stays_delivered(smsc, login_code):
+    delivery = route_and_send(login_code())
+
+    receipt = smsc.receipts[delivery.provider_message_id]
+    wait_for(lambda: 0 in receipt.answers, what="the receipt acknowledged with ESME_ROK")
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.DELIVERED
+    assert delivery.last_error == ""
+
+
+@pytest.mark.parametrize("state", ["UNDELIV", "REJECTD", "EXPIRED"])
+def test_a_failed_receipt_marks_the_sms_failed_with_the_receipt_text(smsc, login_code, state):
+    smsc.receipt_state = state
+    delivery = route_and_send(login_code())
+
+    def failed():
+        delivery.refresh_from_db()
+        return delivery.status == DeliveryStatus.FAILED
+
+    wait_for(failed, what=f"the {state} receipt to mark the delivery failed")
+    assert delivery.reason == Reason.REJECTED
+    assert f"stat:{state}" in delivery.last_error
+    assert delivery.provider_message_id in delivery.last_error
+
+
+def test_a_receipt_without_tlvs_is_read_from_its_text(smsc, login_code):
+    smsc.receipt_tlvs = False
+    smsc.receipt_state = "UNDELIV"
+    delivery = route_and_send(login_code())
+
+    def failed():
+        delivery.refresh_from_db()
+        return delivery.status == DeliveryStatus.FAILED
+
+    wait_for(failed, what="the text-only receipt to mark the delivery failed")
+
+
+def test_a_receipt_that_overtakes_the_recorded_send_is_applied_when_the_smsc_resends_it(
+    smsc, login_code, sms_settings
+):
+    sms_settings.SMPP_DLR_MATCH_RETRIES = 0  # answer "try later" at the first miss
+    smsc.receipt_state = "UNDELIV"
+    smsc.resend_after = 0.3
+    # The send stays uncommitted for 0.6 s; the receipt comes after 0.05 s.
+    delivery = route_and_send(login_code(), hold=0.6)
+
+    def failed():
+        delivery.refresh_from_db()
+        return delivery.status == DeliveryStatus.FAILED
+
+    wait_for(failed, what="the resent receipt to mark the delivery failed")
+    receipt = smsc.receipts[delivery.provider_message_id]
+    assert receipt.answers[0] == 0x64  # ESME_RX_T_APPN: kept by the SMSC, not lost
+    assert receipt.answers[-1] == 0
+
+
+def test_smsc_throttling_3_of_4_submits_slows_down_retries_with_growing_pauses_and_delivers(
+    smsc, login_code, sms_session, sms_settings
+):
+    smsc.answer_next(0x58, 0x58, 0x58)
+    delivery = route_and_send(login_code())
+
+    assert delivery.status == DeliveryStatus.DELIVERED
+    assert [submit.status for submit in smsc.submits] == [0x58, 0x58, 0x58, 0]
+    assert delivery.provider_message_id == smsc.submits[-1].message_id
+    gaps = [b.at - a.at for a, b in pairwise(smsc.submits)]
+    # 100, 200, 400 ms ± 20 % jitter, as the SMSC saw them: each pause longer than the last.
+    low = 1 - sms_settings.SMPP_THROTTLE_JITTER
+    for gap, pause in zip(gaps, (0.1, 0.2, 0.4), strict=True):
+        assert gap >= pause * low - 0.005
+    assert gaps[0] < gaps[1] < gaps[2]
+    # Sustained throttling lowered this bind's sending rate by half.
+    assert sms_session.rate.rate == sms_settings.SMPP_TPS / 2
+    [attempt] = DeliveryAttempt.objects.filter(delivery=delivery)
+    assert "throttled, 4 tries" in attempt.response
+
+
+def test_throttling_on_every_try_gives_up_after_three_retries(smsc, login_code):
+    from deliveries.channels.sms import THROTTLE_EXHAUSTED
+
+    smsc.always = 0x58
+    delivery = route_and_send(login_code())
+
+    assert [submit.status for submit in smsc.submits] == [0x58] * 4  # 1 try + 3 retries
+    assert delivery.status != DeliveryStatus.DELIVERED
+    [attempt] = DeliveryAttempt.objects.filter(delivery=delivery)
+    assert attempt.outcome == "transient"
+    assert attempt.status_code == THROTTLE_EXHAUSTED
+    assert "no retries left" in attempt.response
+
+
+def test_an_invalid_destination_fails_the_sms_at_once(smsc, login_code):
+    smsc.always = 0x0B
+    delivery = route_and_send(login_code())
+
+    assert delivery.status == DeliveryStatus.FAILED
+    assert delivery.reason == Reason.REJECTED
+    assert delivery.last_error.startswith("0x0000000B ESME_RINVDSTADR")
+    assert len(smsc.submits) == 1
+
+
+def test_an_smsc_system_error_schedules_a_retry(smsc, login_code):
+    smsc.always = 0x08
+    delivery = route_and_send(login_code())
+
+    assert delivery.status == DeliveryStatus.RETRYING
+    assert delivery.last_error.startswith("0x00000008 ESME_RSYSERR")
+
+
+def test_a_text_over_the_segment_limit_is_refused_before_the_smsc(smsc, login_code, settings):
+    settings.NOTIFY_SMS_MAX_SEGMENTS = 1
+    delivery = route_and_send(login_code("9" * 80))  # Cyrillic + 80 digits: two UCS-2 parts
+
+    assert delivery.status == DeliveryStatus.FAILED
+    assert "2 UCS-2 segments; the limit is 1" in delivery.last_error
+    assert smsc.submits == []
