@@ -8,8 +8,9 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from deliveries.models import Delivery, DeliveryAttempt, DeliveryRedrive, DeliveryStatus
+from deliveries.models import Delivery, DeliveryAttempt, DeliveryRedrive, DeliveryStatus, Device
 from deliveries.redrive import REDRIVABLE, deliveries_redrive
+from notify.admin import RecipientAdmin
 
 
 class DeliveryAttemptInline(admin.TabularInline):
@@ -111,3 +112,34 @@ class DeliveryAdmin(admin.ModelAdmin):
         except Exception:  # the broker being away must not take the admin page with it
             extra_context["dead_letter_depth"] = None
         return super().changelist_view(request, extra_context)
+
+
+class DeviceInline(admin.TabularInline):
+    """The recipient's browsers and apps, live or deactivated (and why)."""
+
+    model = Device
+    fields = ("id", "kind", "platform", "address", "active", "deactivated_reason", "updated_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="Endpoint / token")
+    def address(self, device: Device) -> str:
+        value = device.endpoint or device.token
+        return value if len(value) <= 60 else f"{value[:57]}…"
+
+
+@admin.register(Device)
+class DeviceAdmin(admin.ModelAdmin):
+    list_display = ("id", "recipient", "kind", "platform", "active", "deactivated_reason",
+                    "updated_at")  # fmt: skip
+    list_filter = ("kind", "active", "deactivated_reason")
+    search_fields = ("=recipient__user_id", "=id")
+    list_select_related = ("recipient",)
+    readonly_fields = ("recipient", "created_at", "updated_at")
+
+
+RecipientAdmin.inlines = [*RecipientAdmin.inlines, DeviceInline]

@@ -18,7 +18,8 @@ from redis.exceptions import RedisError
 
 logger = logging.getLogger(__name__)
 
-DROPS_TOTAL_KEY = "notify:push:drops:total"
+# Per channel, read by /metrics (notify.ops) as notify_push_drops_total{channel}.
+DROPS_KEY_PREFIX = "notify:metrics:push_drops:"
 _DROPS_WINDOW_KEY = "notify:push:drops:window"
 _DROPS_LOGGED_KEY = "notify:push:drops:logged"
 
@@ -91,11 +92,11 @@ def push_slots_held(*, recipient_id: int) -> int:
     return int(_redis().zcount(key, time.time(), "+inf"))
 
 
-def push_drop_record(*, count: int = 1) -> None:
+def push_drop_record(*, channel: str, count: int = 1) -> None:
     """Count dropped pushes; log the sum of the last minute at most once a minute."""
     try:
         client = _redis()
-        client.incrby(DROPS_TOTAL_KEY, count)
+        client.incrby(f"{DROPS_KEY_PREFIX}{channel}", count)
         client.incrby(_DROPS_WINDOW_KEY, count)
         if client.set(_DROPS_LOGGED_KEY, "1", nx=True, ex=settings.NOTIFY_PUSH_DROP_LOG_INTERVAL):
             dropped = int(client.getdel(_DROPS_WINDOW_KEY) or 0)
@@ -110,4 +111,6 @@ def push_drop_record(*, count: int = 1) -> None:
 
 
 def push_drops_total() -> int:
-    return int(_redis().get(DROPS_TOTAL_KEY) or 0)
+    """Pushes dropped so far, all push channels together."""
+    client = _redis()
+    return sum(int(client.get(key) or 0) for key in client.scan_iter(f"{DROPS_KEY_PREFIX}*"))

@@ -113,6 +113,12 @@ class Delivery(models.Model):
             models.Index(
                 fields=["claimed_at"], name="delivery_claimed", condition=Q(status="sending")
             ),
+            # /metrics reads recent delivered rows for the latency histogram.
+            models.Index(
+                fields=["finished_at"],
+                name="delivery_delivered_recent",
+                condition=Q(status="delivered"),
+            ),
         ]
 
     def __str__(self) -> str:

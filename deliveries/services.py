@@ -112,7 +112,7 @@ def _push_slot_admits(*, delivery_id: int, countdown: float | None, retry: bool)
         updated_at=now,
     )
     if dropped:
-        push_drop_record(count=dropped)
+        push_drop_record(channel=row["channel"], count=dropped)
     return False
 
 

@@ -1,4 +1,8 @@
-"""Admin: preferences editable by support; consent history strictly read-only (R-P3)."""
+"""Admin: preferences and consent history, read-only (R-P3).
+
+A preference changes only through the API or the unsubscribe link, which write the
+consent record in the same transaction; an admin form could not.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +38,15 @@ class ConsentRecordInline(ReadOnlyMixin, admin.TabularInline):
     extra = 0
 
 
+class PreferenceInline(ReadOnlyMixin, admin.TabularInline):
+    """The recipient's changed cells (no row = the category default)."""
+
+    model = Preference
+    fields = ("category", "channel", "enabled", "source", "updated_at")
+    readonly_fields = fields
+    extra = 0
+
+
 class QuietHoursInline(admin.StackedInline):
     model = QuietHours
     extra = 0
@@ -41,7 +54,12 @@ class QuietHoursInline(admin.StackedInline):
 
 
 # Shown on the recipient page, where support answers "why didn't I get it".
-RecipientAdmin.inlines = [*RecipientAdmin.inlines, QuietHoursInline, ConsentRecordInline]
+RecipientAdmin.inlines = [
+    *RecipientAdmin.inlines,
+    PreferenceInline,
+    QuietHoursInline,
+    ConsentRecordInline,
+]
 
 
 @admin.register(ConsentRecord)
@@ -53,7 +71,9 @@ class ConsentRecordAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Preference)
-class PreferenceAdmin(admin.ModelAdmin):
+class PreferenceAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Read-only: a change must go through the API so its consent record is written."""
+
     list_display = ("recipient", "category", "channel", "enabled", "source", "updated_at")
     search_fields = ("recipient__user_id",)
     list_filter = ("enabled", "channel")

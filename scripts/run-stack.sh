@@ -42,6 +42,7 @@ mkdir -p "$logs"
 manage migrate --noinput
 manage collectstatic --noinput --verbosity 0
 manage seed_demo
+manage create_roles >/dev/null
 
 if ! out=$(DJANGO_SUPERUSER_USERNAME=admin DJANGO_SUPERUSER_EMAIL=admin@example.com \
     DJANGO_SUPERUSER_PASSWORD=admin manage createsuperuser --noinput 2>&1); then
@@ -108,7 +109,7 @@ esac
 start web "$venv/bin/uvicorn" notify.asgi:application --host "$WEB_HOST" --port "$WEB_PORT"
 for queue in high medium low; do
     start "worker-$queue" "$venv/bin/celery" -A notify worker -Q "$queue" -n "$queue@%h" \
-        --concurrency 2 -l INFO
+        --pool threads --concurrency "${NOTIFY_WORKER_CONCURRENCY:-8}" -l INFO
 done
 start beat "$venv/bin/celery" -A notify beat -s var/celerybeat-schedule -l INFO
 

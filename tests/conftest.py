@@ -4,9 +4,11 @@ a service that does not answer stops the run with a message naming it."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -121,10 +123,20 @@ def worker_env(django_db_setup, smtp_peer) -> dict[str, str]:
 class WorkerProcess:
     """`celery -A notify worker` as a child process, logging to artifacts/."""
 
-    def __init__(self, env: dict[str, str], *, name: str, queues: str = "high,medium,low"):
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        name: str,
+        queues: str = "high,medium,low",
+        pool: str = "prefork",
+        concurrency: int = 2,
+    ):
         self.env = env
         self.name = name
         self.queues = queues
+        self.pool = pool
+        self.concurrency = concurrency
         self.process: subprocess.Popen | None = None
         ARTIFACTS.mkdir(exist_ok=True)
         self.log_path = ARTIFACTS / f"worker-{name}.log"
@@ -136,7 +148,8 @@ class WorkerProcess:
         self.process = subprocess.Popen(
             [
                 sys.executable, "-m", "celery", "-A", "notify", "worker",
-                "-Q", self.queues, "-n", f"{self.name}@%h", "-c", "2", "-P", "prefork",
+                "-Q", self.queues, "-n", f"{self.name}@%h",
+                "-c", str(self.concurrency), "-P", self.pool,
                 "-l", "INFO", "--without-gossip", "--without-mingle",
             ],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
@@ -159,6 +172,49 @@ class WorkerProcess:
                 self.process.kill()
                 self.process.wait()
 
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Return once the worker runs no task (best effort, bounded by `timeout`)."""
+        from notify.celery import app
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                active = app.control.inspect(destination=[self.node], timeout=0.5).active()
+            except Exception:
+                return
+            if active is not None and not active.get(self.node):
+                return
+            time.sleep(0.1)
+
+    @property
+    def node(self) -> str:
+        return f"{self.name}@{socket.gethostname()}"
+
+    def consumes(self, queues: tuple[str, ...]) -> bool:
+        """Whether the worker answers and consumes every one of `queues` right now."""
+        from notify.celery import app
+
+        try:
+            answer = app.control.inspect(destination=[self.node], timeout=2).active_queues()
+        except Exception:
+            return False
+        names = {queue["name"] for queue in (answer or {}).get(self.node, [])}
+        return set(queues) <= names
+
+    def restore(self, queues: tuple[str, ...]) -> None:
+        """Consume `queues` again; a worker that cannot (e.g. after a broker restart left
+        it half-connected) is replaced by a fresh one."""
+        from notify.celery import app
+
+        try:
+            for queue in queues:
+                app.control.add_consumer(queue, destination=[self.node], reply=True, timeout=2)
+        except Exception:
+            pass
+        if not self.consumes(queues):
+            self.stop()
+            self.start()
+
 
 @pytest.fixture(scope="session")
 def celery_worker(worker_env):
@@ -169,12 +225,58 @@ def celery_worker(worker_env):
 
 
 @pytest.fixture
+def workers_with(worker_env, celery_worker, pipeline):
+    """Start workers with extra environment (e.g. a tighter rate limit) or another pool.
+
+    The session worker stops consuming meanwhile, so only the new workers (with their
+    settings) take messages; it consumes again afterwards.
+    """
+    from notify.celery import app
+
+    for queue in WORK_QUEUES[:3]:
+        app.control.cancel_consumer(queue, destination=[celery_worker.node], reply=True)
+    started: list[WorkerProcess] = []
+
+    def start(
+        *,
+        count: int = 1,
+        queues: str = "high,medium,low",
+        pool: str = "prefork",
+        concurrency: int = 2,
+        **overrides: str,
+    ) -> list[WorkerProcess]:
+        env = {**worker_env, **overrides}
+        for _ in range(count):
+            worker = WorkerProcess(
+                env,
+                name=f"custom-{uuid.uuid4().hex[:6]}",
+                queues=queues,
+                pool=pool,
+                concurrency=concurrency,
+            )
+            worker.start()
+            started.append(worker)
+        return started
+
+    yield start
+    for worker in started:
+        worker.stop()
+    celery_worker.restore(WORK_QUEUES[:3])
+
+
+@pytest.fixture
 def pipeline(transactional_db, celery_worker, smtp, broker):
     """Everything a notification needs to travel: worker, SMTP peer, clean queues, and
     provider breakers and buckets as a fresh deployment has them."""
     purge_queues(broker)
     reset_provider_state()
     yield smtp
+    # Let the worker go idle before the test database is flushed: a TRUNCATE racing a
+    # task's transaction can deadlock (PostgreSQL then kills one of the two). A fresh
+    # connection: the test may have restarted the broker under the old one.
+    with Connection(settings.CELERY_BROKER_URL) as conn:
+        purge_queues(conn)
+    celery_worker.wait_idle()
 
 
 # --- API clients and data ---------------------------------------------------------------

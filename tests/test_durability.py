@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -54,12 +53,17 @@ def delivered(delivery: Delivery) -> bool:
 @contextmanager
 def consumer_paused(worker, queue: str):
     """The worker stops taking `queue` for a while: messages pile up where we can lose them."""
-    destination = [f"{worker.name}@{socket.gethostname()}"]
-    app.control.cancel_consumer(queue, destination=destination, reply=True)
+    app.control.cancel_consumer(queue, destination=[worker.node], reply=True, timeout=5)
+
+    def nobody_consumes() -> bool:
+        with app.connection_for_read() as conn:
+            return conn.default_channel.queue_declare(queue=queue, passive=True)[2] == 0
+
+    wait_for(nobody_consumes, timeout=10, what=f"the worker to stop consuming {queue}")
     try:
         yield
     finally:
-        app.control.add_consumer(queue, destination=destination, reply=True)
+        worker.restore(("high", "medium", "low"))
 
 
 def routed_email_delivery(api, user_id: str) -> Delivery:

@@ -45,7 +45,7 @@ def test_drops_are_counted_each_but_logged_as_one_line_a_minute(caplog):
     before = push_drops_total()
     with caplog.at_level(logging.WARNING, logger="deliveries.fairness"):
         for _ in range(50):
-            push_drop_record(count=2)
+            push_drop_record(channel="webpush", count=2)
     assert push_drops_total() - before == 100
     lines = [r for r in caplog.records if "dropped" in r.getMessage()]
     assert len(lines) == 1

@@ -119,6 +119,12 @@ class Smsc:
         self.receipt_tlvs = True
         self.resend_after = 0.3  # an unanswered/refused receipt comes again after this
         self.resend_limit = 10
+        # Receipts waiting for their deliver_sm_resp, by (connection, sequence): each
+        # bind numbers its own PDUs. Timers of an earlier test are cancelled.
+        self._awaiting: dict[tuple[int, int], Receipt] = {}
+        timers, self._timers = getattr(self, "_timers", set()), set()
+        if timers:
+            self._loop.call_soon_threadsafe(lambda: [timer.cancel() for timer in timers])
 
     def answer_next(self, *statuses: int) -> None:
         self.script.extend(statuses)
@@ -201,13 +207,11 @@ class Smsc:
         elif command_id == SUBMIT_SM:
             self._on_submit(writer, sequences, sequence, body, now)
         elif command_id == DELIVER_SM | RESP:
-            for receipt in self.receipts.values():
-                if receipt.sequence == sequence:
-                    receipt.answers.append(status)
-                    if status != 0 and len(receipt.sent_at) < self.resend_limit:
-                        self._loop.call_later(
-                            self.resend_after, self._send_receipt, writer, sequences, receipt
-                        )
+            receipt = self._awaiting.pop((id(writer), sequence), None)
+            if receipt is not None:
+                receipt.answers.append(status)
+                if status != 0 and len(receipt.sent_at) < self.resend_limit:
+                    self._later(self.resend_after, writer, sequences, receipt)
         elif not command_id & RESP:
             writer.write(_pdu(GENERIC_NACK, 0x03, sequence))
 
@@ -244,9 +248,14 @@ class Smsc:
         if registered_delivery & 0x01 and self.receipt_state:
             receipt = Receipt(submit.message_id, self.receipt_state, submit)
             self.receipts[submit.message_id] = receipt
-            self._loop.call_later(
-                self.receipt_delay, self._send_receipt, writer, sequences, receipt
-            )
+            self._later(self.receipt_delay, writer, sequences, receipt)
+
+    def _later(self, delay: float, writer, sequences, receipt: Receipt) -> None:
+        timers = self._timers
+        timer = self._loop.call_later(
+            delay, lambda: (timers.discard(timer), self._send_receipt(writer, sequences, receipt))
+        )
+        timers.add(timer)
 
     def _send_receipt(self, writer, sequences, receipt: Receipt):
         submit = receipt.submit
@@ -274,5 +283,6 @@ class Smsc:
             body += struct.pack(">HH", TLV_RECEIPTED_MESSAGE_ID, len(message_id)) + message_id
             body += struct.pack(">HHB", TLV_MESSAGE_STATE, 1, MESSAGE_STATE[receipt.state])
         receipt.sequence = next(sequences)
+        self._awaiting[(id(writer), receipt.sequence)] = receipt
         receipt.sent_at.append(time.monotonic())
         writer.write(_pdu(DELIVER_SM, 0, receipt.sequence, body))

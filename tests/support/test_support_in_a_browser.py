@@ -9,6 +9,7 @@ from django.utils import timezone
 from deliveries.models import Delivery, DeliveryAttempt
 from notify.models import Category, Notification, Producer, Recipient
 from notify.roles import support_group_ensure
+from preferences.services import RequestOrigin, marketing_consent_grant, preferences_update
 from tests.conftest import screenshot
 
 
@@ -42,6 +43,12 @@ def history(transactional_db, demo_data) -> Recipient:
     DeliveryAttempt.objects.create(delivery=push, number=1, started_at=now, duration_ms=81,
                                    outcome="permanent", status_code="410",
                                    response="push subscription has expired")  # fmt: skip
+    marketing_consent_grant(recipient=recipient, origin=RequestOrigin(source="signup"))
+    preferences_update(
+        recipient=recipient,
+        cells={"promo.weekly": {"email": False}},
+        origin=RequestOrigin(source="api"),
+    )
     return recipient
 
 
@@ -71,6 +78,16 @@ def test_support_finds_the_user_by_email_and_reads_each_channels_story(
     assert "410" in push.inner_text() and "push subscription has expired" in push.inner_text()
     screenshot(page, "support-failed-push-attempts")
 
-    # Read-only: the support person gets no form to change the recipient.
+    consent = page.inner_text("#consents-group")
+    assert "signup" in consent.lower() and "api" in consent.lower()
+    preferences = page.inner_text("#preferences-group")
+    assert "promo.weekly" in preferences
+    screenshot(page, "support-preferences-and-consent")
+
+    # Read-only: the support person gets no form to change the recipient or a preference.
     assert page.query_selector("input[name=_save]") is None
     assert page.query_selector("input#id_email") is None
+    assert page.query_selector("#preferences-group input[type=checkbox]") is None
+    page.goto(f"{page.base_url}/admin/preferences/preference/")
+    assert page.query_selector("input[name=_selected_action]") is None
+    assert "Add preference" not in page.content()

@@ -3,11 +3,21 @@
 from django.core.management.base import BaseCommand
 
 from notify.roles import redrive_group_ensure, support_group_ensure
+from templates_admin.roles import template_editor_group_ensure, template_publisher_group_ensure
 
 
 class Command(BaseCommand):
-    help = "Create or refresh the Support (read-only) and Support: re-drive groups."
+    help = (
+        "Create or refresh the staff groups: Support (read-only), Support: re-drive, "
+        "template editors and template publishers."
+    )
 
     def handle(self, *args, **options) -> None:
-        for group in (support_group_ensure(), redrive_group_ensure()):
+        groups = (
+            support_group_ensure(),
+            redrive_group_ensure(),
+            template_editor_group_ensure(),
+            template_publisher_group_ensure(),
+        )
+        for group in groups:
             self.stdout.write(f"Group {group.name!r}: {group.permissions.count()} permissions")

@@ -1,0 +1,49 @@
+"""ADR-048 as a user sees it: one recipient with a hundred hanging devices cannot slow
+anybody else's push, with the sender pool sized as in production (8 senders)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from deliveries.fairness import push_drops_total, push_slots_held
+from notify.models import Recipient
+from tests.push.test_webpush import register_device, register_user, send_order
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_hundred_hanging_devices_do_not_delay_another_recipients_push(
+    api, pipeline, push_service, workers_with
+):
+    # One worker with the production sender pool: 8 threads, the push timeouts of R-F3.
+    (worker,) = workers_with(pool="threads", concurrency=8, NOTIFY_PUSH_REQUEST_TIMEOUT="5")
+    register_user(api, "hog")
+    register_user(api, "calm")
+    push_service.slow["hog"] = 60  # never answers within the request timeout
+    for number in range(100):
+        _, body = push_service.subscribe(f"hog.device{number}")
+        register_device(api, "hog", body)
+    _, body = push_service.subscribe("calm.phone")
+    register_device(api, "calm", body)
+    drops_before = push_drops_total()
+    hog = Recipient.objects.get(user_id="hog")
+
+    send_order(api, "hog")
+    posted = time.time()
+    send_order(api, "calm")
+
+    arrived = wait_for(lambda: push_service.accepted_for("calm.phone"), what="the calm push")
+    assert arrived[0].at - posted < 2.0
+
+    # While the hog's pushes hang, never more than 4 of its jobs exist.
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        assert push_slots_held(recipient_id=hog.pk) <= 4
+        time.sleep(0.1)
+    assert push_service.most_in_flight["hog"] <= 4
+    assert push_drops_total() - drops_before == 96
+    log = worker.log_path.read_text(errors="replace")
+    assert log.count("push fairness: dropped") <= 1
