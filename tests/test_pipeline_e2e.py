@@ -170,7 +170,7 @@ def test_always_451_ends_dead_and_the_message_is_dead_lettered(api, pipeline, br
     assert wait_for(dead_lettered, what="the send message in dead_letter")
 
 
-def test_queue_class_of_the_category_decides_the_broker_queue(api, transactional_db, broker):
+def test_queue_class_of_the_category_decides_the_broker_queue(api, pipeline, broker):
     from django.conf import settings
 
     api_client = api

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from itertools import pairwise
 
 import pytest
@@ -98,15 +99,18 @@ def test_smsc_throttling_3_of_4_submits_slows_down_retries_with_growing_pauses_a
     assert delivery.status == DeliveryStatus.DELIVERED
     assert [submit.status for submit in smsc.submits] == [0x58, 0x58, 0x58, 0]
     assert delivery.provider_message_id == smsc.submits[-1].message_id
+    # The pauses chosen: 100, 200, 400 ms, each ± 20 % jitter (so each longer than the last).
+    [attempt] = DeliveryAttempt.objects.filter(delivery=delivery)
+    chosen = [int(ms) / 1000 for ms in re.findall(r"(\d+) ms", attempt.response)]
+    jitter = sms_settings.SMPP_THROTTLE_JITTER
+    assert len(chosen) == 3
+    for pause, nominal in zip(chosen, (0.1, 0.2, 0.4), strict=True):
+        assert nominal * (1 - jitter) - 0.001 <= pause <= nominal * (1 + jitter) + 0.001
+    # And the SMSC really saw the submits spaced at least that far apart.
     gaps = [b.at - a.at for a, b in pairwise(smsc.submits)]
-    # 100, 200, 400 ms ± 20 % jitter, as the SMSC saw them: each pause longer than the last.
-    low = 1 - sms_settings.SMPP_THROTTLE_JITTER
-    for gap, pause in zip(gaps, (0.1, 0.2, 0.4), strict=True):
-        assert gap >= pause * low - 0.005
-    assert gaps[0] < gaps[1] < gaps[2]
+    assert all(gap >= pause - 0.002 for gap, pause in zip(gaps, chosen, strict=True))
     # Sustained throttling lowered this bind's sending rate by half.
     assert sms_session.rate.rate == sms_settings.SMPP_TPS / 2
-    [attempt] = DeliveryAttempt.objects.filter(delivery=delivery)
     assert "throttled, 4 tries" in attempt.response
 
 
@@ -117,6 +121,8 @@ def test_throttling_on_every_try_gives_up_after_three_retries(smsc, login_code):
     delivery = route_and_send(login_code())
 
     assert [submit.status for submit in smsc.submits] == [0x58] * 4  # 1 try + 3 retries
+    # The channel says "retries spent" (THROTTLE_EXHAUSTED); turning that into `dead`
+    # is the sender's step (deliveries/services.py), not wired yet: today it is retrying.
     assert delivery.status != DeliveryStatus.DELIVERED
     [attempt] = DeliveryAttempt.objects.filter(delivery=delivery)
     assert attempt.outcome == "transient"
