@@ -60,8 +60,12 @@ def test_a_dead_delivery_re_driven_from_admin_is_delivered_and_the_action_record
     assert "Re-driven: 1." in response.content.decode()
 
     wait_for(lambda: smtp.received, what="the re-driven email")
-    delivery.refresh_from_db()
-    assert delivery.status == "delivered"
+
+    def recorded() -> bool:
+        delivery.refresh_from_db()
+        return delivery.status == "delivered"
+
+    wait_for(recorded, what="the outcome to be recorded")
     assert delivery.attempts == 7  # six before it died, one after the re-drive
     record = DeliveryRedrive.objects.get(delivery=delivery)
     assert (record.by, record.previous_status, record.previous_attempts) == (operator, "dead", 6)
