@@ -85,7 +85,9 @@ class Delivery(models.Model):
         blank=True,
         related_name="deliveries",
     )
-    provider_message_id = models.CharField(max_length=255, blank=True)
+    provider_message_id = models.CharField(
+        max_length=255, blank=True, db_index=True, help_text="Receipts (SMS DLRs) find it by this."
+    )
     attempt_budget_from = models.PositiveIntegerField(
         default=0, help_text="Attempts made before the last re-drive; the budget counts after."
     )

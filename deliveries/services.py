@@ -40,7 +40,7 @@ from deliveries.models import (
     Reason,
 )
 from deliveries.pressure import delivery_postpone, provider_admission, provider_outcome
-from deliveries.retry import PUSH_CHANNELS, RetryKind, decide_retry
+from deliveries.retry import PUSH_CHANNELS, RetryDecision, RetryKind, decide_retry
 from notify.broker import publish_task
 from preferences.gate import gate_seal_valid
 from templates_admin.rendering import build_context
@@ -362,12 +362,16 @@ def _record(
             finished_at=now,
         )
     else:
-        decision = decide_retry(
-            channel=delivery.channel,
-            attempt=delivery.attempts - delivery.attempt_budget_from,
-            now=now,
-            deadline=delivery.deadline,
-            retry_after=result.retry_after,
+        decision = (
+            RetryDecision(RetryKind.EXHAUSTED)
+            if result.give_up
+            else decide_retry(
+                channel=delivery.channel,
+                attempt=delivery.attempts - delivery.attempt_budget_from,
+                now=now,
+                deadline=delivery.deadline,
+                retry_after=result.retry_after,
+            )
         )
         changes["last_error"] = _error_text(result)
         if decision.kind is RetryKind.RETRY:
@@ -415,6 +419,19 @@ def _record(
             transaction.on_commit(
                 lambda: delivery_enqueue(
                     delivery_id=delivery.pk, queue=delivery.queue, countdown=countdown, retry=True
+                )
+            )
+        if (
+            updated
+            and outcome is AttemptResult.DEAD
+            and (delivery.channel in settings.NOTIFY_FALLBACK_FROM_CHANNELS)
+        ):
+            from notify.services import notification_fallback
+
+            notification_id, channel = delivery.notification_id, delivery.channel
+            transaction.on_commit(
+                lambda: notification_fallback(
+                    notification_id=notification_id, failed_channel=channel
                 )
             )
     if not updated:

@@ -77,6 +77,13 @@ class Category(models.Model):
         default=list, blank=True, help_text="Example payloads for previews and validation."
     )
     default_channels = models.JSONField(default=list, blank=True)
+    fallback_channel = models.CharField(
+        max_length=10,
+        choices=Channel.choices,
+        blank=True,
+        help_text="Tried through the gate when a delivery on an unreliable channel (SMS) "
+        "ends dead.",
+    )
     ttl_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="How long a push stays useful; default when empty."
     )

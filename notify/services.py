@@ -239,8 +239,7 @@ def notification_route(*, notification_id: str, now: datetime | None = None) -> 
     any still `queued` are enqueued again (the sender's claim drops duplicates).
     """
     from deliveries.models import Delivery, DeliveryStatus
-    from deliveries.services import delivery_attempt, delivery_enqueue
-    from preferences.gate import decide_deliveries, gate_seal
+    from preferences.gate import decide_deliveries
 
     now = now or timezone.now()  # an argument so the gate's clock can be shown in tests
     with transaction.atomic():
@@ -250,29 +249,7 @@ def notification_route(*, notification_id: str, now: datetime | None = None) -> 
             .get(pk=notification_id)
         )
         if notification.routed_at is None:
-            decisions = decide_deliveries(notification, now=now)
-            Delivery.objects.bulk_create(
-                [
-                    Delivery(
-                        notification=notification,
-                        channel=decision.channel,
-                        target=decision.target,
-                        queue=notification.category.queue,
-                        status=decision.status,
-                        reason=decision.reason,
-                        next_attempt_at=decision.not_before or (now if decision.allowed else None),
-                        deadline=_deadline(notification, decision.channel, now),
-                        finished_at=None if decision.allowed or decision.not_before else now,
-                        gate_seal=gate_seal(
-                            notification_id=notification.pk,
-                            channel=decision.channel,
-                            target=decision.target,
-                        ),
-                    )
-                    for decision in decisions
-                ],
-                ignore_conflicts=True,
-            )
+            _deliveries_create(notification, decide_deliveries(notification, now=now), now)
             notification.routed_at = now
             notification.save(update_fields=["routed_at"])
         queued = list(
@@ -280,10 +257,75 @@ def notification_route(*, notification_id: str, now: datetime | None = None) -> 
                 notification=notification, status=DeliveryStatus.QUEUED
             ).values_list("pk", "channel", "queue")
         )
+    return _deliveries_start(queued)
+
+
+def notification_fallback(*, notification_id: str, failed_channel: str) -> list[int]:
+    """After a delivery on `failed_channel` ended dead, try the category's fallback
+    channel — through the gate, like any delivery. Returns the deliveries started."""
+    from deliveries.models import Delivery, DeliveryStatus
+    from preferences.gate import decide_deliveries
+
+    now = timezone.now()
+    with transaction.atomic():
+        notification = (
+            Notification.objects.select_for_update(of=("self",))
+            .select_related("recipient", "category")
+            .get(pk=notification_id)
+        )
+        fallback = notification.category.fallback_channel
+        if not fallback or fallback == failed_channel:
+            return []
+        decisions = decide_deliveries(notification, now=now, channels=[fallback])
+        _deliveries_create(notification, decisions, now)
+        queued = list(
+            Delivery.objects.filter(
+                notification=notification, channel=fallback, status=DeliveryStatus.QUEUED
+            ).values_list("pk", "channel", "queue")
+        )
+    logger.info(
+        "notification %s: %s ended dead, falling back to %s", notification_id, failed_channel,
+        fallback,
+    )  # fmt: skip
+    return _deliveries_start(queued)
+
+
+def _deliveries_create(notification: Notification, decisions, now: datetime) -> None:
+    """One sealed delivery row per gate decision (existing ones are left alone)."""
+    from deliveries.models import Delivery
+    from preferences.gate import gate_seal
+
+    Delivery.objects.bulk_create(
+        [
+            Delivery(
+                notification=notification,
+                channel=decision.channel,
+                target=decision.target,
+                queue=notification.category.queue,
+                status=decision.status,
+                reason=decision.reason,
+                next_attempt_at=decision.not_before or (now if decision.allowed else None),
+                deadline=_deadline(notification, decision.channel, now),
+                finished_at=None if decision.allowed or decision.not_before else now,
+                gate_seal=gate_seal(
+                    notification_id=notification.pk,
+                    channel=decision.channel,
+                    target=decision.target,
+                ),
+            )
+            for decision in decisions
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def _deliveries_start(queued: list[tuple[int, str, str]]) -> list[int]:
+    """In-app is written at once (the feed row is the delivery); the rest are enqueued."""
+    from deliveries.services import delivery_attempt, delivery_enqueue
 
     for delivery_id, channel, queue in queued:
         if channel == Channel.INAPP:
-            delivery_attempt(delivery_id=delivery_id)  # the feed write is the delivery
+            delivery_attempt(delivery_id=delivery_id)
         else:
             delivery_enqueue(delivery_id=delivery_id, queue=queue)
     return [delivery_id for delivery_id, _, _ in queued]

@@ -459,3 +459,8 @@ SMPP_UCS2_PART_CHARS = env_int("SMPP_UCS2_PART_CHARS", 67, minimum=1)
 # looked up again this many times, this far apart, before the SMSC is asked to resend it.
 SMPP_DLR_MATCH_RETRIES = env_int("SMPP_DLR_MATCH_RETRIES", 5, minimum=0)
 SMPP_DLR_MATCH_DELAY = env_float("SMPP_DLR_MATCH_DELAY", 0.2, minimum=0)
+
+# --- Fallback (issue 6) ---------------------------------------------------------------
+# A delivery on these channels that ends dead is followed by the category's fallback
+# channel (Category.fallback_channel), through the gate.
+NOTIFY_FALLBACK_FROM_CHANNELS = env_list("NOTIFY_FALLBACK_FROM_CHANNELS", ["sms"])

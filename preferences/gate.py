@@ -67,13 +67,19 @@ def targets_for(channel: str, recipient: Recipient) -> list[str]:
 
 
 def decide_deliveries(
-    notification: Notification, *, now: datetime | None = None
+    notification: Notification,
+    *,
+    now: datetime | None = None,
+    channels: list[str] | None = None,
 ) -> list[ChannelDecision]:
-    """Every delivery this notification should have, with the gate's verdict on each."""
+    """Every delivery this notification should have, with the gate's verdict on each.
+
+    `channels` narrows the decision to those channels (a fallback after a dead SMS).
+    """
     now = now or timezone.now()
     recipient = notification.recipient
     decisions: list[ChannelDecision] = []
-    for channel in channels_for(notification):
+    for channel in channels if channels is not None else channels_for(notification):
         if channel not in settings.NOTIFY_CHANNELS_ENABLED:
             decisions.append(
                 ChannelDecision(channel, "", DeliveryStatus.SUPPRESSED, Reason.CHANNEL_UNAVAILABLE)

@@ -22,14 +22,22 @@ class SendResult:
     provider_message_id: str = ""
     # Seconds the provider asked us to wait (Retry-After), when it said so.
     retry_after: float | None = None
+    # A transient failure that already spent the channel's own retries (SMPP 0x58 after
+    # its in-send pauses, R-D3): the delivery ends dead instead of being retried.
+    give_up: bool = False
 
     @classmethod
     def delivered(cls, *, provider_message_id: str = "", status_code: str = "", response: str = ""):
         return cls(AttemptOutcome.DELIVERED, status_code, response, provider_message_id)
 
     @classmethod
-    def transient(cls, *, status_code: str = "", response: str = "", retry_after=None):
-        return cls(AttemptOutcome.TRANSIENT, status_code, response, retry_after=retry_after)
+    def transient(
+        cls, *, status_code: str = "", response: str = "", retry_after=None, give_up=False
+    ):
+        return cls(
+            AttemptOutcome.TRANSIENT, status_code, response, retry_after=retry_after,
+            give_up=give_up,
+        )  # fmt: skip
 
     @classmethod
     def permanent(cls, *, status_code: str = "", response: str = ""):

@@ -141,6 +141,7 @@ def _submit_part(
                     response=f"{info.name} ({status_code(answer.status)}): "
                     + _throttle_note(tries, pauses)
                     + "; no retries left",
+                    give_up=True,
                 )
             budget[0] -= 1
             pause = throttle_pause(
@@ -159,7 +160,7 @@ def _submit_part(
 
 def throttle_exhausted(result: SendResult) -> bool:
     """Whether a result is 0x58 outlasting the in-send retries (R-D3: the delivery is dead)."""
-    return result.status_code == THROTTLE_EXHAUSTED
+    return result.give_up and result.status_code == THROTTLE_EXHAUSTED
 
 
 def _throttle_note(tries: int, pauses: list[float]) -> str:

@@ -96,8 +96,15 @@ def login_code(transactional_db, sms_session):
 
 @pytest.fixture
 def login_code_for_worker(pipeline, sms_settings):
-    """The same, for a test where the suite's Celery worker does the sending."""
-    yield _login_code_factory()
+    """The same, for a test where the suite's Celery worker does the sending.
+
+    Callable like `login_code`; `.make` is the same factory and `.smtp` the SMTP peer
+    the worker delivers email to.
+    """
+    make = _login_code_factory()
+    make.make = make
+    make.smtp = pipeline
+    yield make
     _close_open_deliveries()
 
 

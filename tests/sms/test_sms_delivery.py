@@ -8,7 +8,7 @@ from itertools import pairwise
 import pytest
 
 from deliveries.channels import provider_for
-from deliveries.models import DeliveryAttempt, DeliveryStatus, Reason
+from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus, Reason
 from deliveries.smpp.encoding import DATA_CODING, UCS2, decode
 from tests.sms.conftest import route_and_send
 from tests.waiting import wait_for
@@ -121,9 +121,9 @@ def test_throttling_on_every_try_gives_up_after_three_retries(smsc, login_code):
     delivery = route_and_send(login_code())
 
     assert [submit.status for submit in smsc.submits] == [0x58] * 4  # 1 try + 3 retries
-    # The channel says "retries spent" (THROTTLE_EXHAUSTED); turning that into `dead`
-    # is the sender's step (deliveries/services.py), not wired yet: today it is retrying.
-    assert delivery.status != DeliveryStatus.DELIVERED
+    # The channel's own retries are spent (R-D3): the delivery is dead, not retried.
+    assert delivery.status == DeliveryStatus.DEAD
+    assert delivery.reason == Reason.RETRIES_EXHAUSTED
     [attempt] = DeliveryAttempt.objects.filter(delivery=delivery)
     assert attempt.outcome == "transient"
     assert attempt.status_code == THROTTLE_EXHAUSTED
@@ -155,3 +155,23 @@ def test_a_text_over_the_segment_limit_is_refused_before_the_smsc(smsc, login_co
     assert delivery.status == DeliveryStatus.FAILED
     assert "2 UCS-2 segments; the limit is 1" in delivery.last_error
     assert smsc.submits == []
+
+
+def test_an_sms_throttled_to_death_falls_back_to_the_categorys_fallback_channel(
+    smsc, sms_session, login_code_for_worker
+):
+    from notify.models import Category
+
+    smtp = login_code_for_worker.smtp
+    Category.objects.filter(key="security.login_code").update(fallback_channel="email")
+    smsc.always = 0x58
+    notification = login_code_for_worker.make("777111")
+    sms = route_and_send(notification)
+    assert sms.status == DeliveryStatus.DEAD
+
+    mail = wait_for(lambda: smtp.received, what="the fallback email")[0]
+    assert mail.rcpt_tos == ["demo-ru@example.com"]
+    assert "777111" in mail.subject
+    fallback = Delivery.objects.get(notification=notification, channel="email")
+    wait_for(lambda: Delivery.objects.filter(pk=fallback.pk, status="delivered").exists(),
+             what="the fallback to be recorded")  # fmt: skip
