@@ -11,6 +11,7 @@ from kombu import Queue
 
 from deliveries.models import Delivery, DeliveryAttempt
 from notify.models import Notification, Recipient
+from tests.statuses import settled
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -32,24 +33,6 @@ def post_event(api, *, user_id: str, category: str = "order.shipped", payload=No
 def register(api, user_id: str, **fields) -> None:
     response = api.put(f"/v1/users/{user_id}", fields, format="json")
     assert response.status_code in (200, 201), response.content
-
-
-def statuses(api, notification_id: str) -> dict[str, dict]:
-    response = api.get(f"/v1/notifications/{notification_id}/status")
-    assert response.status_code == 200, response.content
-    return {d["channel"]: d for d in response.json()["deliveries"]}
-
-
-def settled(api, notification_id: str, channels: set[str]):
-    def check():
-        found = statuses(api, notification_id)
-        if set(found) >= channels and all(
-            found[c]["status"] not in ("queued", "sending", "retrying") for c in channels
-        ):
-            return found
-        return None
-
-    return check
 
 
 def test_event_reaches_feed_counter_and_inbox_in_the_recipients_locale(api, pipeline):

@@ -45,24 +45,6 @@ PROMO = {"headline": "Winter sale", "url": "https://shop.example/sale"}
 LOGIN = {"code": "482913"}
 
 
-def statuses(api, notification_id: str) -> dict[str, dict]:
-    response = api.get(f"/v1/notifications/{notification_id}/status")
-    assert response.status_code == 200, response.content
-    return {d["channel"]: d for d in response.json()["deliveries"]}
-
-
-def settled(api, notification_id: str, channels: set[str]):
-    def check():
-        found = statuses(api, notification_id)
-        if set(found) >= channels and all(
-            found[c]["status"] not in ("queued", "sending", "retrying") for c in channels
-        ):
-            return found
-        return None
-
-    return check
-
-
 @pytest.fixture
 def anon_client():
     """A browser or mail client with no cookies and no credentials."""

@@ -12,9 +12,9 @@ from tests.preferences.conftest import (
     PROMO,
     post_event,
     register,
-    settled,
     signup_consent,
 )
+from tests.statuses import settled
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -118,6 +118,9 @@ class Smsc:
         self.receipt_delay = 0.05
         self.receipt_tlvs = True
         self.resend_after = 0.3  # an unanswered/refused receipt comes again after this
+        # Like a real SMSC, drop a connection that sends nothing for this long (None: never).
+        self.idle_timeout: float | None = None
+        self.idle_drops = 0
         self.resend_limit = 10
         # Receipts waiting for their deliver_sm_resp, by (connection, sequence): each
         # bind numbers its own PDUs. Timers of an earlier test are cancelled.
@@ -175,7 +178,11 @@ class Smsc:
         sequences = itertools.count(1)
         try:
             while True:
-                header = await reader.readexactly(16)
+                try:
+                    header = await asyncio.wait_for(reader.readexactly(16), self.idle_timeout)
+                except TimeoutError:
+                    self.idle_drops += 1  # the client stayed silent: the SMSC hangs up
+                    break
                 length, command_id, status, sequence = struct.unpack(">IIII", header)
                 body = await reader.readexactly(length - 16)
                 self._on_pdu(writer, sequences, command_id, status, sequence, body)
