@@ -181,7 +181,7 @@ def notification_accept(
                 fingerprint=fingerprint,
             )
             outbox = Outbox.objects.create(notification=notification, queue=category.queue)
-            transaction.on_commit(lambda: outbox_publish(outbox_id=outbox.pk))
+            transaction.on_commit(lambda: outbox_publish(outbox=outbox))
     except IntegrityError:
         # A concurrent or earlier request stored it first; its commit is visible now.
         notification = Notification.objects.get(producer=producer, event_id=event_id)
@@ -191,23 +191,22 @@ def notification_accept(
     return Accepted(notification, created=True)
 
 
-def outbox_publish(*, outbox_id: int) -> bool:
+def outbox_publish(*, outbox: Outbox) -> bool:
     """Publish the route task for an outbox row and mark it published (confirmed)."""
-    row = Outbox.objects.filter(pk=outbox_id).values("notification_id", "queue").first()
-    if row is None:
-        return False
-    Outbox.objects.filter(pk=outbox_id).update(publish_attempts=F("publish_attempts") + 1)
     try:
         publish_task(
             ROUTE_TASK,
-            args=[str(row["notification_id"])],
-            queue=row["queue"],
+            args=[str(outbox.notification_id)],
+            queue=outbox.queue,
             priority=settings.NOTIFY_PRIORITY_FIRST_ATTEMPT,
         )
     except Exception:  # the broker is away: the row stays unpublished for the sweeper
-        logger.exception("outbox %s: publish failed; the sweeper will retry", outbox_id)
+        logger.exception("outbox %s: publish failed; the sweeper will retry", outbox.pk)
+        Outbox.objects.filter(pk=outbox.pk).update(publish_attempts=F("publish_attempts") + 1)
         return False
-    Outbox.objects.filter(pk=outbox_id).update(published_at=timezone.now())
+    Outbox.objects.filter(pk=outbox.pk).update(
+        published_at=timezone.now(), publish_attempts=F("publish_attempts") + 1
+    )
     return True
 
 
@@ -216,16 +215,16 @@ def outbox_republish_stale() -> int:
     cutoff = timezone.now() - timedelta(seconds=settings.NOTIFY_OUTBOX_REPUBLISH_AFTER)
     published = 0
     with transaction.atomic():
-        ids = list(
+        stale = list(
             Outbox.objects.select_for_update(skip_locked=True)
             .filter(published_at__isnull=True, created_at__lte=cutoff)
             .order_by("created_at")
-            .values_list("pk", flat=True)[: settings.NOTIFY_OUTBOX_SWEEP_BATCH]
+            .only("pk", "notification_id", "queue")[: settings.NOTIFY_OUTBOX_SWEEP_BATCH]
         )
-        for outbox_id in ids:
-            published += outbox_publish(outbox_id=outbox_id)
-    if ids:
-        logger.warning("outbox sweeper published %s of %s stale rows", published, len(ids))
+        for outbox in stale:
+            published += outbox_publish(outbox=outbox)
+    if stale:
+        logger.warning("outbox sweeper published %s of %s stale rows", published, len(stale))
     return published
 
 

@@ -56,7 +56,10 @@ class UserPrincipal:
 
 
 # What an end-user token may reach, and only for its own user_id.
-USER_TOKEN_VIEWS = frozenset({"feed-list", "feed-read", "unread-count", "preferences"})
+# A browser or app registers and removes its own push subscription with its user token.
+USER_TOKEN_VIEWS = frozenset(
+    {"feed-list", "feed-read", "unread-count", "preferences", "device-register", "device-delete"}
+)
 
 
 class UserTokenAuthentication(authentication.BaseAuthentication):

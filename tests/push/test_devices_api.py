@@ -71,3 +71,22 @@ def test_bad_device_bodies_get_a_clear_error(api):
     unknown = api.post("/v1/users/nobody/devices", body, format="json")
     assert unknown.status_code == 404
     assert unknown.json()["error"]["code"] == "unknown_recipient"
+
+
+def test_a_browser_registers_its_own_subscription_with_its_user_token_and_no_one_elses(api):
+    from rest_framework.test import APIClient
+
+    for user_id in ("self-a", "self-b"):
+        api.put(f"/v1/users/{user_id}", {"locale": "en"}, format="json")
+    token = api.post("/v1/users/self-a/tokens").json()["token"]
+    browser = APIClient()
+    browser.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    mine = browser.post("/v1/users/self-a/devices", webpush_body("https://push.example/a"),
+                        format="json")  # fmt: skip
+    assert mine.status_code == 201
+    theirs = browser.post("/v1/users/self-b/devices", webpush_body("https://push.example/b"),
+                          format="json")  # fmt: skip
+    assert theirs.status_code == 403
+    assert not Device.objects.filter(recipient__user_id="self-b").exists()
+    assert browser.delete(f"/v1/users/self-a/devices/{mine.json()['device_id']}").status_code == 204
