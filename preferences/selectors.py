@@ -68,7 +68,12 @@ def preferences_document(*, recipient: Recipient) -> dict:
         categories[category.key] = values
         if category.mandatory:
             mandatory.append(category.key)
-    return {"categories": categories, "mandatory": mandatory}
+    window = quiet_window(recipient=recipient)
+    return {
+        "categories": categories,
+        "mandatory": mandatory,
+        "quiet_hours": {"start": f"{window.start:%H:%M}", "end": f"{window.end:%H:%M}"},
+    }
 
 
 def opt_out_reason(pref: Preference | None) -> str:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, time
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from notify.models import Category, Channel, Recipient
-from preferences.models import ConsentRecord, ConsentSource, Preference
+from preferences.models import ConsentRecord, ConsentSource, Preference, QuietHours
 from preferences.tokens import UnsubscribeScope
 
 logger = logging.getLogger(__name__)
@@ -239,3 +239,11 @@ def deferred_release(*, now: datetime | None = None) -> int:
     if due:
         logger.info("released %s deferred deliveries, %s enqueued", len(due), len(enqueue))
     return len(enqueue)
+
+
+def quiet_hours_set(*, recipient: Recipient, start: time, end: time) -> QuietHours:
+    """The recipient's own quiet window (local time; start == end means none)."""
+    quiet, _ = QuietHours.objects.update_or_create(
+        recipient=recipient, defaults={"start": start, "end": end}
+    )
+    return quiet

@@ -24,6 +24,7 @@ from preferences.services import (
     RequestOrigin,
     UnknownCell,
     preferences_update,
+    quiet_hours_set,
     unsubscribe,
 )
 from preferences.tokens import unsubscribe_token_read, user_token_issue
@@ -38,10 +39,21 @@ PRODUCER_SOURCES = [
 ]
 
 
+class QuietHoursField(serializers.Serializer):
+    """The recipient's quiet window in local wall-clock time; start == end: none."""
+
+    start = serializers.TimeField(format="%H:%M", input_formats=["%H:%M"])
+    end = serializers.TimeField(format="%H:%M", input_formats=["%H:%M"])
+
+
 class PreferencesIn(serializers.Serializer):
     categories = serializers.DictField(
-        child=serializers.DictField(child=serializers.BooleanField()), allow_empty=True
+        child=serializers.DictField(child=serializers.BooleanField()),
+        allow_empty=True,
+        required=False,
+        default=dict,
     )
+    quiet_hours = QuietHoursField(required=False)
     source = serializers.ChoiceField(choices=PRODUCER_SOURCES, required=False)
     consent_text_version = serializers.CharField(max_length=50, required=False, allow_blank=True)
 
@@ -51,6 +63,7 @@ class PreferencesOut(serializers.Serializer):
         child=serializers.DictField(child=serializers.BooleanField())
     )
     mandatory = serializers.ListField(child=serializers.CharField())
+    quiet_hours = QuietHoursField()
 
 
 class UserTokenOut(serializers.Serializer):
@@ -97,6 +110,12 @@ class PreferencesApi(APIView):
         )
         try:
             preferences_update(recipient=recipient, cells=data["categories"], origin=origin)
+            if "quiet_hours" in data:
+                quiet_hours_set(
+                    recipient=recipient,
+                    start=data["quiet_hours"]["start"],
+                    end=data["quiet_hours"]["end"],
+                )
         except MandatoryCategory as error:
             raise ApiError(
                 409,

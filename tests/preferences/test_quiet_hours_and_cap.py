@@ -131,3 +131,32 @@ def test_the_fourth_promo_of_a_local_day_is_capped_even_when_twenty_race(api, pi
         lambda: sent.count() == 8 and not sent.exclude(status="delivered").exists(),
         what="the four passing promos delivered on both channels",
     )
+
+
+def test_a_recipients_own_quiet_window_set_through_the_api_moves_the_deferral(api, pipeline):
+    register(api, "u-owl", timezone="Asia/Tokyo", quiet=True)
+    signup_consent(api, "u-owl")
+    owl_hours = {"quiet_hours": {"start": "23:00", "end": "07:30"}}
+    answer = api.put("/v1/users/u-owl/preferences", owl_hours, format="json")
+    assert answer.status_code == 200, answer.content
+    assert api.get("/v1/users/u-owl/preferences").json()["quiet_hours"] == {
+        "start": "23:00",
+        "end": "07:30",
+    }
+
+    at_ten_pm = notification_for("u-owl", "promo.weekly", PROMO)  # outside the own window
+    notification_route(notification_id=str(at_ten_pm.pk),
+                       now=datetime(2026, 1, 10, 22, 0, tzinfo=TOKYO))  # fmt: skip
+    assert by_channel(at_ten_pm)["email"].status != "deferred"
+
+    at_midnight = notification_for("u-owl", "promo.weekly", PROMO)
+    notification_route(notification_id=str(at_midnight.pk),
+                       now=datetime(2026, 1, 11, 0, 30, tzinfo=TOKYO))  # fmt: skip
+    email = by_channel(at_midnight)["email"]
+    assert (email.status, email.reason) == ("deferred", "quiet_hours")
+    assert email.next_attempt_at == datetime(2026, 1, 11, 7, 30, tzinfo=TOKYO)
+
+    bad_hours = {"quiet_hours": {"start": "25:00", "end": "07:00"}}
+    bad = api.put("/v1/users/u-owl/preferences", bad_hours, format="json")
+    assert bad.status_code == 400
+    assert bad.json()["error"]["field"] == "quiet_hours.start"
