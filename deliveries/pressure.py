@@ -27,6 +27,7 @@ class Admission:
     provider: str | None = None
     wait_seconds: float = 0.0
     why: str = ""
+    probe: bool = False  # the breaker's half-open probe: its failure is not charged
 
 
 def provider_admission(*, channel: str, queue: str) -> Admission:
@@ -44,9 +45,9 @@ def provider_admission(*, channel: str, queue: str) -> Admission:
         except RedisError:
             # Redis away: not sending at all would be worse than sending unmetered for a
             # while; the provider's own throttling answers are still classified.
-            return Admission(True, provider)
+            return Admission(True, provider, probe=permit.probe)
         if take.allowed:
-            return Admission(True, provider)
+            return Admission(True, provider, probe=permit.probe)
         if time.monotonic() + take.wait_seconds > deadline:
             return Admission(False, provider, take.wait_seconds, f"{provider} rate limit")
         time.sleep(take.wait_seconds)

@@ -201,6 +201,7 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
     started_at = timezone.now()
     clock = time.monotonic()
     reason = ""
+    probe_failed = False
     if not gate_seal_valid(
         notification_id=notification.pk,
         channel=delivery.channel,
@@ -236,9 +237,16 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
         )
         result, reason = _call_provider(delivery, version, context)
         provider_outcome(provider=admission.provider, outcome=result.outcome)
+        probe_failed = admission.probe and result.outcome == AttemptOutcome.TRANSIENT
     duration_ms = int((time.monotonic() - clock) * 1000)
     return _record(
-        delivery, result, reason=reason, claimed_at=now, started_at=started_at, duration=duration_ms
+        delivery,
+        result,
+        reason=reason,
+        claimed_at=now,
+        started_at=started_at,
+        duration=duration_ms,
+        uncharged=probe_failed,
     )
 
 
@@ -341,7 +349,14 @@ def _record(
     claimed_at: datetime,
     started_at: datetime,
     duration: int,
+    uncharged: bool = False,
 ) -> AttemptReport:
+    """Write the attempt row and the delivery's next state in one transaction.
+
+    `uncharged`: a failed half-open probe. The provider is still down, so the delivery
+    waits out another cool-down like the others, and the try is not counted against
+    its budget (a long outage must not kill whichever delivery happened to probe).
+    """
     now = timezone.now()
     changes: dict[str, Any] = {"updated_at": now, "last_error": ""}
     countdown: float | None = None
@@ -362,17 +377,20 @@ def _record(
             finished_at=now,
         )
     else:
-        decision = (
-            RetryDecision(RetryKind.EXHAUSTED)
-            if result.give_up
-            else decide_retry(
+        if result.give_up:
+            decision = RetryDecision(RetryKind.EXHAUSTED)
+        elif uncharged:
+            cooldown = settings.NOTIFY_BREAKER_COOLDOWN
+            decision = RetryDecision(RetryKind.RETRY, cooldown, now + timedelta(seconds=cooldown))
+            changes["attempt_budget_from"] = F("attempt_budget_from") + 1
+        else:
+            decision = decide_retry(
                 channel=delivery.channel,
                 attempt=delivery.attempts - delivery.attempt_budget_from,
                 now=now,
                 deadline=delivery.deadline,
                 retry_after=result.retry_after,
             )
-        )
         changes["last_error"] = _error_text(result)
         if decision.kind is RetryKind.RETRY:
             outcome = AttemptResult.RETRY_SCHEDULED

@@ -11,15 +11,7 @@ from rest_framework.views import APIView
 from deliveries.api import serializers as s
 from deliveries.devices import device_register, device_remove
 from notify.api.errors import ApiError
-from notify.models import Recipient
-from notify.selectors import recipient_get
-
-
-def _recipient_or_404(user_id: str) -> Recipient:
-    recipient = recipient_get(user_id=user_id)
-    if recipient is None:
-        raise ApiError(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
-    return recipient
+from notify.api.lookups import recipient_or_404
 
 
 class DeviceRegisterApi(APIView):
@@ -30,7 +22,7 @@ class DeviceRegisterApi(APIView):
         "registering again keeps its device id.",
     )
     def post(self, request: Request, user_id: str) -> Response:
-        recipient = _recipient_or_404(user_id)
+        recipient = recipient_or_404(user_id)
         data_in = s.DeviceIn(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
@@ -53,7 +45,7 @@ class DeviceRegisterApi(APIView):
 class DeviceDeleteApi(APIView):
     @extend_schema(responses={204: None}, summary="Remove a device: no more pushes to it.")
     def delete(self, request: Request, user_id: str, device_id: int) -> Response:
-        recipient = _recipient_or_404(user_id)
+        recipient = recipient_or_404(user_id)
         if not device_remove(recipient=recipient, device_id=device_id):
             raise ApiError(404, "not_found", "No such device for this recipient.")
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -12,7 +12,8 @@ from rest_framework.views import APIView
 from notify.api import serializers as s
 from notify.api.auth import ApiKeyRateThrottle
 from notify.api.errors import ApiError
-from notify.models import Category, Recipient
+from notify.api.lookups import recipient_or_404
+from notify.models import Category
 from notify.payloads import payload_problem
 from notify.selectors import BadCursor, feed_page, notification_status, recipient_get
 from notify.services import (
@@ -37,13 +38,6 @@ def _body_within_limit(request: Request) -> None:
         raise too_big
     if len(request.body) > limit:
         raise too_big
-
-
-def _recipient_or_404(user_id: str) -> Recipient:
-    recipient = recipient_get(user_id=user_id)
-    if recipient is None:
-        raise ApiError(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
-    return recipient
 
 
 class NotificationCreateApi(APIView):
@@ -137,7 +131,7 @@ class RecipientUpsertApi(APIView):
 class FeedListApi(APIView):
     @extend_schema(responses={200: s.FeedPageOut}, summary="The feed, newest first.")
     def get(self, request: Request, user_id: str) -> Response:
-        recipient = _recipient_or_404(user_id)
+        recipient = recipient_or_404(user_id)
         try:
             limit = int(request.query_params.get("limit", settings.NOTIFY_FEED_PAGE_SIZE))
         except ValueError:
@@ -168,7 +162,7 @@ class FeedListApi(APIView):
 class FeedReadApi(APIView):
     @extend_schema(request=s.FeedReadIn, responses={200: s.FeedReadOut}, summary="Mark read.")
     def post(self, request: Request, user_id: str) -> Response:
-        recipient = _recipient_or_404(user_id)
+        recipient = recipient_or_404(user_id)
         data_in = s.FeedReadIn(data=request.data)
         data_in.is_valid(raise_exception=True)
         marked = feed_mark_read(
@@ -182,7 +176,7 @@ class FeedReadApi(APIView):
 class UnreadCountApi(APIView):
     @extend_schema(responses={200: s.UnreadCountOut}, summary="Unread count, from Redis.")
     def get(self, request: Request, user_id: str) -> Response:
-        recipient = _recipient_or_404(user_id)
+        recipient = recipient_or_404(user_id)
         count = unread_count(recipient_id=recipient.pk)
         if count is None:
             return Response({"count": None, "available": False})

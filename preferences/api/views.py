@@ -15,8 +15,7 @@ from rest_framework.views import APIView
 
 from notify.api.auth import UserPrincipal
 from notify.api.errors import ApiError
-from notify.models import Recipient
-from notify.selectors import recipient_get
+from notify.api.lookups import recipient_or_404
 from preferences.models import ConsentSource
 from preferences.selectors import preferences_document
 from preferences.services import (
@@ -71,13 +70,6 @@ class UserTokenOut(serializers.Serializer):
     expires_in = serializers.IntegerField()
 
 
-def _recipient_or_404(user_id: str) -> Recipient:
-    recipient = recipient_get(user_id=user_id)
-    if recipient is None:
-        raise ApiError(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
-    return recipient
-
-
 def _client_ip(request: HttpRequest) -> str | None:
     return request.META.get("REMOTE_ADDR") or None
 
@@ -85,7 +77,7 @@ def _client_ip(request: HttpRequest) -> str | None:
 class PreferencesApi(APIView):
     @extend_schema(responses={200: PreferencesOut}, summary="Effective preferences per cell.")
     def get(self, request: Request, user_id: str) -> Response:
-        recipient = _recipient_or_404(user_id)
+        recipient = recipient_or_404(user_id)
         return Response(preferences_document(recipient=recipient))
 
     @extend_schema(
@@ -94,7 +86,7 @@ class PreferencesApi(APIView):
         summary="Change cells (partial); a mandatory category's cell → 409.",
     )
     def put(self, request: Request, user_id: str) -> Response:
-        recipient = _recipient_or_404(user_id)
+        recipient = recipient_or_404(user_id)
         data_in = PreferencesIn(data=request.data)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
@@ -138,7 +130,7 @@ class UserTokenApi(APIView):
     def post(self, request: Request, user_id: str) -> Response:
         if isinstance(request.user, UserPrincipal):
             raise ApiError(403, "forbidden", "Only a producer key may issue user tokens.")
-        recipient = _recipient_or_404(user_id)
+        recipient = recipient_or_404(user_id)
         return Response(
             {
                 "token": user_token_issue(recipient_id=recipient.pk),
