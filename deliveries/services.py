@@ -301,11 +301,14 @@ def _fcm_send_with_siblings(delivery: Delivery, version: Any, context: dict[str,
         attempts=F("attempts") + 1,
         updated_at=claimed_at,
     )
-    siblings = list(
-        Delivery.objects.select_related("notification__recipient").filter(
+    siblings = [
+        sibling
+        for sibling in Delivery.objects.select_related("notification__recipient").filter(
             pk__in=candidates, status=DeliveryStatus.SENDING, claimed_at=claimed_at
         )
-    )
+        # R-F4 for every device of the batch: one live on the stream gets no push.
+        if not _skipped_live(delivery_id=sibling.pk, claimed_at=claimed_at)
+    ]
     gated = [
         sibling
         for sibling in siblings

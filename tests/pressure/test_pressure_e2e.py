@@ -50,7 +50,10 @@ def test_a_shared_rate_limit_slows_two_workers_down_and_loses_nothing(
     calls = smtp.handler.data_calls
     assert calls[-1] - calls[0] >= 9.5  # 195 tokens after the burst of 5, at 20/s
     assert len({mail.rcpt_tos[0] for mail in smtp.received}) == 200
-    assert Delivery.objects.filter(channel="email").exclude(status="delivered").count() == 0
+    wait_for(
+        lambda: not Delivery.objects.filter(channel="email").exclude(status="delivered").exists(),
+        what="every outcome to be recorded as delivered",
+    )
 
 
 @pytest.fixture
@@ -109,8 +112,11 @@ def test_an_open_breaker_spares_a_failing_relay_and_everything_is_delivered_afte
     # 3 failures open it, the worker's other process may have one call in flight, then
     # at most one probe per 1 s cool-down.
     assert calls_during_outage <= 3 + 1 + int(outage) + 1, smtp.handler.data_calls
+    wait_for(
+        lambda: Delivery.objects.filter(channel="email", status="delivered").count() == 10,
+        what="all 10 recorded as delivered",
+    )
     assert Delivery.objects.filter(channel="email", status="dead").count() == 0
-    assert Delivery.objects.filter(channel="email", status="delivered").count() == 10
     ours = set(Delivery.objects.values_list("pk", flat=True))
     assert not ours & set(dead_lettered_delivery_ids(broker))
 

@@ -139,3 +139,22 @@ def test_canary_firebase_admin_keeps_its_send_url_where_we_point_it(fcm_service)
 
     with pytest.raises(RuntimeError, match="_fcm_url"):
         fcm.configure_messaging(Moved())
+
+
+def test_a_device_live_on_the_stream_is_left_out_of_the_fcm_batch(fcm_service, fcm_template):
+    from deliveries.live import device_live_clear, device_live_mark
+
+    notification, deliveries = fcm_notification(fcm_template, 3)
+    live = deliveries[2]
+    device_live_mark(device_id=int(live.target), connection_id="tab-1")
+    try:
+        delivery_attempt(delivery_id=deliveries[0].pk)
+    finally:
+        device_live_clear(device_id=int(live.target), connection_id="tab-1")
+
+    rows = {d.pk: d for d in Delivery.objects.filter(notification=notification)}
+    assert rows[live.pk].status == "skipped_live"
+    assert rows[live.pk].attempts == 0
+    assert [rows[d.pk].status for d in deliveries[:2]] == ["delivered", "delivered"]
+    assert len(fcm_service.sends) == 2
+    assert fcm_service.sends_to("tok-2") == []
