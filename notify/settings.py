@@ -335,10 +335,13 @@ NOTIFY_PUSH_SENDERS = env_int("NOTIFY_PUSH_SENDERS", 8, minimum=1)
 NOTIFY_PUSH_PER_RECIPIENT_LIMIT = env_int("NOTIFY_PUSH_PER_RECIPIENT_LIMIT", 4, minimum=1)
 # Dropped pushes are logged as one summed line at most this often (seconds).
 NOTIFY_PUSH_DROP_LOG_INTERVAL = env_int("NOTIFY_PUSH_DROP_LOG_INTERVAL", 60, minimum=1)
-# Live stream (R-U3): heartbeat comment interval, how long a device counts as live
-# without a heartbeat, and how often the stream looks for new feed entries (seconds).
+# Live stream (R-U3): heartbeat comment interval and how long a device counts as live
+# without a heartbeat (seconds). A stream is woken by Redis pub/sub when an entry is
+# written; it also reads the feed every NOTIFY_STREAM_SAFETY_POLL (a lost wake-up costs
+# at most that), and every NOTIFY_STREAM_POLL_INTERVAL while Redis is unreachable.
 NOTIFY_STREAM_HEARTBEAT = env_float("NOTIFY_STREAM_HEARTBEAT", 15.0, minimum=0.1)
 NOTIFY_LIVE_TTL = env_int("NOTIFY_LIVE_TTL", 45, minimum=1)
+NOTIFY_STREAM_SAFETY_POLL = env_float("NOTIFY_STREAM_SAFETY_POLL", 15.0, minimum=0.1)
 NOTIFY_STREAM_POLL_INTERVAL = env_float("NOTIFY_STREAM_POLL_INTERVAL", 1.0, minimum=0.05)
 # How many missed entries a reconnect with Last-Event-ID replays at most.
 NOTIFY_STREAM_REPLAY_MAX = env_int("NOTIFY_STREAM_REPLAY_MAX", 100, minimum=1)

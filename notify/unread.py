@@ -26,10 +26,17 @@ def _redis():
     return get_redis_connection("default")
 
 
+def feed_channel(recipient_id: int) -> str:
+    """The Redis pub/sub channel that wakes this recipient's live streams."""
+    return f"notify:feed:{recipient_id}"
+
+
 def unread_increment(*, recipient_id: int) -> None:
-    """One more unread entry."""
+    """One more unread entry; live streams of the recipient are woken to send it."""
     try:
-        _redis().incr(unread_key(recipient_id))
+        client = _redis()
+        client.incr(unread_key(recipient_id))
+        client.publish(feed_channel(recipient_id), "new")
     except RedisError:
         logger.warning("unread counter: INCR failed for recipient %s", recipient_id)
 

@@ -18,10 +18,12 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
+from redis.exceptions import RedisError
 
 from deliveries.live import device_live_clear, device_live_mark
 from deliveries.models import Device
 from notify.models import FeedEntry, Recipient
+from notify.unread import feed_channel
 
 
 def _error(status: int, code: str, message: str, field: str | None = None) -> JsonResponse:
@@ -115,9 +117,12 @@ async def _events(recipient_id: int, device_id: int | None, cursor: int) -> Asyn
     connection_id = uuid.uuid4().hex
     mark = sync_to_async(device_live_mark)
     fetch = sync_to_async(_entries_after)
+    wakeups = _FeedWakeups(recipient_id)
     try:
         if device_id is not None:
             await mark(device_id=device_id, connection_id=connection_id)
+        # Subscribed before the first read: an entry written in between is not missed.
+        await wakeups.open()
         yield "retry: 3000\n\n"
         beat = time.monotonic()
         while True:
@@ -125,13 +130,67 @@ async def _events(recipient_id: int, device_id: int | None, cursor: int) -> Asyn
                 cursor = entry["id"]
                 data = json.dumps(entry, cls=DjangoJSONEncoder, ensure_ascii=False)
                 yield f"id: {entry['id']}\nevent: feed\ndata: {data}\n\n"
-            if time.monotonic() - beat >= settings.NOTIFY_STREAM_HEARTBEAT:
+            until_beat = settings.NOTIFY_STREAM_HEARTBEAT - (time.monotonic() - beat)
+            if until_beat <= 0:
                 beat = time.monotonic()
                 if device_id is not None:
                     await mark(device_id=device_id, connection_id=connection_id)
                 yield ": heartbeat\n\n"
-            await asyncio.sleep(settings.NOTIFY_STREAM_POLL_INTERVAL)
+                until_beat = settings.NOTIFY_STREAM_HEARTBEAT
+            await wakeups.wait(max_seconds=until_beat)
     finally:
         # Runs on client disconnect too (Django cancels the stream): pushes resume.
+        await wakeups.close()
         if device_id is not None:
             device_live_clear(device_id=device_id, connection_id=connection_id)
+
+
+class _FeedWakeups:
+    """Waits until the recipient's feed may have something new.
+
+    Woken at once by the PUBLISH that follows each new entry; without one it still
+    returns after NOTIFY_STREAM_SAFETY_POLL, and polls every NOTIFY_STREAM_POLL_INTERVAL
+    while Redis cannot be reached, so the stream never depends on pub/sub alone.
+    """
+
+    def __init__(self, recipient_id: int) -> None:
+        self.channel = feed_channel(recipient_id)
+        self.client = None
+        self.pubsub = None
+
+    async def open(self) -> None:
+        import redis.asyncio as aioredis
+
+        try:
+            self.client = aioredis.from_url(
+                settings.REDIS_URL, socket_connect_timeout=settings.REDIS_SOCKET_TIMEOUT
+            )
+            self.pubsub = self.client.pubsub()
+            await self.pubsub.subscribe(self.channel)
+        except RedisError:
+            await self.close()
+
+    async def wait(self, *, max_seconds: float) -> None:
+        if self.pubsub is None:
+            await asyncio.sleep(min(max_seconds, settings.NOTIFY_STREAM_POLL_INTERVAL))
+            return
+        deadline = time.monotonic() + min(max_seconds, settings.NOTIFY_STREAM_SAFETY_POLL)
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                message = await self.pubsub.get_message(
+                    ignore_subscribe_messages=True, timeout=left
+                )
+                if message is not None:
+                    return
+        except RedisError:
+            await self.close()  # fall back to polling
+
+    async def close(self) -> None:
+        pubsub, client, self.pubsub, self.client = self.pubsub, self.client, None, None
+        try:
+            if pubsub is not None:
+                await pubsub.aclose()
+            if client is not None:
+                await client.aclose()
+        except RedisError:
+            pass

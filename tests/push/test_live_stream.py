@@ -31,8 +31,11 @@ def test_a_connected_device_gets_the_notification_live_not_by_push_and_replays_w
     wait_for(lambda: device_is_live(device_id=device_id), what="the device to be live")
     first = send_order(api, "live-1", channels=["inapp", "webpush"])
 
+    # Sooner than the stream's heartbeat (3 s) or safety poll (30 s): only the pub/sub
+    # wake-up that follows the feed write can bring it this fast.
     event = wait_for(
         lambda: [e for e in stream.events if e["data"]["notification_id"] == first],
+        timeout=2,
         what="the live event",
     )[0]
     assert event["data"]["title"] == "Order A-7 is on its way"
