@@ -203,13 +203,6 @@ class Device(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} device {self.pk} of {self.recipient_id}"
 
-    @property
-    def has_subscription(self) -> bool:
-        """Whether there is anything to push to (R-F1)."""
-        if self.kind == DeviceKind.WEBPUSH:
-            return bool(self.endpoint and self.p256dh and self.auth)
-        return bool(self.token)
-
 
 class DeliveryRedrive(models.Model):
     """Who re-drove a dead (or failed) delivery, when, and from what state (R-Q5)."""

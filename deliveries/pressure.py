@@ -80,6 +80,10 @@ def delivery_postpone(
     )
     if released and wait_seconds <= settings.NOTIFY_RETRY_COUNTDOWN_MAX:
         delivery_enqueue(
-            delivery_id=delivery.pk, queue=delivery.queue, countdown=wait_seconds, retry=True
+            delivery_id=delivery.pk,
+            channel=delivery.channel,
+            queue=delivery.queue,
+            countdown=wait_seconds,
+            retry=True,
         )
     return bool(released)

@@ -59,7 +59,7 @@ def deliveries_redrive(*, delivery_ids: Iterable[int], by) -> int:
         for row in rows:
             transaction.on_commit(
                 lambda row=row: delivery_enqueue(
-                    delivery_id=row["pk"], queue=row["queue"], retry=True
+                    delivery_id=row["pk"], channel=row["channel"], queue=row["queue"], retry=True
                 )
             )
     return len(rows)

@@ -70,10 +70,17 @@ class AttemptReport:
 
 
 def delivery_enqueue(
-    *, delivery_id: int, queue: str, countdown: float | None = None, retry: bool = False
+    *,
+    delivery_id: int,
+    channel: str,
+    queue: str,
+    countdown: float | None = None,
+    retry: bool = False,
 ) -> None:
     """Publish a send message for a delivery and note when (call after commit)."""
-    if not _push_slot_admits(delivery_id=delivery_id, countdown=countdown, retry=retry):
+    if channel in PUSH_CHANNELS and not _push_slot_admits(
+        delivery_id=delivery_id, countdown=countdown, retry=retry
+    ):
         return
     priority = settings.NOTIFY_PRIORITY_RETRY if retry else settings.NOTIFY_PRIORITY_FIRST_ATTEMPT
     publish_task(SEND_TASK, args=[delivery_id], queue=queue, countdown=countdown, priority=priority)
@@ -439,7 +446,11 @@ def _record(
         if updated and countdown is not None:
             transaction.on_commit(
                 lambda: delivery_enqueue(
-                    delivery_id=delivery.pk, queue=delivery.queue, countdown=countdown, retry=True
+                    delivery_id=delivery.pk,
+                    channel=delivery.channel,
+                    queue=delivery.queue,
+                    countdown=countdown,
+                    retry=True,
                 )
             )
         if (
@@ -492,7 +503,9 @@ def _error_text(result: SendResult) -> str:
 
 def _not_claimed(delivery_id: int, now: datetime) -> AttemptReport:
     row = (
-        Delivery.objects.filter(pk=delivery_id).values("status", "next_attempt_at", "queue").first()
+        Delivery.objects.filter(pk=delivery_id)
+        .values("status", "next_attempt_at", "channel", "queue")
+        .first()
     )
     if row is None:
         raise Delivery.DoesNotExist(f"delivery {delivery_id} does not exist")
@@ -502,7 +515,11 @@ def _not_claimed(delivery_id: int, now: datetime) -> AttemptReport:
         if remaining <= settings.NOTIFY_RETRY_COUNTDOWN_MAX:
             # A redelivered countdown message (worker restart) arrives early: put it back.
             delivery_enqueue(
-                delivery_id=delivery_id, queue=row["queue"], countdown=remaining, retry=True
+                delivery_id=delivery_id,
+                channel=row["channel"],
+                queue=row["queue"],
+                countdown=remaining,
+                retry=True,
             )
         return AttemptReport(AttemptResult.EARLY, delivery_id)
     return AttemptReport(AttemptResult.NOT_CLAIMED, delivery_id)
@@ -533,8 +550,8 @@ def sweep_due_deliveries(*, now: datetime | None = None) -> int:
         Delivery.objects.filter(status__in=CLAIMABLE_STATUSES, next_attempt_at__lte=due_before)
         .filter(Q(enqueued_at__isnull=True) | Q(enqueued_at__lte=resent_before))
         .order_by("next_attempt_at")
-        .values_list("pk", "queue", "attempts")[: settings.NOTIFY_RETRY_SWEEP_BATCH]
+        .values_list("pk", "channel", "queue", "attempts")[: settings.NOTIFY_RETRY_SWEEP_BATCH]
     )
-    for delivery_id, queue, attempts in due:
-        delivery_enqueue(delivery_id=delivery_id, queue=queue, retry=attempts > 0)
+    for delivery_id, channel, queue, attempts in due:
+        delivery_enqueue(delivery_id=delivery_id, channel=channel, queue=queue, retry=attempts > 0)
     return len(due)

@@ -326,7 +326,7 @@ def _deliveries_start(queued: list[tuple[int, str, str]]) -> list[int]:
         if channel == Channel.INAPP:
             delivery_attempt(delivery_id=delivery_id)
         else:
-            delivery_enqueue(delivery_id=delivery_id, queue=queue)
+            delivery_enqueue(delivery_id=delivery_id, channel=channel, queue=queue)
     return [delivery_id for delivery_id, _, _ in queued]
 
 

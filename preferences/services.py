@@ -196,7 +196,7 @@ def deferred_release(*, now: datetime | None = None) -> int:
     from preferences.gate import decide_deliveries
 
     now = now or timezone.now()
-    enqueue: list[tuple[int, str]] = []
+    enqueue: list[tuple[int, str, str]] = []
     with transaction.atomic():
         due = list(
             Delivery.objects.select_for_update(skip_locked=True)
@@ -220,7 +220,7 @@ def deferred_release(*, now: datetime | None = None) -> int:
                     delivery.next_attempt_at = now
                     if delivery.deadline is not None and delivery.deadline < now:
                         delivery.deadline = None
-                    enqueue.append((delivery.pk, delivery.queue))
+                    enqueue.append((delivery.pk, delivery.channel, delivery.queue))
                 elif verdict is not None and verdict.status == DeliveryStatus.DEFERRED:
                     delivery.next_attempt_at = verdict.not_before
                 else:
@@ -234,8 +234,8 @@ def deferred_release(*, now: datetime | None = None) -> int:
                         "updated_at",
                     ]
                 )  # fmt: skip
-    for delivery_id, queue in enqueue:
-        delivery_enqueue(delivery_id=delivery_id, queue=queue)
+    for delivery_id, channel, queue in enqueue:
+        delivery_enqueue(delivery_id=delivery_id, channel=channel, queue=queue)
     if due:
         logger.info("released %s deferred deliveries, %s enqueued", len(due), len(enqueue))
     return len(enqueue)

@@ -22,15 +22,13 @@ from redis.exceptions import RedisError
 
 from deliveries.live import device_live_clear, device_live_mark
 from deliveries.models import Device
+from notify.api.errors import error_body
 from notify.models import FeedEntry, Recipient
 from notify.unread import feed_channel
 
 
 def _error(status: int, code: str, message: str, field: str | None = None) -> JsonResponse:
-    error = {"code": code, "message": message}
-    if field:
-        error["field"] = field
-    return JsonResponse({"error": error}, status=status)
+    return JsonResponse(error_body(code, message, field), status=status)
 
 
 def _authorized_recipient(request: HttpRequest, user_id: str) -> Recipient | JsonResponse:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from django.conf import settings
+from django.utils import timezone
 
 from deliveries.models import AttemptOutcome
 
 if TYPE_CHECKING:
     from deliveries.models import Delivery
-    from templates_admin.rendering import RenderedMessage
+    from templates_admin.models import TemplateVersion
 
 
 @dataclass(frozen=True)
@@ -47,4 +50,13 @@ class SendResult:
 class ChannelProvider(Protocol):
     """A channel module: builds the provider request, calls it, classifies the answer."""
 
-    def send(self, delivery: Delivery, message: RenderedMessage) -> SendResult: ...
+    def send(
+        self, delivery: Delivery, version: TemplateVersion, context: dict[str, Any]
+    ) -> SendResult: ...
+
+
+def ttl_left(delivery: Delivery) -> int:
+    """Seconds left of the notification's TTL: how long a push service may hold it."""
+    if delivery.deadline is None:
+        return settings.NOTIFY_DEFAULT_TTL_SECONDS
+    return max(0, int((delivery.deadline - timezone.now()).total_seconds()))

@@ -27,7 +27,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from firebase_admin import credentials, exceptions, messaging
 
-from deliveries.channels.base import SendResult
+from deliveries.channels.base import SendResult, ttl_left
 from deliveries.channels.webpush import parse_retry_after
 from deliveries.devices import PERMANENT_DEVICE_CODES, devices_deactivate
 from deliveries.models import Device, DeviceKind
@@ -168,7 +168,7 @@ def _error_code(error: Exception | None) -> str:
 
 def _message(delivery: Delivery, device: Device, rendered: Any) -> messaging.Message:
     priority = PRIORITY_BY_QUEUE.get(delivery.queue, "high")
-    ttl = _ttl_seconds(delivery)
+    ttl = ttl_left(delivery)
     return messaging.Message(
         token=device.token,
         notification=messaging.Notification(title=rendered.title, body=rendered.body),
@@ -181,9 +181,3 @@ def _message(delivery: Delivery, device: Device, rendered: Any) -> messaging.Mes
             }
         ),
     )
-
-
-def _ttl_seconds(delivery: Delivery) -> int:
-    if delivery.deadline is None:
-        return settings.NOTIFY_DEFAULT_TTL_SECONDS
-    return max(0, int((delivery.deadline - timezone.now()).total_seconds()))

@@ -27,7 +27,7 @@ from django.utils import timezone
 from py_vapid import Vapid
 from pywebpush import WebPusher
 
-from deliveries.channels.base import SendResult
+from deliveries.channels.base import SendResult, ttl_left
 from deliveries.devices import devices_deactivate
 from deliveries.models import DeviceKind
 from deliveries.selectors import device_for_delivery
@@ -116,7 +116,7 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
         response = WebPusher(_subscription(device), requests_session=_session).send(
             payload,
             headers,
-            ttl=_ttl_seconds(delivery),
+            ttl=ttl_left(delivery),
             timeout=(settings.NOTIFY_PUSH_CONNECT_TIMEOUT, settings.NOTIFY_PUSH_REQUEST_TIMEOUT),
         )
     except requests.RequestException as error:
@@ -164,10 +164,3 @@ def parse_retry_after(value: str | None) -> float | None:
 
 def _subscription(device: Device) -> dict[str, Any]:
     return {"endpoint": device.endpoint, "keys": {"p256dh": device.p256dh, "auth": device.auth}}
-
-
-def _ttl_seconds(delivery: Delivery) -> int:
-    """What is left of the notification's TTL: the push service may hold it that long."""
-    if delivery.deadline is None:
-        return settings.NOTIFY_DEFAULT_TTL_SECONDS
-    return max(0, int((delivery.deadline - timezone.now()).total_seconds()))
