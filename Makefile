@@ -8,7 +8,7 @@ RUFF := $(VENV)/bin/ruff
 
 .PHONY: run test lint fmt bench flower bootstrap services
 
-## run: the whole local stack with demo data (web, one worker per queue, beat)
+## run: the whole local stack with demo data: the Procfile's processes, via honcho
 run:
 	bash scripts/run-stack.sh
 
@@ -17,22 +17,22 @@ test: bootstrap services
 	bash scripts/browser.sh
 	$(RUFF) check .
 	$(RUFF) format --check .
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest
 
+## lint: ruff, and the import-linter contract (.importlinter): imports run one way
 lint: bootstrap
 	$(RUFF) check .
 	$(RUFF) format --check .
+	$(VENV)/bin/lint-imports
 
 fmt: bootstrap
 	$(RUFF) format .
 	$(RUFF) check --fix .
 
-bench:
-	@if [ -f bench/__main__.py ]; then \
-		bash scripts/bootstrap.sh && bash scripts/services.sh && $(VENV)/bin/python -m bench; \
-	else \
-		echo "There is no bench package yet (bench/__main__.py); nothing to run."; \
-	fi
+## bench: the shipped processes against bare baselines, as ratios (standalone, ~5 min)
+bench: bootstrap services
+	$(VENV)/bin/python -m bench
 
 ## flower: Celery monitoring on http://127.0.0.1:5555 (needs the workers from `make run`)
 flower: bootstrap services

@@ -10,7 +10,9 @@ from django.utils import timezone
 
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryRedrive, DeliveryStatus, Device
 from deliveries.redrive import REDRIVABLE, deliveries_redrive
-from notify.admin import RecipientAdmin
+from deliveries.support import SupportNotificationAdmin, SupportRecipientAdmin
+from notify.broker import queue_depth
+from notify.models import Notification, Recipient
 
 
 class DeliveryAttemptInline(admin.TabularInline):
@@ -104,32 +106,12 @@ class DeliveryAdmin(admin.ModelAdmin):
             )  # fmt: skip
 
     def changelist_view(self, request, extra_context=None):
-        from notify.broker import queue_depth
-
         extra_context = extra_context or {}
         try:
             extra_context["dead_letter_depth"] = queue_depth("dead_letter")
         except Exception:  # the broker being away must not take the admin page with it
             extra_context["dead_letter_depth"] = None
         return super().changelist_view(request, extra_context)
-
-
-class DeviceInline(admin.TabularInline):
-    """The recipient's browsers and apps, live or deactivated (and why)."""
-
-    model = Device
-    fields = ("id", "kind", "platform", "address", "active", "deactivated_reason", "updated_at")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    @admin.display(description="Endpoint / token")
-    def address(self, device: Device) -> str:
-        value = device.endpoint or device.token
-        return value if len(value) <= 60 else f"{value[:57]}…"
 
 
 @admin.register(Device)
@@ -142,4 +124,5 @@ class DeviceAdmin(admin.ModelAdmin):
     readonly_fields = ("recipient", "created_at", "updated_at")
 
 
-RecipientAdmin.inlines = [*RecipientAdmin.inlines, DeviceInline]
+admin.site.register(Recipient, SupportRecipientAdmin)
+admin.site.register(Notification, SupportNotificationAdmin)

@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 
 logger = logging.getLogger(__name__)
 
-# Per channel, read by /metrics (notify.ops) as notify_push_drops_total{channel}.
+# Per channel, read by /metrics (deliveries.ops) as notify_push_drops_total{channel}.
 DROPS_KEY_PREFIX = "notify:metrics:push_drops:"
 _DROPS_WINDOW_KEY = "notify:push:drops:window"
 _DROPS_LOGGED_KEY = "notify:push:drops:logged"

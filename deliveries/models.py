@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from notify.models import Channel
+from preferences.gate import GateReason
 
 
 class DeliveryStatus(models.TextChoices):
@@ -39,16 +40,23 @@ FINAL_STATUSES = frozenset(
 CLAIMABLE_STATUSES = (DeliveryStatus.QUEUED, DeliveryStatus.RETRYING)
 
 
-class Reason(models.TextChoices):
-    """Why a delivery did not go out (or not yet); shown to support in plain words."""
+def _gate(reason: GateReason) -> tuple[str, str]:
+    return reason.value, reason.label
 
-    OPTED_OUT = "opted_out", "The recipient opted out of this category on this channel"
-    NO_CONSENT = "no_consent", "No recorded marketing consent"
-    QUIET_HOURS = "quiet_hours", "Inside the recipient's quiet hours"
-    FREQUENCY_CAP = "frequency_cap", "Daily marketing cap reached"
-    NO_ADDRESS = "no_address", "The recipient has no address for this channel"
-    UNSUBSCRIBED = "unsubscribed", "The recipient unsubscribed"
-    CHANNEL_UNAVAILABLE = "channel_unavailable", "This channel is not enabled on the platform"
+
+class Reason(models.TextChoices):
+    """Why a delivery did not go out (or not yet); shown to support in plain words.
+
+    The first group is the gate's (it decides them); the rest are the sender's.
+    """
+
+    OPTED_OUT = _gate(GateReason.OPTED_OUT)
+    NO_CONSENT = _gate(GateReason.NO_CONSENT)
+    QUIET_HOURS = _gate(GateReason.QUIET_HOURS)
+    FREQUENCY_CAP = _gate(GateReason.FREQUENCY_CAP)
+    NO_ADDRESS = _gate(GateReason.NO_ADDRESS)
+    UNSUBSCRIBED = _gate(GateReason.UNSUBSCRIBED)
+    CHANNEL_UNAVAILABLE = _gate(GateReason.CHANNEL_UNAVAILABLE)
     NOT_GATED = "not_gated", "Created outside the gate; refused by the sender"
     NO_TEMPLATE = "no_template", "No published template for this category and channel"
     RENDER_ERROR = "render_error", "The template could not be rendered"

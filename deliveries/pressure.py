@@ -17,6 +17,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from deliveries.breaker import breaker_permit, breaker_record
+from deliveries.enqueue import delivery_enqueue
 from deliveries.models import AttemptOutcome, Delivery, DeliveryStatus
 from deliveries.ratelimit import provider_for_channel, provider_take
 
@@ -63,8 +64,6 @@ def delivery_postpone(
     *, delivery: Delivery, claimed_at: datetime, wait_seconds: float, why: str
 ) -> bool:
     """Give the claim back without charging an attempt; due again after `wait_seconds`."""
-    from deliveries.services import delivery_enqueue
-
     now = timezone.now()
     due = now + timedelta(seconds=wait_seconds)
     released = Delivery.objects.filter(

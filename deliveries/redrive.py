@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from deliveries.enqueue import delivery_enqueue
 from deliveries.models import Delivery, DeliveryRedrive, DeliveryStatus
 from notify.models import Channel
 
@@ -23,8 +24,6 @@ def deliveries_redrive(*, delivery_ids: Iterable[int], by) -> int:
     Each re-drive is recorded with who did it and the state it left. The send messages
     are published after commit; the claim makes a double click harmless.
     """
-    from deliveries.services import delivery_enqueue
-
     now = timezone.now()
     with transaction.atomic():
         rows = list(

@@ -1,15 +1,16 @@
-"""Reads over deliveries and devices."""
+"""Reads over deliveries and devices: push targets, a notification's status, and
+support's timeline of a recipient."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import Any
 
-from django.db.models import Q
+from django.core.paginator import Page, Paginator
+from django.db.models import Prefetch, Q
 
-from deliveries.models import Device, DeviceKind
-
-if TYPE_CHECKING:
-    from notify.models import Recipient
+from deliveries.models import Delivery, DeliveryAttempt, Device, DeviceKind
+from notify.models import Notification, Producer, Recipient
 
 # What "has a live subscription" means per kind, as a filter the device query carries.
 _SUBSCRIBED = {
@@ -18,22 +19,34 @@ _SUBSCRIBED = {
 }
 
 
-def push_targets(*, recipient: Recipient, channel: str) -> list[str]:
-    """Device ids of the recipient's live subscriptions for a push channel (R-F1).
+def push_targets_by_channel(*, recipient_id: int, channels: Iterable[str]) -> dict[str, list[str]]:
+    """Device ids of the recipient's live subscriptions, per push channel asked for.
 
-    The subscription test is part of the same query as the device list, so a device
-    with nothing to push to never gets a job, and there is no second look that could
-    disagree with the first.
+    One query for every channel; the subscription test is part of it, so a device with
+    nothing to push to never gets a job, and there is no second look that could
+    disagree with the first. No push channel asked for → no query.
     """
-    subscribed = _SUBSCRIBED.get(channel)
-    if subscribed is None:
-        return []
-    ids = (
-        Device.objects.filter(subscribed, recipient=recipient, kind=channel, active=True)
+    wanted = [channel for channel in channels if channel in _SUBSCRIBED]
+    if not wanted:
+        return {}
+    subscribed = Q()
+    for channel in wanted:
+        subscribed |= Q(kind=channel) & _SUBSCRIBED[channel]
+    targets: dict[str, list[str]] = {channel: [] for channel in wanted}
+    rows = (
+        Device.objects.filter(subscribed, recipient_id=recipient_id, active=True)
         .order_by("pk")
-        .values_list("pk", flat=True)
+        .values_list("kind", "pk")
     )
-    return [str(pk) for pk in ids]
+    for kind, pk in rows:
+        targets[kind].append(str(pk))
+    return targets
+
+
+def push_targets(*, recipient: Recipient, channel: str) -> list[str]:
+    """Device ids of the recipient's live subscriptions for one push channel."""
+    found = push_targets_by_channel(recipient_id=recipient.pk, channels=[channel])
+    return found.get(channel, [])
 
 
 def device_for_delivery(*, target: str, kind: str) -> Device | None:
@@ -48,3 +61,54 @@ def device_for_delivery(*, target: str, kind: str) -> Device | None:
         .only("pk", "kind", "endpoint", "p256dh", "auth", "token", "platform")
         .first()
     )
+
+
+def notification_status(*, producer: Producer, notification_id: Any) -> dict[str, Any] | None:
+    """Per channel and target: status, reason, attempts, last error, template version."""
+    notification = (
+        Notification.objects.filter(pk=notification_id, producer=producer)
+        .select_related("category")
+        .first()
+    )
+    if notification is None:
+        return None
+    deliveries = Delivery.objects.filter(notification=notification).select_related(
+        "template_version"
+    )
+    return {
+        "notification_id": notification.pk,
+        "category": notification.category.key,
+        "created_at": notification.created_at,
+        "deliveries": [
+            {
+                "channel": delivery.channel,
+                "target": delivery.target,
+                "status": delivery.status,
+                "reason": delivery.reason,
+                "attempts": delivery.attempts,
+                "last_error": delivery.last_error,
+                "template_version": (
+                    delivery.template_version.number if delivery.template_version else None
+                ),
+                "next_attempt_at": delivery.next_attempt_at,
+                "created_at": delivery.created_at,
+                "updated_at": delivery.updated_at,
+            }
+            for delivery in deliveries.order_by("pk")
+        ],
+    }
+
+
+def recipient_timeline(*, recipient: Recipient, page: Any, per_page: int) -> Page:
+    """One page of a recipient's notifications, newest first, with every delivery and
+    attempt loaded in a fixed number of queries (support's "what did they get?")."""
+    deliveries = Delivery.objects.select_related("template_version__template").prefetch_related(
+        Prefetch("attempt_log", queryset=DeliveryAttempt.objects.order_by("number"))
+    )
+    notifications = (
+        Notification.objects.filter(recipient=recipient)
+        .select_related("category", "producer")
+        .prefetch_related(Prefetch("deliveries", queryset=deliveries.order_by("pk")))
+        .order_by("-created_at", "-pk")
+    )
+    return Paginator(notifications, per_page).get_page(page)

@@ -5,7 +5,17 @@ from __future__ import annotations
 from celery import shared_task
 from celery.exceptions import Reject
 
-from deliveries.services import AttemptResult, delivery_attempt, sweep_due_deliveries
+from deliveries.attempt import delivery_attempt
+from deliveries.outcome import AttemptResult
+from deliveries.release import deferred_release
+from deliveries.routing import notification_route
+from deliveries.sweep import sweep_due_deliveries
+
+
+@shared_task(name="deliveries.route")
+def route(notification_id: str) -> int:
+    """Gate the notification, create its deliveries, and start sending them."""
+    return len(notification_route(notification_id=notification_id))
 
 
 @shared_task(name="deliveries.send")
@@ -23,3 +33,9 @@ def send(delivery_id: int) -> str:
 def sweep_due_retries() -> int:
     """Beat: republish overdue deliveries and recover claims of lost workers."""
     return sweep_due_deliveries()
+
+
+@shared_task(name="deliveries.release_deferred")
+def release_deferred() -> int:
+    """Beat: deliveries deferred by quiet hours pass the gate again once the window ends."""
+    return deferred_release()

@@ -14,7 +14,8 @@ app.autodiscover_tasks()
 
 @celeryd_after_setup.connect
 def _declare_broker_topology(sender, instance, **kwargs) -> None:
-    # Broker set-up, not business logic: make sure dead letters have somewhere to go.
-    from notify.broker import declare_topology
-
-    declare_topology()
+    # Broker set-up, not business logic: make sure dead letters have somewhere to go
+    # before the first message is dead-lettered, even on a broker that never saw us.
+    with app.connection_for_write() as conn:
+        for queue in app.conf.task_queues:
+            queue.bind(conn.default_channel).declare()

@@ -1,4 +1,4 @@
-"""Writes of the core domain: keys, recipients, intake, the outbox, routing and the feed."""
+"""Writes of the core domain: keys, recipients, intake and the feed."""
 
 from __future__ import annotations
 
@@ -7,20 +7,18 @@ import hmac
 import json
 import logging
 import secrets
+import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import connection, transaction
 from django.utils import timezone
 
-from notify.broker import publish_task
+from notify.cache import TtlCache
 from notify.models import (
     ApiKey,
     Category,
-    Channel,
     FeedEntry,
     Notification,
     Outbox,
@@ -31,7 +29,6 @@ from notify.unread import unread_decrement, unread_increment
 
 logger = logging.getLogger(__name__)
 
-ROUTE_TASK = "notify.route"
 API_KEY_PREFIX = "nk"
 
 
@@ -69,27 +66,53 @@ def api_key_issue(*, producer_name: str, category_keys: list[str] | None = None)
     return IssuedKey(api_key=api_key, key=key)
 
 
+_keys: TtlCache[ApiKey | None] = TtlCache(lambda: settings.NOTIFY_AUTH_CACHE_SECONDS)
+_categories: TtlCache[Category | None] = TtlCache(lambda: settings.NOTIFY_AUTH_CACHE_SECONDS)
+
+
 def api_key_authenticate(*, key: str) -> ApiKey | None:
-    """The active key matching `key`, or None. Constant-time hash comparison."""
+    """The active key matching `key`, or None. Constant-time hash comparison.
+
+    Cached in the process for NOTIFY_AUTH_CACHE_SECONDS with the categories it may send,
+    so a request costs no query for it; a revoked key is refused within that time.
+    """
     parts = key.split("_")
     if len(parts) < 3 or parts[0] != API_KEY_PREFIX:
         return None
-    api_key = (
-        ApiKey.objects.select_related("producer")
-        .filter(prefix=parts[1], revoked_at__isnull=True)
-        .first()
-    )
+    api_key = _keys.get(parts[1], lambda: _api_key_load(prefix=parts[1]))
     if api_key is None or not hmac.compare_digest(api_key.key_hash, _hash_key(key)):
         return None
     return api_key
 
 
+def _api_key_load(*, prefix: str) -> ApiKey | None:
+    api_key = (
+        ApiKey.objects.select_related("producer")
+        .filter(prefix=prefix, revoked_at__isnull=True)
+        .first()
+    )
+    if api_key is not None and not api_key.all_categories:
+        api_key.allowed_category_ids = frozenset(api_key.categories.values_list("pk", flat=True))
+    return api_key
+
+
 def api_key_revoke(*, api_key: ApiKey) -> None:
     ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    _keys.clear()  # this process at once; others within NOTIFY_AUTH_CACHE_SECONDS
 
 
 def api_key_may_send(*, api_key: ApiKey, category: Category) -> bool:
-    return api_key.all_categories or api_key.categories.filter(pk=category.pk).exists()
+    if api_key.all_categories:
+        return True
+    allowed = getattr(api_key, "allowed_category_ids", None)
+    if allowed is None:  # a key that did not come through api_key_authenticate
+        return api_key.categories.filter(pk=category.pk).exists()
+    return category.pk in allowed
+
+
+def category_by_key(*, key: str) -> Category | None:
+    """A category by its key, cached in the process for NOTIFY_AUTH_CACHE_SECONDS."""
+    return _categories.get(key, lambda: Category.objects.filter(key=key).first())
 
 
 # --- Recipients -----------------------------------------------------------------------
@@ -140,9 +163,13 @@ def request_fingerprint(
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+class UnknownRecipient(Exception):
+    """No recipient has this user id: the product must register it first."""
+
+
 @dataclass(frozen=True)
 class Accepted:
-    notification: Notification
+    notification_id: uuid.UUID
     created: bool
 
 
@@ -150,217 +177,115 @@ def notification_accept(
     *,
     producer: Producer,
     event_id: str,
-    recipient: Recipient,
+    user_id: str,
     category: Category,
     payload: dict[str, Any],
     channels: list[str] | None,
     ttl_seconds: int | None,
 ) -> Accepted:
-    """Store the notification and its outbox row in one transaction (R-IN1, R-IN2).
+    """Store the notification and its outbox row atomically; one round trip.
 
-    The same (producer, event_id) again returns the stored notification; with another
-    body it raises IntakeConflict. The route task is published after commit.
+    One statement finds the recipient, inserts the notification and its outbox row
+    (the relay publishes the route task: a trigger on the outbox wakes it at commit, and
+    the request never waits for the broker). The same (producer, event_id) again returns
+    the stored notification; with another body it raises IntakeConflict. An unknown
+    `user_id` raises UnknownRecipient.
     """
     fingerprint = request_fingerprint(
-        user_id=recipient.user_id,
+        user_id=user_id,
         category=category.key,
         payload=payload,
         channels=channels,
         ttl_seconds=ttl_seconds,
     )
-    try:
-        with transaction.atomic():
-            notification = Notification.objects.create(
-                producer=producer,
-                event_id=event_id,
-                recipient=recipient,
-                category=category,
-                payload=payload,
-                channels=channels,
-                ttl_seconds=ttl_seconds,
-                fingerprint=fingerprint,
-            )
-            outbox = Outbox.objects.create(notification=notification, queue=category.queue)
-            transaction.on_commit(lambda: outbox_publish(outbox=outbox))
-    except IntegrityError:
-        # A concurrent or earlier request stored it first; its commit is visible now.
-        notification = Notification.objects.get(producer=producer, event_id=event_id)
-        if notification.fingerprint != fingerprint:
-            raise IntakeConflict(notification) from None
-        return Accepted(notification, created=False)
-    return Accepted(notification, created=True)
-
-
-def outbox_publish(*, outbox: Outbox) -> bool:
-    """Publish the route task for an outbox row and mark it published (confirmed)."""
-    try:
-        publish_task(
-            ROUTE_TASK,
-            args=[str(outbox.notification_id)],
-            queue=outbox.queue,
-            priority=settings.NOTIFY_PRIORITY_FIRST_ATTEMPT,
-        )
-    except Exception:  # the broker is away: the row stays unpublished for the sweeper
-        logger.exception("outbox %s: publish failed; the sweeper will retry", outbox.pk)
-        Outbox.objects.filter(pk=outbox.pk).update(publish_attempts=F("publish_attempts") + 1)
-        return False
-    Outbox.objects.filter(pk=outbox.pk).update(
-        published_at=timezone.now(), publish_attempts=F("publish_attempts") + 1
-    )
-    return True
-
-
-def outbox_republish_stale() -> int:
-    """Beat: publish outbox rows left unpublished (a crash between commit and publish)."""
-    cutoff = timezone.now() - timedelta(seconds=settings.NOTIFY_OUTBOX_REPUBLISH_AFTER)
-    published = 0
-    with transaction.atomic():
-        stale = list(
-            Outbox.objects.select_for_update(skip_locked=True)
-            .filter(published_at__isnull=True, created_at__lte=cutoff)
-            .order_by("created_at")
-            .only("pk", "notification_id", "queue")[: settings.NOTIFY_OUTBOX_SWEEP_BATCH]
-        )
-        for outbox in stale:
-            published += outbox_publish(outbox=outbox)
-    if stale:
-        logger.warning("outbox sweeper published %s of %s stale rows", published, len(stale))
-    return published
-
-
-# --- Routing --------------------------------------------------------------------------
-
-
-def notification_route(*, notification_id: str, now: datetime | None = None) -> list[int]:
-    """Run the gate and create the deliveries; send in-app at once, enqueue the rest.
-
-    Safe to run twice: deliveries are unique per (notification, channel, target), and
-    any still `queued` are enqueued again (the sender's claim drops duplicates).
-    """
-    from deliveries.models import Delivery, DeliveryStatus
-    from preferences.gate import decide_deliveries
-
-    now = now or timezone.now()  # an argument so the gate's clock can be shown in tests
-    with transaction.atomic():
-        notification = (
-            Notification.objects.select_for_update(of=("self",))
-            .select_related("recipient", "category")
-            .get(pk=notification_id)
-        )
-        if notification.routed_at is None:
-            _deliveries_create(notification, decide_deliveries(notification, now=now), now)
-            notification.routed_at = now
-            notification.save(update_fields=["routed_at"])
-        queued = list(
-            Delivery.objects.filter(
-                notification=notification, status=DeliveryStatus.QUEUED
-            ).values_list("pk", "channel", "queue")
-        )
-    return _deliveries_start(queued)
-
-
-def notification_fallback(*, notification_id: str, failed_channel: str) -> list[int]:
-    """After a delivery on `failed_channel` ended dead, try the category's fallback
-    channel — through the gate, like any delivery. Returns the deliveries started."""
-    from deliveries.models import Delivery, DeliveryStatus
-    from preferences.gate import decide_deliveries
-
+    notification_id = uuid.uuid4()
     now = timezone.now()
-    with transaction.atomic():
-        notification = (
-            Notification.objects.select_for_update(of=("self",))
-            .select_related("recipient", "category")
-            .get(pk=notification_id)
-        )
-        fallback = notification.category.fallback_channel
-        if not fallback or fallback == failed_channel:
-            return []
-        decisions = decide_deliveries(notification, now=now, channels=[fallback])
-        _deliveries_create(notification, decisions, now)
-        queued = list(
-            Delivery.objects.filter(
-                notification=notification, channel=fallback, status=DeliveryStatus.QUEUED
-            ).values_list("pk", "channel", "queue")
-        )
-    logger.info(
-        "notification %s: %s ended dead, falling back to %s", notification_id, failed_channel,
-        fallback,
-    )  # fmt: skip
-    return _deliveries_start(queued)
-
-
-def _deliveries_create(notification: Notification, decisions, now: datetime) -> None:
-    """One sealed delivery row per gate decision (existing ones are left alone)."""
-    from deliveries.models import Delivery
-    from preferences.gate import gate_seal
-
-    Delivery.objects.bulk_create(
-        [
-            Delivery(
-                notification=notification,
-                channel=decision.channel,
-                target=decision.target,
-                queue=notification.category.queue,
-                status=decision.status,
-                reason=decision.reason,
-                next_attempt_at=decision.not_before or (now if decision.allowed else None),
-                deadline=_deadline(notification, decision.channel, now),
-                finished_at=None if decision.allowed or decision.not_before else now,
-                gate_seal=gate_seal(
-                    notification_id=notification.pk,
-                    channel=decision.channel,
-                    target=decision.target,
-                ),
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH n AS (
+                INSERT INTO {Notification._meta.db_table}
+                    (id, producer_id, event_id, recipient_id, category_id, payload, channels,
+                     ttl_seconds, fingerprint, created_at)
+                SELECT %(id)s, %(producer)s, %(event)s, r.id, %(category)s, %(payload)s::jsonb,
+                       %(channels)s::jsonb, %(ttl)s, %(fingerprint)s, %(now)s
+                  FROM {Recipient._meta.db_table} r
+                 WHERE r.user_id = %(user)s
+                ON CONFLICT (producer_id, event_id) DO NOTHING
+                RETURNING id
+            ), o AS (
+                INSERT INTO {Outbox._meta.db_table}
+                    (notification_id, queue, created_at, publish_attempts)
+                SELECT id, %(queue)s, %(now)s, 0 FROM n
             )
-            for decision in decisions
-        ],
-        ignore_conflicts=True,
-    )
-
-
-def _deliveries_start(queued: list[tuple[int, str, str]]) -> list[int]:
-    """In-app is written at once (the feed row is the delivery); the rest are enqueued."""
-    from deliveries.services import delivery_attempt, delivery_enqueue
-
-    for delivery_id, channel, queue in queued:
-        if channel == Channel.INAPP:
-            delivery_attempt(delivery_id=delivery_id)
-        else:
-            delivery_enqueue(delivery_id=delivery_id, channel=channel, queue=queue)
-    return [delivery_id for delivery_id, _, _ in queued]
-
-
-def _deadline(notification: Notification, channel: str, now):
-    if channel == Channel.EMAIL:
-        return now + timedelta(seconds=settings.NOTIFY_EMAIL_DEADLINE_SECONDS)
-    if channel in (Channel.WEBPUSH, Channel.FCM):
-        ttl = (
-            notification.ttl_seconds
-            or notification.category.ttl_seconds
-            or settings.NOTIFY_DEFAULT_TTL_SECONDS
+            SELECT id FROM n
+            """,
+            {
+                "id": notification_id,
+                "producer": producer.pk,
+                "event": event_id,
+                "category": category.pk,
+                "payload": json.dumps(payload),
+                "channels": None if channels is None else json.dumps(channels),
+                "ttl": ttl_seconds,
+                "fingerprint": fingerprint,
+                "now": now,
+                "user": user_id,
+                "queue": category.queue,
+            },
         )
-        return notification.created_at + timedelta(seconds=ttl)
-    return None
+        if cursor.fetchone() is not None:
+            return Accepted(notification_id, created=True)
+    # Nothing inserted: an earlier or concurrent request stored it (its commit is
+    # visible to this new statement), or the recipient is unknown.
+    existing = (
+        Notification.objects.filter(producer=producer, event_id=event_id)
+        .only("pk", "fingerprint")
+        .first()
+    )
+    if existing is None:
+        raise UnknownRecipient(user_id)
+    if existing.fingerprint != fingerprint:
+        raise IntakeConflict(existing)
+    return Accepted(existing.pk, created=False)
 
 
 # --- Feed -----------------------------------------------------------------------------
 
 
 def feed_entry_create(*, notification: Notification, title: str, body: str, url: str) -> FeedEntry:
-    """The notification's feed entry (one per notification); counted unread once."""
-    entry, created = FeedEntry.objects.get_or_create(
+    """The notification's feed entry (one per notification); counted unread once.
+
+    One INSERT … ON CONFLICT DO NOTHING: a second call (a retried send) finds the entry
+    that exists and counts nothing.
+    """
+    entry = FeedEntry(
         notification=notification,
-        defaults={
-            "recipient_id": notification.recipient_id,
-            "category": notification.category.key,
-            "title": title,
-            "body": body,
-            "url": url,
-        },
+        recipient_id=notification.recipient_id,
+        category=notification.category.key,
+        title=title[: FeedEntry._meta.get_field("title").max_length],
+        body=body,
+        url=url[: FeedEntry._meta.get_field("url").max_length],
+        created_at=timezone.now(),
     )
-    if created:
-        recipient_id = notification.recipient_id
-        transaction.on_commit(lambda: unread_increment(recipient_id=recipient_id))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {FeedEntry._meta.db_table}
+                (recipient_id, notification_id, category, title, body, url, created_at)
+            VALUES (%s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (notification_id) DO NOTHING
+            RETURNING id
+            """,
+            [entry.recipient_id, notification.pk, entry.category, entry.title, entry.body,
+             entry.url, entry.created_at],
+        )  # fmt: skip
+        row = cursor.fetchone()
+    if row is None:
+        return FeedEntry.objects.get(notification=notification)
+    entry.pk = row[0]
+    recipient_id = notification.recipient_id
+    transaction.on_commit(lambda: unread_increment(recipient_id=recipient_id))
     return entry
 
 

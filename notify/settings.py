@@ -1,15 +1,15 @@
 """Django settings for Notify.
 
 Everything comes from the environment, with defaults that point at the local
-PostgreSQL, RabbitMQ and Redis on their standard ports. Every number that DESIGN.md
-names is a setting here (prefix NOTIFY_), read once at start.
+PostgreSQL, RabbitMQ and Redis on their standard ports. Every number the platform
+works by is a setting here (prefix NOTIFY_), read once at start, grouped by topic.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
 from notify.env import (
@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "notify",
     "preferences",
     "templates_admin",
@@ -80,11 +81,34 @@ TEMPLATES = [
     },
 ]
 
+# Each process keeps a bounded pool of PostgreSQL connections (psycopg's pool), shared
+# by its threads: a request or task borrows one and gives it back when it ends, so no
+# request or task connects anew and no process holds more than DATABASE_POOL_MAX_SIZE.
+# The budget across the whole deployment (docs/connections.md) must stay under the
+# server's max_connections. DATABASE_POOL=0 falls back to one persistent connection
+# per thread (CONN_MAX_AGE), e.g. behind PgBouncer in transaction mode.
+DATABASE_POOL = env_bool("DATABASE_POOL", True)
+DATABASE_POOL_MIN_SIZE = env_int("DATABASE_POOL_MIN_SIZE", 1, minimum=0)
+DATABASE_POOL_MAX_SIZE = env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=1)
+# How long a request or task waits for a free pooled connection before it fails.
+DATABASE_POOL_TIMEOUT = env_float("DATABASE_POOL_TIMEOUT", 10.0, minimum=0.1)
 DATABASES = {
     "default": {
         **database_from_url("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/notify"),
-        "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
-        "CONN_HEALTH_CHECKS": True,
+        # Django's pool requires CONN_MAX_AGE=0: "closing" returns the connection.
+        "CONN_MAX_AGE": 0 if DATABASE_POOL else env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
+        "CONN_HEALTH_CHECKS": not DATABASE_POOL,
+        "OPTIONS": (
+            {
+                "pool": {
+                    "min_size": min(DATABASE_POOL_MIN_SIZE, DATABASE_POOL_MAX_SIZE),
+                    "max_size": DATABASE_POOL_MAX_SIZE,
+                    "timeout": DATABASE_POOL_TIMEOUT,
+                }
+            }
+            if DATABASE_POOL
+            else {}
+        ),
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -118,20 +142,13 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
-# --- Email (SMTP) --------------------------------------------------------------------
-EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
-EMAIL_PORT = env_int("EMAIL_PORT", 1025, minimum=1)
-EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = secret_text("EMAIL_HOST_PASSWORD")
-EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
-EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
-EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
-DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Notify <notify@localhost>")
-
 # --- REST API -------------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["notify.api.auth.ApiKeyAuthentication"],
+    # End-user tokens are tried first; they only claim `ut_…` bearer values.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "notify.api.auth.UserTokenAuthentication",
+        "notify.api.auth.ApiKeyAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
@@ -148,47 +165,37 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # Served from the installed sidecar package: no CDN needed.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
 }
 
-# --- Intake (R-IN) --------------------------------------------------------------------
+# --- Intake and the outbox relay -----------------------------------------------------------
 NOTIFY_MAX_BODY_BYTES = env_int("NOTIFY_MAX_BODY_BYTES", 64 * 1024, minimum=1024)
 NOTIFY_API_RATE_PER_SECOND = env_float("NOTIFY_API_RATE_PER_SECOND", 100.0, minimum=0.01)
 NOTIFY_API_RATE_BURST = env_int("NOTIFY_API_RATE_BURST", 200, minimum=1)
 NOTIFY_DEFAULT_LOCALE = env_str("NOTIFY_DEFAULT_LOCALE", "en")
 NOTIFY_DEFAULT_TTL_SECONDS = env_int("NOTIFY_DEFAULT_TTL_SECONDS", 24 * 3600, minimum=1)
-NOTIFY_OUTBOX_REPUBLISH_AFTER = env_float("NOTIFY_OUTBOX_REPUBLISH_AFTER", 5.0, minimum=0)
-NOTIFY_OUTBOX_SWEEP_INTERVAL = env_float("NOTIFY_OUTBOX_SWEEP_INTERVAL", 5.0, minimum=0.5)
-NOTIFY_OUTBOX_SWEEP_BATCH = env_int("NOTIFY_OUTBOX_SWEEP_BATCH", 500, minimum=1)
+# Bodies past NOTIFY_MAX_BODY_BYTES get our own 413; this only bounds what Django buffers.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(NOTIFY_MAX_BODY_BYTES * 4, 2_621_440)
+# API keys, their categories and the categories themselves are kept in each process for
+# this long, so a revoked key or a changed category takes effect within it (seconds).
+NOTIFY_AUTH_CACHE_SECONDS = env_float("NOTIFY_AUTH_CACHE_SECONDS", 5.0, minimum=0)
+# The relay publishes at most this many outbox rows per round, and looks for rows even
+# without a wake-up this often (a lost NOTIFY, a broker that was away).
+NOTIFY_OUTBOX_BATCH = env_int("NOTIFY_OUTBOX_BATCH", 500, minimum=1)
+NOTIFY_OUTBOX_POLL_INTERVAL = env_float("NOTIFY_OUTBOX_POLL_INTERVAL", 1.0, minimum=0.05)
 
-# --- Queues and retries (R-Q, R-D3) ---------------------------------------------------
-NOTIFY_QUEUE_MAX_PRIORITY = env_int("NOTIFY_QUEUE_MAX_PRIORITY", 10, minimum=1)
-# A retry shorter than this travels as a Celery countdown message; a longer one is left
-# to the sweeper, so no message waits unacknowledged near RabbitMQ's consumer timeout.
-NOTIFY_RETRY_COUNTDOWN_MAX = env_float("NOTIFY_RETRY_COUNTDOWN_MAX", 300.0, minimum=0)
-NOTIFY_RETRY_SWEEP_INTERVAL = env_float("NOTIFY_RETRY_SWEEP_INTERVAL", 5.0, minimum=0.5)
-# How long past due a retrying delivery may sit before the sweeper republishes it
-# (its countdown message was lost, or it was never sent one).
-NOTIFY_RETRY_SWEEP_GRACE = env_float("NOTIFY_RETRY_SWEEP_GRACE", 10.0, minimum=0)
-NOTIFY_RETRY_SWEEP_BATCH = env_int("NOTIFY_RETRY_SWEEP_BATCH", 500, minimum=1)
-# A claim (status `sending`) older than this is taken to belong to a dead worker.
-NOTIFY_SEND_CLAIM_TIMEOUT = env_float("NOTIFY_SEND_CLAIM_TIMEOUT", 120.0, minimum=1)
-NOTIFY_RETRY_JITTER = env_float("NOTIFY_RETRY_JITTER", 0.2, minimum=0)
-NOTIFY_EMAIL_RETRY_DELAYS = env_float_list(
-    "NOTIFY_EMAIL_RETRY_DELAYS", [10.0, 60.0, 300.0, 1800.0, 7200.0]
-)
-NOTIFY_EMAIL_DEADLINE_SECONDS = env_int("NOTIFY_EMAIL_DEADLINE_SECONDS", 24 * 3600, minimum=1)
-
-# --- Feed and unread counter (R-U) ----------------------------------------------------
-NOTIFY_FEED_PAGE_SIZE = env_int("NOTIFY_FEED_PAGE_SIZE", 20, minimum=1)
-NOTIFY_FEED_MAX_PAGE_SIZE = env_int("NOTIFY_FEED_MAX_PAGE_SIZE", 100, minimum=1)
-NOTIFY_UNREAD_RECONCILE_INTERVAL = env_float("NOTIFY_UNREAD_RECONCILE_INTERVAL", 300.0, minimum=1)
-# Recipients whose feed changed within this window are reconciled each run.
-NOTIFY_UNREAD_RECONCILE_WINDOW = env_float("NOTIFY_UNREAD_RECONCILE_WINDOW", 3600.0, minimum=1)
-
-# --- Celery on RabbitMQ (R-Q1, R-Q3) --------------------------------------------------
+# --- Celery on RabbitMQ: queues, priorities, acknowledgements ------------------------------
 CELERY_BROKER_URL = env_url(
     "CELERY_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//", schemes=("amqp", "amqps")
 )
+NOTIFY_QUEUE_MAX_PRIORITY = env_int("NOTIFY_QUEUE_MAX_PRIORITY", 10, minimum=1)
+NOTIFY_PRIORITY_FIRST_ATTEMPT = env_int("NOTIFY_PRIORITY_FIRST_ATTEMPT", 5, minimum=0)
+NOTIFY_PRIORITY_RETRY = env_int("NOTIFY_PRIORITY_RETRY", 3, minimum=0)
 NOTIFY_EXCHANGE = Exchange("notify", type="direct", durable=True)
 NOTIFY_DEAD_LETTER_EXCHANGE = Exchange("dead_letter", type="direct", durable=True)
 NOTIFY_QUEUE_NAMES = ("high", "medium", "low")
@@ -236,80 +243,40 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_TIME_LIMIT = env_int("NOTIFY_TASK_TIME_LIMIT", 300, minimum=1)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("NOTIFY_TASK_SOFT_TIME_LIMIT", 240, minimum=1)
 # Maintenance runs on `high`: it is small, and recovery must not wait behind a campaign.
-CELERY_BEAT_SCHEDULE = {
-    "outbox-republish": {
-        "task": "notify.republish_outbox",
-        "schedule": NOTIFY_OUTBOX_SWEEP_INTERVAL,
-        "options": {"queue": "high"},
-    },
-    "retry-sweep": {
-        "task": "deliveries.sweep_due_retries",
-        "schedule": NOTIFY_RETRY_SWEEP_INTERVAL,
-        "options": {"queue": "high"},
-    },
-    "unread-reconcile": {
-        "task": "notify.reconcile_unread_counts",
-        "schedule": NOTIFY_UNREAD_RECONCILE_INTERVAL,
-        "options": {"queue": "high"},
-    },
-}
-
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-    },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-}
-
-NOTIFY_EMAIL_MESSAGE_ID_DOMAIN = env_str("NOTIFY_EMAIL_MESSAGE_ID_DOMAIN", "notify.localhost")
-NOTIFY_PRIORITY_FIRST_ATTEMPT = env_int("NOTIFY_PRIORITY_FIRST_ATTEMPT", 5, minimum=0)
-NOTIFY_PRIORITY_RETRY = env_int("NOTIFY_PRIORITY_RETRY", 3, minimum=0)
+# --- Retries -------------------------------------------------------------------------------
+# A retry shorter than this travels as a Celery countdown message; a longer one is left
+# to the sweeper, so no message waits unacknowledged near RabbitMQ's consumer timeout.
+NOTIFY_RETRY_COUNTDOWN_MAX = env_float("NOTIFY_RETRY_COUNTDOWN_MAX", 300.0, minimum=0)
+NOTIFY_RETRY_SWEEP_INTERVAL = env_float("NOTIFY_RETRY_SWEEP_INTERVAL", 5.0, minimum=0.5)
+# How long past due a retrying delivery may sit before the sweeper republishes it
+# (its countdown message was lost, or it was never sent one).
+NOTIFY_RETRY_SWEEP_GRACE = env_float("NOTIFY_RETRY_SWEEP_GRACE", 10.0, minimum=0)
+NOTIFY_RETRY_SWEEP_BATCH = env_int("NOTIFY_RETRY_SWEEP_BATCH", 500, minimum=1)
+# A claim (status `sending`) older than this is taken to belong to a dead worker.
+NOTIFY_SEND_CLAIM_TIMEOUT = env_float("NOTIFY_SEND_CLAIM_TIMEOUT", 120.0, minimum=1)
+NOTIFY_RETRY_JITTER = env_float("NOTIFY_RETRY_JITTER", 0.2, minimum=0)
+NOTIFY_EMAIL_RETRY_DELAYS = env_float_list(
+    "NOTIFY_EMAIL_RETRY_DELAYS", [10.0, 60.0, 300.0, 1800.0, 7200.0]
+)
+NOTIFY_EMAIL_DEADLINE_SECONDS = env_int("NOTIFY_EMAIL_DEADLINE_SECONDS", 24 * 3600, minimum=1)
 # A delivery that has a send message in flight is republished by the sweeper only when
 # it is still unclaimed this long after that publish (the message was probably lost).
 NOTIFY_RETRY_RESWEEP_AFTER = env_float("NOTIFY_RETRY_RESWEEP_AFTER", 600.0, minimum=1)
-SPECTACULAR_SETTINGS.update(
-    {
-        # Served from the installed sidecar package: no CDN needed.
-        "SWAGGER_UI_DIST": "SIDECAR",
-        "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-        "REDOC_DIST": "SIDECAR",
-    }
-)
-INSTALLED_APPS.append("drf_spectacular_sidecar")
-SPECTACULAR_SETTINGS["SERVE_PERMISSIONS"] = ["rest_framework.permissions.AllowAny"]
-SPECTACULAR_SETTINGS["SERVE_AUTHENTICATION"] = []
-# Bodies past NOTIFY_MAX_BODY_BYTES get our own 413; this only bounds what Django buffers.
-DATA_UPLOAD_MAX_MEMORY_SIZE = max(NOTIFY_MAX_BODY_BYTES * 4, 2_621_440)
-# Channels with a working provider here; others are recorded as suppressed, not tried.
-NOTIFY_CHANNELS_ENABLED = env_list("NOTIFY_CHANNELS_ENABLED", ["inapp", "email"])
-
-# --- templates (issue 4) ---
-# Channel limits checked when a template is saved (R-T2) and applied when rendering (R-T3).
-NOTIFY_PUSH_TITLE_MAX_CHARS = env_int("NOTIFY_PUSH_TITLE_MAX_CHARS", 50, minimum=1)
-NOTIFY_PUSH_BODY_MAX_CHARS = env_int("NOTIFY_PUSH_BODY_MAX_CHARS", 150, minimum=2)
-NOTIFY_SMS_MAX_SEGMENTS = env_int("NOTIFY_SMS_MAX_SEGMENTS", 3, minimum=1)
-# Used by the money filter when the payload names no currency.
-NOTIFY_DEFAULT_CURRENCY = env_str("NOTIFY_DEFAULT_CURRENCY", "EUR")
-NOTIFY_DEFAULT_TIMEZONE = env_str("NOTIFY_DEFAULT_TIMEZONE", "UTC")
-
-# --- Operations: health, readiness, metrics (issue 7) ---------------------------------
-# Bearer token for GET /metrics. Empty: /metrics answers only requests from loopback
-# (a scraper on the same host or a sidecar); any other client gets 403.
-NOTIFY_METRICS_TOKEN = secret_text("NOTIFY_METRICS_TOKEN").strip()
-# Each dependency check in /readyz (and each source read by /metrics) gives up after this.
-NOTIFY_OPS_CHECK_TIMEOUT = env_float("NOTIFY_OPS_CHECK_TIMEOUT", 1.0, minimum=0.05)
-# Upper bounds (seconds) of the event→delivery latency histogram buckets.
-NOTIFY_METRICS_LATENCY_BUCKETS = env_float_list(
-    "NOTIFY_METRICS_LATENCY_BUCKETS", [0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0]
-)
-# The latency histogram covers deliveries finished within this window, so a scrape
-# reads a bounded slice of the table instead of all history.
-NOTIFY_METRICS_LATENCY_WINDOW = env_float("NOTIFY_METRICS_LATENCY_WINDOW", 3600.0, minimum=1)
-
-# --- Push: devices, Web Push, FCM (issue 5) ---------------------------------------------
+# --- Email over SMTP --------------------------------------------------------------------
+EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
+EMAIL_PORT = env_int("EMAIL_PORT", 1025, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = secret_text("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Notify <notify@localhost>")
+# A sender thread keeps its SMTP session open between sends; one idle longer than this
+# is reopened first (relays close idle sessions after a minute or more).
+NOTIFY_SMTP_KEEP_IDLE_SECONDS = env_float("NOTIFY_SMTP_KEEP_IDLE_SECONDS", 30.0, minimum=0)
+NOTIFY_EMAIL_MESSAGE_ID_DOMAIN = env_str("NOTIFY_EMAIL_MESSAGE_ID_DOMAIN", "notify.localhost")
+# --- Push: devices, Web Push, FCM, the live stream -----------------------------------------
 # VAPID private key (PEM text or a path to it) and the contact the push services see.
 WEBPUSH_VAPID_PRIVATE_KEY = secret_text("WEBPUSH_VAPID_PRIVATE_KEY").strip()
 WEBPUSH_VAPID_SUBJECT = env_str("WEBPUSH_VAPID_SUBJECT", "mailto:ops@notify.localhost")
@@ -345,68 +312,7 @@ NOTIFY_STREAM_SAFETY_POLL = env_float("NOTIFY_STREAM_SAFETY_POLL", 15.0, minimum
 NOTIFY_STREAM_POLL_INTERVAL = env_float("NOTIFY_STREAM_POLL_INTERVAL", 1.0, minimum=0.05)
 # How many missed entries a reconnect with Last-Event-ID replays at most.
 NOTIFY_STREAM_REPLAY_MAX = env_int("NOTIFY_STREAM_REPLAY_MAX", 100, minimum=1)
-# Web Push works once VAPID keys exist: then it is on by default (an explicit list wins).
-if WEBPUSH_VAPID_PRIVATE_KEY and "NOTIFY_CHANNELS_ENABLED" not in os.environ:
-    NOTIFY_CHANNELS_ENABLED.append("webpush")
-if FCM_CREDENTIALS and "NOTIFY_CHANNELS_ENABLED" not in os.environ:
-    NOTIFY_CHANNELS_ENABLED.append("fcm")
-
-# --- preferences, consent, quiet hours, caps, user tokens (issue 3) ---
-# Unsubscribe links must keep working in old emails: two years by default.
-NOTIFY_UNSUBSCRIBE_TOKEN_MAX_AGE = env_int(
-    "NOTIFY_UNSUBSCRIBE_TOKEN_MAX_AGE", 2 * 365 * 24 * 3600, minimum=1
-)
-NOTIFY_USER_TOKEN_TTL_SECONDS = env_int("NOTIFY_USER_TOKEN_TTL_SECONDS", 3600, minimum=1)
-# Default quiet window in the recipient's local time (HH:MM); per recipient in admin.
-NOTIFY_QUIET_HOURS_START = env_str("NOTIFY_QUIET_HOURS_START", "21:00")
-NOTIFY_QUIET_HOURS_END = env_str("NOTIFY_QUIET_HOURS_END", "09:00")
-NOTIFY_MARKETING_DAILY_CAP = env_int("NOTIFY_MARKETING_DAILY_CAP", 3, minimum=1)
-NOTIFY_CONSENT_TEXT_VERSION = env_str("NOTIFY_CONSENT_TEXT_VERSION", "v1")
-NOTIFY_DEFERRED_RELEASE_INTERVAL = env_float("NOTIFY_DEFERRED_RELEASE_INTERVAL", 30.0, minimum=1)
-NOTIFY_DEFERRED_RELEASE_BATCH = env_int("NOTIFY_DEFERRED_RELEASE_BATCH", 500, minimum=1)
-CELERY_BEAT_SCHEDULE["preferences-release-deferred"] = {
-    "task": "preferences.release_deferred",
-    "schedule": NOTIFY_DEFERRED_RELEASE_INTERVAL,
-    "options": {"queue": "high"},
-}
-# End-user tokens are tried first; they only claim `ut_…` bearer values.
-REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"].insert(
-    0, "notify.api.auth.UserTokenAuthentication"
-)
-
-# --- Provider pressure: rate limits and circuit breakers (issue 6) ---------------------
-# Which provider each channel talks to; limits and breakers are per provider.
-NOTIFY_CHANNEL_PROVIDERS = {
-    "email": "smtp",
-    "webpush": "webpush",
-    "fcm": "fcm",
-    "sms": "smpp",
-}
-# Per-provider token buckets, "rate/s:burst", shared by every worker through Redis.
-NOTIFY_PROVIDER_RATE_LIMITS = {
-    provider: env_str(f"NOTIFY_RATE_{provider.upper()}", default)
-    for provider, default in {
-        "smtp": "50:100",
-        "webpush": "200:400",
-        "fcm": "500:1000",
-        "smpp": "30:30",
-    }.items()
-}
-# Low-priority traffic may only take tokens while this fraction of the bucket remains,
-# so a saturating campaign leaves room for login codes (high uses under 80 %).
-NOTIFY_LOW_PRIORITY_RESERVE = env_float("NOTIFY_LOW_PRIORITY_RESERVE", 0.2, minimum=0)
-# A sender waits for a token at most this long in place; longer → short countdown.
-NOTIFY_RATE_MAX_INLINE_WAIT = env_float("NOTIFY_RATE_MAX_INLINE_WAIT", 0.25, minimum=0)
-NOTIFY_BREAKER_FAILURES = env_int("NOTIFY_BREAKER_FAILURES", 10, minimum=1)
-NOTIFY_BREAKER_WINDOW = env_float("NOTIFY_BREAKER_WINDOW", 30.0, minimum=0.1)
-NOTIFY_BREAKER_COOLDOWN = env_float("NOTIFY_BREAKER_COOLDOWN", 30.0, minimum=0.1)
-# How long a half-open probe may take before another sender may probe instead.
-NOTIFY_BREAKER_PROBE_TIMEOUT = env_float("NOTIFY_BREAKER_PROBE_TIMEOUT", 15.0, minimum=0.1)
-
-# --- Support view (issue 7) -----------------------------------------------------------
-NOTIFY_SUPPORT_TIMELINE_PAGE_SIZE = env_int("NOTIFY_SUPPORT_TIMELINE_PAGE_SIZE", 25, minimum=1)
-
-# --- SMS over SMPP (issue 6, item 6) ----------------------------------------------------
+# --- SMS over SMPP -------------------------------------------------------------------------
 # The SMSC and our account there (DESIGN.md §12 names). One bind_transceiver per sender
 # process; its deliver_sm receipts arrive on the same bind.
 SMPP_HOST = env_str("SMPP_HOST", "127.0.0.1")
@@ -448,8 +354,6 @@ SMPP_RATE_FLOOR = env_float("SMPP_RATE_FLOOR", 1.0, minimum=0.01)
 # supported) or "payload" (one submit_sm with the message_payload TLV).
 SMPP_LONG_MESSAGE_MODE = env_str("SMPP_LONG_MESSAGE_MODE", "udh")
 if SMPP_LONG_MESSAGE_MODE not in ("udh", "payload"):
-    from django.core.exceptions import ImproperlyConfigured
-
     raise ImproperlyConfigured(
         f"SMPP_LONG_MESSAGE_MODE must be 'udh' or 'payload', not {SMPP_LONG_MESSAGE_MODE!r}"
     )
@@ -463,7 +367,122 @@ SMPP_UCS2_PART_CHARS = env_int("SMPP_UCS2_PART_CHARS", 67, minimum=1)
 SMPP_DLR_MATCH_RETRIES = env_int("SMPP_DLR_MATCH_RETRIES", 5, minimum=0)
 SMPP_DLR_MATCH_DELAY = env_float("SMPP_DLR_MATCH_DELAY", 0.2, minimum=0)
 
-# --- Fallback (issue 6) ---------------------------------------------------------------
+# --- Fallback channel ----------------------------------------------------------------------
 # A delivery on these channels that ends dead is followed by the category's fallback
 # channel (Category.fallback_channel), through the gate.
 NOTIFY_FALLBACK_FROM_CHANNELS = env_list("NOTIFY_FALLBACK_FROM_CHANNELS", ["sms"])
+# --- Channels ------------------------------------------------------------------------
+# Channels with a working provider here; others are recorded as suppressed, not tried.
+# Unset: in-app and email, plus Web Push once a VAPID key is set and FCM once its
+# credentials are (an explicit list wins).
+NOTIFY_CHANNELS_ENABLED = env_list(
+    "NOTIFY_CHANNELS_ENABLED",
+    ["inapp", "email"]
+    + (["webpush"] if WEBPUSH_VAPID_PRIVATE_KEY else [])
+    + (["fcm"] if FCM_CREDENTIALS else []),
+)
+
+# --- Templates and rendering ---------------------------------------------------------------
+# Channel limits checked when a template is saved (R-T2) and applied when rendering (R-T3).
+NOTIFY_PUSH_TITLE_MAX_CHARS = env_int("NOTIFY_PUSH_TITLE_MAX_CHARS", 50, minimum=1)
+NOTIFY_PUSH_BODY_MAX_CHARS = env_int("NOTIFY_PUSH_BODY_MAX_CHARS", 150, minimum=2)
+NOTIFY_SMS_MAX_SEGMENTS = env_int("NOTIFY_SMS_MAX_SEGMENTS", 3, minimum=1)
+# Used by the money filter when the payload names no currency.
+NOTIFY_DEFAULT_CURRENCY = env_str("NOTIFY_DEFAULT_CURRENCY", "EUR")
+NOTIFY_DEFAULT_TIMEZONE = env_str("NOTIFY_DEFAULT_TIMEZONE", "UTC")
+
+# --- Preferences, consent, quiet hours, caps, user tokens ----------------------------------
+# Unsubscribe links must keep working in old emails: two years by default.
+NOTIFY_UNSUBSCRIBE_TOKEN_MAX_AGE = env_int(
+    "NOTIFY_UNSUBSCRIBE_TOKEN_MAX_AGE", 2 * 365 * 24 * 3600, minimum=1
+)
+NOTIFY_USER_TOKEN_TTL_SECONDS = env_int("NOTIFY_USER_TOKEN_TTL_SECONDS", 3600, minimum=1)
+# Default quiet window in the recipient's local time (HH:MM); per recipient in admin.
+NOTIFY_QUIET_HOURS_START = env_str("NOTIFY_QUIET_HOURS_START", "21:00")
+NOTIFY_QUIET_HOURS_END = env_str("NOTIFY_QUIET_HOURS_END", "09:00")
+NOTIFY_MARKETING_DAILY_CAP = env_int("NOTIFY_MARKETING_DAILY_CAP", 3, minimum=1)
+NOTIFY_CONSENT_TEXT_VERSION = env_str("NOTIFY_CONSENT_TEXT_VERSION", "v1")
+NOTIFY_DEFERRED_RELEASE_INTERVAL = env_float("NOTIFY_DEFERRED_RELEASE_INTERVAL", 30.0, minimum=1)
+NOTIFY_DEFERRED_RELEASE_BATCH = env_int("NOTIFY_DEFERRED_RELEASE_BATCH", 500, minimum=1)
+# --- Provider pressure: rate limits and circuit breakers -----------------------------------
+# Which provider each channel talks to; limits and breakers are per provider.
+NOTIFY_CHANNEL_PROVIDERS = {
+    "email": "smtp",
+    "webpush": "webpush",
+    "fcm": "fcm",
+    "sms": "smpp",
+}
+# Per-provider token buckets, "rate/s:burst", shared by every worker through Redis.
+NOTIFY_PROVIDER_RATE_LIMITS = {
+    provider: env_str(f"NOTIFY_RATE_{provider.upper()}", default)
+    for provider, default in {
+        "smtp": "50:100",
+        "webpush": "200:400",
+        "fcm": "500:1000",
+        "smpp": "30:30",
+    }.items()
+}
+# Low-priority traffic may only take tokens while this fraction of the bucket remains,
+# so a saturating campaign leaves room for login codes (high uses under 80 %).
+NOTIFY_LOW_PRIORITY_RESERVE = env_float("NOTIFY_LOW_PRIORITY_RESERVE", 0.2, minimum=0)
+# A sender waits for a token at most this long in place; longer → short countdown.
+NOTIFY_RATE_MAX_INLINE_WAIT = env_float("NOTIFY_RATE_MAX_INLINE_WAIT", 0.25, minimum=0)
+NOTIFY_BREAKER_FAILURES = env_int("NOTIFY_BREAKER_FAILURES", 10, minimum=1)
+NOTIFY_BREAKER_WINDOW = env_float("NOTIFY_BREAKER_WINDOW", 30.0, minimum=0.1)
+NOTIFY_BREAKER_COOLDOWN = env_float("NOTIFY_BREAKER_COOLDOWN", 30.0, minimum=0.1)
+# How long a half-open probe may take before another sender may probe instead.
+NOTIFY_BREAKER_PROBE_TIMEOUT = env_float("NOTIFY_BREAKER_PROBE_TIMEOUT", 15.0, minimum=0.1)
+
+# --- Feed and unread counter (R-U) ----------------------------------------------------
+NOTIFY_FEED_PAGE_SIZE = env_int("NOTIFY_FEED_PAGE_SIZE", 20, minimum=1)
+NOTIFY_FEED_MAX_PAGE_SIZE = env_int("NOTIFY_FEED_MAX_PAGE_SIZE", 100, minimum=1)
+NOTIFY_UNREAD_RECONCILE_INTERVAL = env_float("NOTIFY_UNREAD_RECONCILE_INTERVAL", 300.0, minimum=1)
+# Recipients whose feed changed within this window are reconciled each run.
+NOTIFY_UNREAD_RECONCILE_WINDOW = env_float("NOTIFY_UNREAD_RECONCILE_WINDOW", 3600.0, minimum=1)
+
+# --- Support pages -------------------------------------------------------------------------
+NOTIFY_SUPPORT_TIMELINE_PAGE_SIZE = env_int("NOTIFY_SUPPORT_TIMELINE_PAGE_SIZE", 25, minimum=1)
+
+# --- Operations: health, readiness, metrics ------------------------------------------------
+# Bearer token for GET /metrics. Empty: /metrics answers only requests from loopback
+# (a scraper on the same host or a sidecar); any other client gets 403.
+NOTIFY_METRICS_TOKEN = secret_text("NOTIFY_METRICS_TOKEN").strip()
+# Each dependency check in /readyz (and each source read by /metrics) gives up after this.
+NOTIFY_OPS_CHECK_TIMEOUT = env_float("NOTIFY_OPS_CHECK_TIMEOUT", 1.0, minimum=0.05)
+# Upper bounds (seconds) of the event→delivery latency histogram buckets.
+NOTIFY_METRICS_LATENCY_BUCKETS = env_float_list(
+    "NOTIFY_METRICS_LATENCY_BUCKETS", [0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0]
+)
+# The latency histogram covers deliveries finished within this window, so a scrape
+# reads a bounded slice of the table instead of all history.
+NOTIFY_METRICS_LATENCY_WINDOW = env_float("NOTIFY_METRICS_LATENCY_WINDOW", 3600.0, minimum=1)
+
+# --- Periodic jobs (celery beat) ------------------------------------------------------
+# Maintenance runs on `high`: it is small, and recovery must not wait behind a campaign.
+CELERY_BEAT_SCHEDULE = {
+    "retry-sweep": {
+        "task": "deliveries.sweep_due_retries",
+        "schedule": NOTIFY_RETRY_SWEEP_INTERVAL,
+        "options": {"queue": "high"},
+    },
+    "release-deferred": {
+        "task": "deliveries.release_deferred",
+        "schedule": NOTIFY_DEFERRED_RELEASE_INTERVAL,
+        "options": {"queue": "high"},
+    },
+    "unread-reconcile": {
+        "task": "notify.reconcile_unread_counts",
+        "schedule": NOTIFY_UNREAD_RECONCILE_INTERVAL,
+        "options": {"queue": "high"},
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

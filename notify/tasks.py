@@ -1,4 +1,4 @@
-"""Celery tasks of the core: thin wrappers that pass ids to services."""
+"""Celery tasks of the core: thin wrappers over services."""
 
 from __future__ import annotations
 
@@ -10,20 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from notify.models import FeedEntry
-from notify.services import notification_route, outbox_republish_stale
 from notify.unread import unread_reconcile
-
-
-@shared_task(name="notify.route")
-def route(notification_id: str) -> int:
-    """Gate the notification, create its deliveries, and start sending them."""
-    return len(notification_route(notification_id=notification_id))
-
-
-@shared_task(name="notify.republish_outbox")
-def republish_outbox() -> int:
-    """Beat: publish route tasks that a crashed process committed but never published."""
-    return outbox_republish_stale()
 
 
 @shared_task(name="notify.reconcile_unread_counts")

@@ -34,9 +34,11 @@ def feed_channel(recipient_id: int) -> str:
 def unread_increment(*, recipient_id: int) -> None:
     """One more unread entry; live streams of the recipient are woken to send it."""
     try:
-        client = _redis()
-        client.incr(unread_key(recipient_id))
-        client.publish(feed_channel(recipient_id), "new")
+        # One round trip for both.
+        pipe = _redis().pipeline(transaction=False)
+        pipe.incr(unread_key(recipient_id))
+        pipe.publish(feed_channel(recipient_id), "new")
+        pipe.execute()
     except RedisError:
         logger.warning("unread counter: INCR failed for recipient %s", recipient_id)
 

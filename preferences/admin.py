@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from notify.admin import RecipientAdmin
 from preferences.models import ConsentRecord, MarketingDayCount, Preference, QuietHours
 
 CONSENT_FIELDS = (
@@ -51,15 +50,6 @@ class QuietHoursInline(admin.StackedInline):
     model = QuietHours
     extra = 0
     max_num = 1
-
-
-# Shown on the recipient page, where support answers "why didn't I get it".
-RecipientAdmin.inlines = [
-    *RecipientAdmin.inlines,
-    PreferenceInline,
-    QuietHoursInline,
-    ConsentRecordInline,
-]
 
 
 @admin.register(ConsentRecord)

@@ -1,11 +1,15 @@
 """The gate: the one place that decides, per channel, whether a notification goes out.
 
-`route` calls `decide_deliveries` and creates exactly the deliveries it returns; nothing
-else creates deliveries, and each one it creates carries the gate's seal, which the
-sender checks. Today it decides by the category's channels, whether the channel is
-enabled, whether the recipient has an address there, and then — unless the category
-is mandatory — the recipient's opt-outs, marketing consent, quiet hours (marketing is
+Routing (in `deliveries`) calls `decide_deliveries` and creates exactly the deliveries
+it returns; nothing else creates deliveries, and each one carries the gate's seal, which
+the sender checks. The gate decides by the category's channels, whether the channel is
+enabled, whether the recipient has an address there, and then — unless the category is
+mandatory — the recipient's opt-outs, marketing consent, quiet hours (marketing is
 deferred to the window's end) and the daily marketing cap, in that order.
+
+It reads (one query at most, `gate_inputs`), decides and returns; the only thing it
+writes is the daily cap's counter. Where a channel reaches the recipient (addresses,
+push devices) is given to it by the caller, so the gate knows nothing of devices.
 
 The clock is an argument (`now`) so the rules can be shown at 03:00 in Tokyo without
 waiting for it.
@@ -15,20 +19,39 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.db import models
 from django.utils import timezone
 
-from deliveries.models import DeliveryStatus, Reason
-from notify.models import Channel
-
-if TYPE_CHECKING:
-    from notify.models import Notification, Recipient
+from notify.models import Category, Channel, Notification, Recipient
+from preferences.selectors import GateInputs, gate_inputs, quiet_until, recipient_zone
+from preferences.services import marketing_cap_take
 
 FEED_TARGET = "feed"
+
+
+class Verdict(models.TextChoices):
+    """What the gate says of one (channel, target); the values are delivery statuses."""
+
+    SEND = "queued", "Send"
+    SUPPRESS = "suppressed", "Suppress"
+    DEFER = "deferred", "Defer"
+
+
+class GateReason(models.TextChoices):
+    """Why the gate held a delivery back; support reads these in plain words."""
+
+    OPTED_OUT = "opted_out", "The recipient opted out of this category on this channel"
+    UNSUBSCRIBED = "unsubscribed", "The recipient unsubscribed"
+    NO_CONSENT = "no_consent", "No recorded marketing consent"
+    QUIET_HOURS = "quiet_hours", "Inside the recipient's quiet hours"
+    FREQUENCY_CAP = "frequency_cap", "Daily marketing cap reached"
+    NO_ADDRESS = "no_address", "The recipient has no address for this channel"
+    CHANNEL_UNAVAILABLE = "channel_unavailable", "This channel is not enabled on the platform"
 
 
 @dataclass(frozen=True)
@@ -37,13 +60,13 @@ class ChannelDecision:
 
     channel: str
     target: str
-    status: str = DeliveryStatus.QUEUED
+    status: str = Verdict.SEND
     reason: str = ""
     not_before: datetime | None = None  # for `deferred`: when it passes the gate again
 
     @property
     def allowed(self) -> bool:
-        return self.status == DeliveryStatus.QUEUED
+        return self.status == Verdict.SEND
 
 
 def channels_for(notification: Notification) -> list[str]:
@@ -53,88 +76,74 @@ def channels_for(notification: Notification) -> list[str]:
     return [channel for channel in dict.fromkeys(requested) if channel in known]
 
 
-def targets_for(channel: str, recipient: Recipient) -> list[str]:
-    """Where a channel reaches this recipient: the feed, an address, or device ids."""
+def address_targets(channel: str, recipient: Recipient) -> list[str]:
+    """Where a non-push channel reaches this recipient: the feed, an email or a phone."""
     if channel == Channel.INAPP:
         return [FEED_TARGET]
     if channel == Channel.EMAIL:
         return [recipient.email] if recipient.email else []
     if channel == Channel.SMS:
         return [recipient.phone] if recipient.phone else []
-    from deliveries.selectors import push_targets
-
-    return push_targets(recipient=recipient, channel=channel)
+    return []
 
 
 def decide_deliveries(
     notification: Notification,
     *,
+    channels: list[str],
+    push_targets: Mapping[str, list[str]],
     now: datetime | None = None,
-    channels: list[str] | None = None,
 ) -> list[ChannelDecision]:
-    """Every delivery this notification should have, with the gate's verdict on each.
+    """Every delivery this notification should have on `channels`, with the verdict on each.
 
-    `channels` narrows the decision to those channels (a fallback after a dead SMS).
+    `push_targets` maps a push channel to the recipient's live device ids (the caller
+    reads them in the same query as the device list).
     """
     now = now or timezone.now()
     recipient = notification.recipient
+    category = notification.category
+    inputs = gate_inputs(recipient=recipient, category=category)
     decisions: list[ChannelDecision] = []
-    for channel in channels if channels is not None else channels_for(notification):
+    for channel in channels:
         if channel not in settings.NOTIFY_CHANNELS_ENABLED:
             decisions.append(
-                ChannelDecision(channel, "", DeliveryStatus.SUPPRESSED, Reason.CHANNEL_UNAVAILABLE)
+                ChannelDecision(channel, "", Verdict.SUPPRESS, GateReason.CHANNEL_UNAVAILABLE)
             )
             continue
-        targets = targets_for(channel, recipient)
+        targets = push_targets.get(channel) or address_targets(channel, recipient)
         if not targets:
-            decisions.append(
-                ChannelDecision(channel, "", DeliveryStatus.SUPPRESSED, Reason.NO_ADDRESS)
-            )
+            decisions.append(ChannelDecision(channel, "", Verdict.SUPPRESS, GateReason.NO_ADDRESS))
             continue
-        reason = _declined_by_preferences(notification, channel)
-        if reason:
-            decisions.extend(
-                ChannelDecision(channel, target, DeliveryStatus.SUPPRESSED, reason)
-                for target in targets
-            )
-            continue
-        decisions.extend(ChannelDecision(channel, target) for target in targets)
-    if notification.category.mandatory or not notification.category.marketing:
+        reason = _declined_by_preferences(category, channel, inputs)
+        verdict = Verdict.SUPPRESS if reason else Verdict.SEND
+        decisions.extend(ChannelDecision(channel, t, verdict, reason) for t in targets)
+    if category.mandatory or not category.marketing:
         return decisions
-    return _marketing_timing(notification, decisions, now)
+    return _marketing_timing(recipient, decisions, inputs, now)
 
 
-def _declined_by_preferences(notification: Notification, channel: str) -> str:
+def _declined_by_preferences(category: Category, channel: str, inputs: GateInputs) -> str:
     """The reason the recipient's own choices decline this channel, or ""."""
-    from preferences.selectors import consent_granted, opt_out_reason, preference_cell
-
-    category = notification.category
     if category.mandatory:
         return ""
-    cell = preference_cell(recipient=notification.recipient, category=category, channel=channel)
+    cell = inputs.cells.get(channel)
     if cell is not None and not cell.enabled:
-        return opt_out_reason(cell)
-    if category.marketing and not consent_granted(
-        recipient=notification.recipient, category=category, channel=channel
-    ):
-        return Reason.NO_CONSENT
+        return GateReason.UNSUBSCRIBED if cell.from_email_link else GateReason.OPTED_OUT
+    if category.marketing and not inputs.consent_granted(category_id=category.pk, channel=channel):
+        return GateReason.NO_CONSENT
     return ""
 
 
 def _marketing_timing(
-    notification: Notification, decisions: list[ChannelDecision], now: datetime
+    recipient: Recipient, decisions: list[ChannelDecision], inputs: GateInputs, now: datetime
 ) -> list[ChannelDecision]:
     """Quiet hours defer what would go out; past them, the daily cap may suppress it."""
-    from preferences.selectors import quiet_until, recipient_zone
-    from preferences.services import marketing_cap_take
-
     if not any(decision.allowed for decision in decisions):
         return decisions
-    recipient = notification.recipient
-    until = quiet_until(recipient=recipient, now=now)
+    until = quiet_until(recipient=recipient, now=now, window=inputs.quiet_window)
     if until is not None:
         return [
-            ChannelDecision(d.channel, d.target, DeliveryStatus.DEFERRED, Reason.QUIET_HOURS, until)
+            ChannelDecision(d.channel, d.target, Verdict.DEFER, GateReason.QUIET_HOURS, until)
             if d.allowed
             else d
             for d in decisions
@@ -143,7 +152,7 @@ def _marketing_timing(
     if marketing_cap_take(recipient_id=recipient.pk, local_date=local_date):
         return decisions
     return [
-        ChannelDecision(d.channel, d.target, DeliveryStatus.SUPPRESSED, Reason.FREQUENCY_CAP)
+        ChannelDecision(d.channel, d.target, Verdict.SUPPRESS, GateReason.FREQUENCY_CAP)
         if d.allowed
         else d
         for d in decisions

@@ -2,22 +2,95 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 
 from notify.models import Category, Channel, Recipient
 from preferences.models import ConsentRecord, ConsentSource, Preference, QuietHours
 
 
-def preference_cell(*, recipient: Recipient, category: Category, channel: str) -> Preference | None:
-    """The recipient's own setting for this cell, or None when the default applies."""
-    return Preference.objects.filter(
-        recipient=recipient, category=category, channel=channel
-    ).first()
+@dataclass(frozen=True)
+class Cell:
+    """The recipient's own setting of one (category, channel) cell."""
+
+    enabled: bool
+    from_email_link: bool  # turned off from an unsubscribe link: shown as `unsubscribed`
+
+
+@dataclass(frozen=True)
+class Consent:
+    category_id: int | None  # None: all marketing
+    channel: str  # "": every channel
+    granted: bool
+
+
+@dataclass(frozen=True)
+class GateInputs:
+    """Everything the gate reads about one recipient and category, read at once."""
+
+    cells: dict[str, Cell] = field(default_factory=dict)
+    consents: list[Consent] = field(default_factory=list)  # newest first
+    quiet_window: QuietWindow | None = None
+
+    def consent_granted(self, *, category_id: int, channel: str) -> bool:
+        """Marketing consent as of the newest record that covers this category and channel."""
+        for consent in self.consents:
+            if consent.category_id in (None, category_id) and consent.channel in ("", channel):
+                return consent.granted
+        return False
+
+
+def gate_inputs(*, recipient: Recipient, category: Category) -> GateInputs:
+    """The recipient's cells for `category` and, for marketing, their consent history and
+    quiet window — in one round trip. A mandatory category reads nothing.
+    """
+    if category.mandatory:
+        return GateInputs()
+    marketing = category.marketing
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT
+              (SELECT coalesce(json_agg(json_build_array(channel, enabled, source)), '[]')
+                 FROM {Preference._meta.db_table}
+                WHERE recipient_id = %(r)s AND category_id = %(c)s),
+              (SELECT coalesce(json_agg(json_build_array(category_id, channel, granted)
+                                        ORDER BY id DESC), '[]')
+                 FROM {ConsentRecord._meta.db_table}
+                WHERE %(m)s AND recipient_id = %(r)s
+                  AND (category_id = %(c)s OR category_id IS NULL)),
+              (SELECT json_build_array(start, "end")
+                 FROM {QuietHours._meta.db_table}
+                WHERE %(m)s AND recipient_id = %(r)s)
+            """,
+            {"r": recipient.pk, "c": category.pk, "m": marketing},
+        )
+        cells, consents, quiet = cursor.fetchone()
+    return GateInputs(
+        cells={
+            channel: Cell(enabled, source == ConsentSource.EMAIL_LINK)
+            for channel, enabled, source in _json(cells)
+        },
+        consents=[Consent(c, ch, granted) for c, ch, granted in _json(consents)],
+        quiet_window=(
+            QuietWindow(_parse_hhmm(quiet[0][:5]), _parse_hhmm(quiet[1][:5]))
+            if quiet
+            else default_quiet_window()
+        )
+        if marketing
+        else None,
+    )
+
+
+def _json(value: object) -> list:
+    # psycopg decodes json columns; a driver that hands back text is handled too.
+    return json.loads(value) if isinstance(value, str) else list(value or [])
 
 
 def consent_granted(*, recipient: Recipient, category: Category, channel: str) -> bool:
@@ -76,13 +149,6 @@ def preferences_document(*, recipient: Recipient) -> dict:
     }
 
 
-def opt_out_reason(pref: Preference | None) -> str:
-    """`unsubscribed` when the cell was turned off from an email link, else `opted_out`."""
-    if pref is not None and pref.source == ConsentSource.EMAIL_LINK:
-        return "unsubscribed"
-    return "opted_out"
-
-
 # --- Quiet hours ------------------------------------------------------------------------
 
 
@@ -97,13 +163,17 @@ def _parse_hhmm(value: str) -> time:
     return time(int(hours), int(minutes))
 
 
+def default_quiet_window() -> QuietWindow:
+    return QuietWindow(
+        _parse_hhmm(settings.NOTIFY_QUIET_HOURS_START), _parse_hhmm(settings.NOTIFY_QUIET_HOURS_END)
+    )
+
+
 def quiet_window(*, recipient: Recipient) -> QuietWindow:
     own = QuietHours.objects.filter(recipient=recipient).first()
     if own is not None:
         return QuietWindow(own.start, own.end)
-    return QuietWindow(
-        _parse_hhmm(settings.NOTIFY_QUIET_HOURS_START), _parse_hhmm(settings.NOTIFY_QUIET_HOURS_END)
-    )
+    return default_quiet_window()
 
 
 def recipient_zone(recipient: Recipient) -> ZoneInfo:
@@ -113,12 +183,15 @@ def recipient_zone(recipient: Recipient) -> ZoneInfo:
         return ZoneInfo("UTC")
 
 
-def quiet_until(*, recipient: Recipient, now: datetime) -> datetime | None:
+def quiet_until(
+    *, recipient: Recipient, now: datetime, window: QuietWindow | None = None
+) -> datetime | None:
     """When the recipient's quiet window ends, if `now` is inside it; else None.
 
-    The window is local wall-clock time and may cross midnight (21:00-09:00).
+    The window is local wall-clock time and may cross midnight (21:00-09:00); it is
+    read from the database unless the caller already has it.
     """
-    window = quiet_window(recipient=recipient)
+    window = window or quiet_window(recipient=recipient)
     if window.start == window.end:
         return None
     local = now.astimezone(recipient_zone(recipient))

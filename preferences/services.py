@@ -1,18 +1,17 @@
-"""Writes of preferences and consent, one-click unsubscribe, the daily cap and the
-release of deferred deliveries."""
+"""Writes of preferences and consent, one-click unsubscribe and the daily cap."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import date, datetime, time
+from datetime import date, time
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
 
 from notify.models import Category, Channel, Recipient
 from preferences.models import ConsentRecord, ConsentSource, Preference, QuietHours
+from preferences.selectors import consent_granted
 from preferences.tokens import UnsubscribeScope
 
 logger = logging.getLogger(__name__)
@@ -92,8 +91,6 @@ def preferences_update(
                 ).first()
                 current = pref.enabled if pref is not None else True
                 if category.marketing and current:
-                    from preferences.selectors import consent_granted
-
                     current = consent_granted(
                         recipient=recipient, category=category, channel=channel
                     )
@@ -182,63 +179,6 @@ def marketing_cap_take(*, recipient_id: int, local_date: date) -> bool:
             [recipient_id, local_date, settings.NOTIFY_MARKETING_DAILY_CAP],
         )
         return cursor.fetchone() is not None
-
-
-def deferred_release(*, now: datetime | None = None) -> int:
-    """Beat: deferred deliveries whose quiet window ended pass the gate again.
-
-    Allowed → `queued` and enqueued; declined → `suppressed` with the reason; still
-    quiet → deferred to the new window end. Returns how many were enqueued.
-    """
-    from deliveries.models import Delivery, DeliveryStatus
-    from deliveries.services import delivery_enqueue
-    from notify.models import Notification
-    from preferences.gate import decide_deliveries
-
-    now = now or timezone.now()
-    enqueue: list[tuple[int, str, str]] = []
-    with transaction.atomic():
-        due = list(
-            Delivery.objects.select_for_update(skip_locked=True)
-            .filter(status=DeliveryStatus.DEFERRED, next_attempt_at__lte=now)
-            .order_by("next_attempt_at")[: settings.NOTIFY_DEFERRED_RELEASE_BATCH]
-        )
-        by_notification: dict[object, list] = {}
-        for delivery in due:
-            by_notification.setdefault(delivery.notification_id, []).append(delivery)
-        for notification_id, deliveries in by_notification.items():
-            notification = Notification.objects.select_related("recipient", "category").get(
-                pk=notification_id
-            )
-            verdicts = {(d.channel, d.target): d for d in decide_deliveries(notification, now=now)}
-            for delivery in deliveries:
-                verdict = verdicts.get((delivery.channel, delivery.target))
-                delivery.updated_at = now
-                if verdict is not None and verdict.allowed:
-                    delivery.status = DeliveryStatus.QUEUED
-                    delivery.reason = ""
-                    delivery.next_attempt_at = now
-                    if delivery.deadline is not None and delivery.deadline < now:
-                        delivery.deadline = None
-                    enqueue.append((delivery.pk, delivery.channel, delivery.queue))
-                elif verdict is not None and verdict.status == DeliveryStatus.DEFERRED:
-                    delivery.next_attempt_at = verdict.not_before
-                else:
-                    delivery.status = DeliveryStatus.SUPPRESSED
-                    delivery.reason = verdict.reason if verdict else "no_address"
-                    delivery.next_attempt_at = None
-                    delivery.finished_at = now
-                delivery.save(
-                    update_fields=[
-                        "status", "reason", "next_attempt_at", "deadline", "finished_at",
-                        "updated_at",
-                    ]
-                )  # fmt: skip
-    for delivery_id, channel, queue in enqueue:
-        delivery_enqueue(delivery_id=delivery_id, channel=channel, queue=queue)
-    if due:
-        logger.info("released %s deferred deliveries, %s enqueued", len(due), len(enqueue))
-    return len(enqueue)
 
 
 def quiet_hours_set(*, recipient: Recipient, start: time, end: time) -> QuietHours:

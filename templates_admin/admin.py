@@ -29,6 +29,7 @@ from templates_admin.rendering import build_context, render_version
 from templates_admin.services import (
     TemplateInvalid,
     template_version_draft,
+    template_version_problems,
     template_version_publish,
 )
 from templates_admin.validation import CHANNEL_FIELDS, FIELD_LABELS
@@ -61,8 +62,6 @@ class VersionForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        from templates_admin.services import template_version_problems
-
         fields = {name: data.get(name) or "" for name in self.fields}
         for problem in template_version_problems(template=self.template, fields=fields):
             self.add_error(problem.field if problem.field in self.fields else None, str(problem))

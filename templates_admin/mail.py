@@ -2,7 +2,7 @@
 
 templated-mail normally renders a disk template's `subject`, `text_body` and
 `html_body` blocks into one EmailMultiAlternatives. Here the three parts come from the
-version's fields instead, each rendered by the restricted engines in `rendering`:
+version's fields instead, each rendered by the restricted engines in `fields`:
 subject and text without autoescape, HTML with it. Rendering the fields separately
 (rather than splicing them into one `{% block %}` template) means an author's text can
 never close or open a block of its own.
@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from templated_mail.mail import BaseEmailMessage
+
+from templates_admin.fields import html_to_text, render_field
 
 if TYPE_CHECKING:
     from templates_admin.models import TemplateVersion
@@ -44,8 +46,6 @@ class VersionEmailMessage(BaseEmailMessage):
         """Fill subject, text and HTML from the version; idempotent (send() calls it too)."""
         if self._rendered:
             return
-        from templates_admin.rendering import html_to_text, render_field
-
         context = self.get_context_data()
         options = {"locale": self.locale, "timezone": self.timezone}
         # A subject is one line: newlines in it would break the header.

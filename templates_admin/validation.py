@@ -24,6 +24,8 @@ from django.template.defaulttags import FirstOfNode, ForNode, IfNode, TemplateLi
 
 from notify.models import Channel
 from templates_admin.filters import ALLOWED_FILTERS, ALLOWED_TAGS, DEFAULTING_FILTERS, safe_engine
+from templates_admin.models import Template, TemplateVersion
+from templates_admin.rendering import build_context, render_version
 
 # Fields each channel uses; the others are ignored (and must stay empty in the form).
 CHANNEL_FIELDS: dict[str, tuple[str, ...]] = {
@@ -351,9 +353,6 @@ def template_version_check(
     sample_payloads: list[dict[str, Any]],
 ) -> list[Problem]:
     """Every problem that stops these fields from being saved as a version of a template."""
-    from templates_admin.models import Template, TemplateVersion
-    from templates_admin.rendering import build_context, render_version
-
     problems: list[Problem] = []
     used = CHANNEL_FIELDS.get(channel, ())
     for name in REQUIRED_FIELDS.get(channel, ()):

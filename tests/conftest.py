@@ -4,9 +4,6 @@ a service that does not answer stops the run with a message naming it."""
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -15,8 +12,8 @@ import pytest
 from django.conf import settings
 from kombu import Connection
 
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "artifacts"
+from tests.processes import ARTIFACTS, ROOT, RelayProcess, WorkerProcess
+
 WORK_QUEUES = ("high", "medium", "low", "dead_letter")
 
 
@@ -144,108 +141,20 @@ def worker_env(django_db_setup, smtp_peer) -> dict[str, str]:
     return worker_environment(connection.settings_dict["NAME"], smtp_peer.port)
 
 
-class WorkerProcess:
-    """`celery -A notify worker` as a child process, logging to artifacts/."""
-
-    def __init__(
-        self,
-        env: dict[str, str],
-        *,
-        name: str,
-        queues: str = "high,medium,low",
-        pool: str = "prefork",
-        concurrency: int = 2,
-    ):
-        self.env = env
-        self.name = name
-        self.queues = queues
-        self.pool = pool
-        self.concurrency = concurrency
-        self.process: subprocess.Popen | None = None
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.log_path = ARTIFACTS / f"worker-{name}.log"
-
-    def start(self, timeout: float = 30.0) -> None:
-        from notify.celery import app
-
-        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
-        self.process = subprocess.Popen(
-            [
-                sys.executable, "-m", "celery", "-A", "notify", "worker",
-                "-Q", self.queues, "-n", f"{self.name}@%h",
-                "-c", str(self.concurrency), "-P", self.pool,
-                "-l", "INFO", "--without-gossip", "--without-mingle",
-            ],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"worker exited at start; see {self.log_path}")
-            replies = app.control.ping(timeout=0.5)
-            if any(any(key.startswith(f"{self.name}@") for key in reply) for reply in replies):
-                return
-        raise RuntimeError(f"worker did not answer a ping in {timeout}s; see {self.log_path}")
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def wait_idle(self, timeout: float = 10.0) -> None:
-        """Return once the worker runs no task (best effort, bounded by `timeout`)."""
-        from notify.celery import app
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                active = app.control.inspect(destination=[self.node], timeout=0.5).active()
-            except Exception:
-                return
-            if active is not None and not active.get(self.node):
-                return
-            time.sleep(0.1)
-
-    @property
-    def node(self) -> str:
-        return f"{self.name}@{socket.gethostname()}"
-
-    def consumes(self, queues: tuple[str, ...]) -> bool:
-        """Whether the worker answers and consumes every one of `queues` right now."""
-        from notify.celery import app
-
-        try:
-            answer = app.control.inspect(destination=[self.node], timeout=2).active_queues()
-        except Exception:
-            return False
-        names = {queue["name"] for queue in (answer or {}).get(self.node, [])}
-        return set(queues) <= names
-
-    def restore(self, queues: tuple[str, ...]) -> None:
-        """Consume `queues` again; a worker that cannot (e.g. after a broker restart left
-        it half-connected) is replaced by a fresh one."""
-        from notify.celery import app
-
-        try:
-            for queue in queues:
-                app.control.add_consumer(queue, destination=[self.node], reply=True, timeout=2)
-        except Exception:
-            pass
-        if not self.consumes(queues):
-            self.stop()
-            self.start()
-
-
 @pytest.fixture(scope="session")
 def celery_worker(worker_env):
     worker = WorkerProcess(worker_env, name="test-all")
     worker.start()
     yield worker
     worker.stop()
+
+
+@pytest.fixture(scope="session")
+def outbox_relay(worker_env):
+    relay = RelayProcess(worker_env)
+    relay.start()
+    yield relay
+    relay.stop()
 
 
 @pytest.fixture
@@ -289,9 +198,11 @@ def workers_with(worker_env, celery_worker, pipeline):
 
 
 @pytest.fixture
-def pipeline(transactional_db, celery_worker, smtp, broker):
-    """Everything a notification needs to travel: worker, SMTP peer, clean queues, and
-    provider breakers and buckets as a fresh deployment has them."""
+def pipeline(transactional_db, celery_worker, outbox_relay, smtp, broker):
+    """Everything a notification needs to travel: the outbox relay, a worker, the SMTP
+    peer, clean queues, and provider breakers and buckets as a fresh deployment has them."""
+    if outbox_relay.process.poll() is not None:  # a test killed it: a fresh one
+        outbox_relay.start()
     purge_queues(broker)
     reset_provider_state()
     yield smtp
@@ -308,7 +219,7 @@ def pipeline(transactional_db, celery_worker, smtp, broker):
 
 @pytest.fixture
 def demo_data(db):
-    from notify.demo import seed_demo
+    from deliveries.demo import seed_demo
 
     seed_demo()
 

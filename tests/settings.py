@@ -12,7 +12,10 @@ _TEST_DEFAULTS = {
     "REDIS_URL": "redis://127.0.0.1:6379/15",
     "NOTIFY_EMAIL_RETRY_DELAYS": "0.3,0.6,1.2,2.4,4.8",
     "NOTIFY_RETRY_SWEEP_GRACE": "1",
-    "NOTIFY_OUTBOX_REPUBLISH_AFTER": "0.5",
+    # Each test builds its own keys and categories; in-process caching of them is shown by
+    # its own test (with the production setting), not shared across tests.
+    "NOTIFY_AUTH_CACHE_SECONDS": "0",
+    "NOTIFY_OUTBOX_POLL_INTERVAL": "0.5",
     "NOTIFY_PUBLIC_URL": "http://testserver",
     "LOG_LEVEL": "WARNING",
     # Push (issue 5): a test-only VAPID key, and the push backoff shortened (same shape).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -13,10 +14,10 @@ from django.utils import timezone
 from kombu import Queue
 
 from deliveries.models import Delivery, DeliveryStatus
-from deliveries.services import sweep_due_deliveries
+from deliveries.routing import notification_route
+from deliveries.sweep import sweep_due_deliveries
 from notify.celery import app
 from notify.models import Notification, Outbox, Recipient
-from notify.services import notification_route, outbox_republish_stale
 from tests.conftest import ROOT
 from tests.waiting import wait_for
 
@@ -24,9 +25,12 @@ pytestmark = pytest.mark.e2e
 
 
 def test_a_process_killed_between_commit_and_publish_loses_nothing(
-    pipeline, producer_key, worker_env
+    pipeline, producer_key, worker_env, outbox_relay
 ):
+    """The web process dies right after its commit while no relay runs: the outbox row
+    waits, and the relay publishes it when it (re)starts."""
     smtp = pipeline
+    outbox_relay.kill()
     Recipient.objects.create(user_id="k1", email="k1@example.com", locale="en")
     died = subprocess.run(
         [sys.executable, "-m", "tests.scripts.accept_then_die", "shop", "k1", "crash-1"],
@@ -38,11 +42,65 @@ def test_a_process_killed_between_commit_and_publish_loses_nothing(
     assert Outbox.objects.get(notification=notification).published_at is None
     assert not smtp.received
 
-    # What the beat task does every few seconds: publish rows left behind.
-    wait_for(outbox_republish_stale, timeout=5, what="the sweeper to publish the row")
-    mail = wait_for(lambda: smtp.received, what="the email after the sweep")[0]
+    outbox_relay.start()
+    mail = wait_for(lambda: smtp.received, what="the email once the relay runs")[0]
     assert mail.subject == "Order K-9 has shipped"
-    assert Outbox.objects.get(notification=notification).published_at is not None
+    wait_for(
+        lambda: Outbox.objects.get(notification=notification).published_at is not None,
+        what="the outbox row marked published",
+    )
+
+
+def test_a_relay_killed_between_confirm_and_commit_sends_once(
+    pipeline, producer_key, worker_env, outbox_relay
+):
+    """The relay dies after the broker confirmed the route message but before it marked
+    the row: the row is published again, and the notification is still sent once."""
+    smtp = pipeline
+    outbox_relay.kill()
+    Recipient.objects.create(user_id="k2", email="k2@example.com", locale="en")
+    accepted = subprocess.run(
+        [sys.executable, "-c", ACCEPT_ONE],
+        cwd=ROOT, env=worker_env, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert accepted.returncode == 0, accepted.stderr.decode()[-2000:]
+    died = subprocess.run(
+        [sys.executable, "-m", "tests.scripts.publish_then_die"],
+        cwd=ROOT, env=worker_env, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert died.returncode == -signal.SIGKILL, died.stderr.decode()[-2000:]
+    notification = Notification.objects.get(event_id="crash-2")
+    assert Outbox.objects.get(notification=notification).published_at is None
+
+    outbox_relay.start()  # publishes the row a second time
+    wait_for(
+        lambda: Outbox.objects.get(notification=notification).published_at is not None,
+        what="the row published again",
+    )
+    wait_for(lambda: smtp.received, what="the email")
+    wait_for(
+        lambda: Delivery.objects.filter(notification=notification, status="delivered").exists(),
+        what="the email delivery recorded",
+    )
+    pipeline_worker_settles = 1.0  # time for a duplicate route message to be worked off
+    time.sleep(pipeline_worker_settles)
+    assert len(smtp.received) == 1
+    assert Delivery.objects.filter(notification=notification).count() == 1
+
+
+ACCEPT_ONE = """
+import os, django
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+django.setup()
+from notify.models import Category, Producer
+from notify.services import notification_accept
+notification_accept(
+    producer=Producer.objects.get(name="shop"), event_id="crash-2", user_id="k2",
+    category=Category.objects.get(key="order.shipped"),
+    payload={"order_number": "K-10", "delivery_date": "2026-12-03", "items_count": 1},
+    channels=["email"], ttl_seconds=None,
+)
+"""
 
 
 def delivered(delivery: Delivery) -> bool:

@@ -79,9 +79,9 @@ def test_posting_the_same_event_again_changes_nothing(api, pipeline):
     assert again.status_code == 202
     assert again.json()["notification_id"] == notification_id
 
-    from notify.services import outbox_republish_stale
+    from notify.relay import outbox_publish_pending
 
-    outbox_republish_stale()  # even a sweeper pass must not resend
+    outbox_publish_pending()  # even a sweeper pass must not resend
     assert Notification.objects.count() == 1
     assert len(smtp.received) == 1
     assert api.get("/v1/users/u-dup/unread-count").json() == {"count": 1}
@@ -183,7 +183,7 @@ def test_queue_class_of_the_category_decides_the_broker_queue(api, pipeline, bro
     def routed_ids(tap):
         ids = []
         while (message := tap.get(no_ack=True)) is not None:
-            if message.headers.get("task") == "notify.route":
+            if message.headers.get("task") == "deliveries.route":
                 ids.append(message.decode()[0][0])
         return ids
 

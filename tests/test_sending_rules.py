@@ -10,12 +10,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from deliveries.attempt import delivery_attempt
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
+from deliveries.outcome import AttemptResult
 from deliveries.retry import RetryKind, decide_retry
-from deliveries.services import AttemptResult, delivery_attempt
+from deliveries.routing import notification_route
 from notify.celery import app
 from notify.models import Category, Notification, Producer, Recipient
-from notify.services import notification_route
 from tests.conftest import ROOT
 
 

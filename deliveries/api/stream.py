@@ -24,6 +24,8 @@ from deliveries.live import device_live_clear, device_live_mark
 from deliveries.models import Device
 from notify.api.errors import error_body
 from notify.models import FeedEntry, Recipient
+from notify.services import api_key_authenticate
+from notify.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
 from notify.unread import feed_channel
 
 
@@ -33,9 +35,6 @@ def _error(status: int, code: str, message: str, field: str | None = None) -> Js
 
 def _authorized_recipient(request: HttpRequest, user_id: str) -> Recipient | JsonResponse:
     """A producer key, or the end user's own token (R-U4)."""
-    from notify.services import api_key_authenticate
-    from preferences.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
-
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         return _error(401, "not_authenticated", "Use 'Authorization: Bearer <token>'.")

@@ -3,6 +3,11 @@ from django.urls import path
 from deliveries.api import stream, views
 
 urlpatterns = [
+    path(
+        "notifications/<uuid:notification_id>/status",
+        views.NotificationStatusApi.as_view(),
+        name="notification-status",
+    ),
     path("users/<str:user_id>/stream", stream.stream, name="stream"),
     path("users/<str:user_id>/devices", views.DeviceRegisterApi.as_view(), name="device-register"),
     path(

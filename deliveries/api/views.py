@@ -10,6 +10,8 @@ from rest_framework.views import APIView
 
 from deliveries.api import serializers as s
 from deliveries.devices import device_register, device_remove
+from deliveries.selectors import notification_status
+from notify.api import serializers as notify_s
 from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404
 
@@ -49,3 +51,12 @@ class DeviceDeleteApi(APIView):
         if not device_remove(recipient=recipient, device_id=device_id):
             raise ApiError(404, "not_found", "No such device for this recipient.")
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class NotificationStatusApi(APIView):
+    @extend_schema(responses={200: notify_s.NotificationStatusOut}, summary="Per-channel outcome.")
+    def get(self, request: Request, notification_id) -> Response:
+        found = notification_status(producer=request.user.producer, notification_id=notification_id)
+        if found is None:
+            raise ApiError(404, "not_found", "No such notification.")
+        return Response(notify_s.NotificationStatusOut(found).data)

@@ -7,15 +7,20 @@ transient (they are about our side or the relay, not about this message).
 
 from __future__ import annotations
 
+import contextlib
 import smtplib
+import threading
+import time
 from email.utils import make_msgid
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.mail import get_connection
+from django.core.mail.backends.base import BaseEmailBackend
 from django.utils.html import escape
 
 from deliveries.channels.base import SendResult
+from preferences.tokens import unsubscribe_url
 from templates_admin.mail import VersionEmailMessage
 
 if TYPE_CHECKING:
@@ -53,20 +58,68 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
         context = {**context, "unsubscribe_url": unsubscribe}
         headers["List-Unsubscribe"] = f"<{unsubscribe}>"
         headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
-    message = VersionEmailMessage(
-        version=version,
-        context=context,
-        headers=headers,
-        connection=get_connection(fail_silently=False),
-    )
+    message = VersionEmailMessage(version=version, context=context, headers=headers)
     message.render()  # a template error surfaces here, before any network call
     if unsubscribe:
         _add_unsubscribe_footer(message, unsubscribe)
     try:
-        message.send(to=[delivery.target])
+        _send_on_kept_connection(message, to=delivery.target)
     except (smtplib.SMTPException, OSError) as error:
         return classify_smtp_error(error)
     return SendResult.delivered(provider_message_id=message_id, status_code="250")
+
+
+class _KeptConnection(threading.local):
+    """Each sender thread keeps one SMTP session open across sends: no TCP, TLS and EHLO
+    round trips per message. Dropped on any failure and reopened by the next send."""
+
+    backend: BaseEmailBackend | None = None
+    last_used: float = 0.0
+
+
+_kept = _KeptConnection()
+
+
+def _send_on_kept_connection(message: VersionEmailMessage, *, to: str) -> None:
+    """Send on this thread's open session (opened when missing or idle too long).
+
+    A session that was idle may have been closed by the relay in the meantime; when the
+    relay says so before taking the message (disconnected at MAIL FROM), the message is
+    sent once more on a fresh session.
+    """
+    reused = _kept.backend is not None and (
+        time.monotonic() - _kept.last_used < settings.NOTIFY_SMTP_KEEP_IDLE_SECONDS
+    )
+    if not reused:
+        _drop_kept()
+        _kept.backend = get_connection(fail_silently=False)
+        _kept.backend.open()
+    message.connection = _kept.backend
+    try:
+        message.send(to=[to])
+    except smtplib.SMTPServerDisconnected:
+        _drop_kept()
+        if not reused:
+            raise
+        _kept.backend = get_connection(fail_silently=False)
+        _kept.backend.open()
+        message.connection = _kept.backend
+        try:
+            message.send(to=[to])
+        except Exception:
+            _drop_kept()
+            raise
+    except Exception:
+        _drop_kept()
+        raise
+    _kept.last_used = time.monotonic()
+
+
+def _drop_kept() -> None:
+    if _kept.backend is not None:
+        with contextlib.suppress(Exception):  # already broken: nothing to close cleanly
+            _kept.backend.close()
+        _kept.backend = None
 
 
 def _unsubscribe_url(delivery: Delivery) -> str:
@@ -74,8 +127,6 @@ def _unsubscribe_url(delivery: Delivery) -> str:
     notification = delivery.notification
     if not notification.category.marketing:
         return ""
-    from preferences.tokens import unsubscribe_url
-
     return unsubscribe_url(
         recipient_id=notification.recipient_id,
         category_id=notification.category_id,

@@ -30,6 +30,7 @@ from deliveries.smpp.encoding import (
     encode_text,
     udh_parts,
 )
+from deliveries.smpp.process import session_for_process
 from deliveries.smpp.rate import throttle_pause
 from deliveries.smpp.session import SessionUnavailable, SmppSession, SubmitTimeout
 from templates_admin.rendering import render_version
@@ -47,8 +48,6 @@ _REGISTERED_DELIVERY_FINAL = 0x01  # ask the SMSC for a receipt on success and f
 
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
     """Render the SMS text and submit it on this process's SMPP bind."""
-    from deliveries.smpp.process import session_for_process
-
     text = render_version(version, context).body
     encoded = encode_text(text, limits=segment_limits())
     if encoded.segments == 0:

@@ -21,7 +21,6 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from smpplib import client as smpp_client
@@ -31,6 +30,13 @@ from smpplib import smpp
 
 from deliveries.smpp.codes import ESME_ROK
 from deliveries.smpp.rate import AdaptiveRate
+from deliveries.smpp.session_types import (
+    SessionConfig,
+    SessionUnavailable,
+    SubmitAnswer,
+    SubmitTimeout,
+    _Pending,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -39,43 +45,6 @@ _KEEPER_TICK = 0.25
 # How long the reader waits on the socket before looking whether it should stop.
 _READ_POLL = 0.25
 _LINK_ERRORS = (OSError, smpp_errors.ConnectionError, smpp_errors.PDUError, ValueError)
-
-
-class SessionUnavailable(Exception):
-    """No usable bind right now (not bound, bind lost, window full): a transient failure."""
-
-
-class SubmitTimeout(Exception):
-    """The SMSC did not answer a submit_sm in time; it may or may not have taken it."""
-
-
-@dataclass(frozen=True)
-class SubmitAnswer:
-    status: int
-    message_id: str
-
-
-@dataclass
-class _Pending:
-    done: threading.Event = field(default_factory=threading.Event)
-    status: int = ESME_ROK
-    message_id: str = ""
-    lost: bool = False
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    host: str
-    port: int
-    system_id: str
-    password: str
-    system_type: str = ""
-    window: int = 10
-    enquire_interval: float = 45.0
-    response_timeout: float = 10.0
-    bind_wait: float = 5.0
-    reconnect_base: float = 1.0
-    reconnect_max: float = 60.0
 
 
 class SmppSession:

@@ -12,6 +12,7 @@ from rest_framework import authentication, exceptions, throttling
 from notify.models import ApiKey, Producer, Recipient
 from notify.ratelimit import bucket_take
 from notify.services import api_key_authenticate
+from notify.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +72,6 @@ class UserTokenAuthentication(authentication.BaseAuthentication):
     """
 
     def authenticate(self, request):
-        from preferences.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
-
         header = authentication.get_authorization_header(request).split()
         if len(header) != 2 or header[0].lower() != b"bearer":
             return None

@@ -13,12 +13,13 @@ from notify.api import serializers as s
 from notify.api.auth import ApiKeyRateThrottle
 from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404
-from notify.models import Category
 from notify.payloads import payload_problem
-from notify.selectors import BadCursor, feed_page, notification_status, recipient_get
+from notify.selectors import BadCursor, feed_page
 from notify.services import (
     IntakeConflict,
+    UnknownRecipient,
     api_key_may_send,
+    category_by_key,
     feed_mark_read,
     notification_accept,
     recipient_upsert,
@@ -55,7 +56,7 @@ class NotificationCreateApi(APIView):
         data = data_in.validated_data
         producer = request.user.producer
 
-        category = Category.objects.filter(key=data["category"]).first()
+        category = category_by_key(key=data["category"])
         if category is None:
             raise ApiError(
                 422, "unknown_category", f"No category {data['category']!r}.", field="category"
@@ -67,15 +68,6 @@ class NotificationCreateApi(APIView):
                 f"This API key may not send {category.key!r}.",
                 field="category",
             )
-        recipient = recipient_get(user_id=data["user_id"])
-        if recipient is None:
-            raise ApiError(
-                422,
-                "unknown_recipient",
-                f"No recipient with user_id {data['user_id']!r}; register it with "
-                "PUT /v1/users/{user_id} first.",
-                field="user_id",
-            )
         problem = payload_problem(category.payload_schema, data["payload"])
         if problem is not None:
             raise ApiError(400, "invalid_payload", problem.message, field=problem.field)
@@ -84,12 +76,20 @@ class NotificationCreateApi(APIView):
             accepted = notification_accept(
                 producer=producer,
                 event_id=data["event_id"],
-                recipient=recipient,
+                user_id=data["user_id"],
                 category=category,
                 payload=data["payload"],
                 channels=data.get("channels"),
                 ttl_seconds=data.get("ttl_seconds"),
             )
+        except UnknownRecipient:
+            raise ApiError(
+                422,
+                "unknown_recipient",
+                f"No recipient with user_id {data['user_id']!r}; register it with "
+                "PUT /v1/users/{user_id} first.",
+                field="user_id",
+            ) from None
         except IntakeConflict as conflict:
             raise ApiError(
                 409,
@@ -99,17 +99,8 @@ class NotificationCreateApi(APIView):
                 field="event_id",
             ) from None
         return Response(
-            {"notification_id": str(accepted.notification.pk)}, status=status.HTTP_202_ACCEPTED
+            {"notification_id": str(accepted.notification_id)}, status=status.HTTP_202_ACCEPTED
         )
-
-
-class NotificationStatusApi(APIView):
-    @extend_schema(responses={200: s.NotificationStatusOut}, summary="Per-channel outcome.")
-    def get(self, request: Request, notification_id) -> Response:
-        found = notification_status(producer=request.user.producer, notification_id=notification_id)
-        if found is None:
-            raise ApiError(404, "not_found", "No such notification.")
-        return Response(s.NotificationStatusOut(found).data)
 
 
 class RecipientUpsertApi(APIView):

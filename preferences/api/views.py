@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from notify.api.auth import UserPrincipal
 from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404
+from notify.tokens import user_token_issue
 from preferences.models import ConsentSource
 from preferences.selectors import preferences_document
 from preferences.services import (
@@ -26,7 +27,7 @@ from preferences.services import (
     quiet_hours_set,
     unsubscribe,
 )
-from preferences.tokens import unsubscribe_token_read, user_token_issue
+from preferences.tokens import unsubscribe_token_read
 
 # A producer may say where a change came from; an end user's token is always the
 # preference center, and `email_link` belongs to the unsubscribe endpoint alone.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
+from deliveries.attempt import delivery_attempt
 from deliveries.models import Delivery
-from deliveries.services import delivery_attempt
-from notify.services import notification_route
+from deliveries.routing import notification_route
 
 ORDER = {"order_number": "L-7", "delivery_date": "2026-12-03", "items_count": 1}
 
@@ -19,7 +19,7 @@ def test_each_delivery_outcome_is_one_structured_log_line(db, api, caplog):
          "payload": ORDER, "channels": ["inapp"]},
         format="json",
     ).json()["notification_id"]  # fmt: skip
-    with caplog.at_level(logging.INFO, logger="deliveries.services"):
+    with caplog.at_level(logging.INFO, logger="deliveries.outcome"):
         # Routing writes the in-app entry at once; a second attempt finds nothing to do.
         notification_route(notification_id=notification_id)
         delivery = Delivery.objects.get(notification_id=notification_id, channel="inapp")

@@ -48,6 +48,13 @@ class ScriptedHandler:
             self.data_answers: deque[str] = deque()
             self.default_data_answer = "250 Message accepted"
             self.data_delay = 0.0  # seconds the server takes before answering DATA
+            self.sessions = 0  # SMTP sessions opened (EHLO/HELO greetings)
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        session.host_name = hostname
+        with self.lock:
+            self.sessions += 1
+        return responses
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         with self.lock:

@@ -12,9 +12,9 @@ import pytest
 from django.db import connection
 
 from deliveries.models import Delivery
+from deliveries.release import deferred_release
+from deliveries.routing import notification_route
 from notify.models import Category, Notification, Producer, Recipient
-from notify.services import notification_route
-from preferences.services import deferred_release
 from tests.preferences.conftest import LOGIN, PROMO, register, signup_consent
 from tests.waiting import wait_for
 

@@ -88,7 +88,7 @@ def test_demo_users_receive_promo_because_they_consented_at_signup(demo_data):
     from zoneinfo import ZoneInfo
 
     from notify.models import Notification, Producer
-    from preferences.gate import decide_deliveries
+    from preferences.gate import channels_for, decide_deliveries
 
     notification = Notification.objects.create(
         producer=Producer.objects.create(name="demo-check"),
@@ -99,8 +99,18 @@ def test_demo_users_receive_promo_because_they_consented_at_signup(demo_data):
         fingerprint="-",
     )
     noon = datetime(2026, 1, 12, 12, 0, tzinfo=ZoneInfo("Europe/London"))
-    verdicts = {d.channel: d for d in decide_deliveries(notification, now=noon)}
+    verdicts = {
+        d.channel: d
+        for d in decide_deliveries(
+            notification, channels=channels_for(notification), push_targets={}, now=noon
+        )
+    }
     assert verdicts["email"].allowed and verdicts["inapp"].allowed
     evening = noon.replace(hour=22)
-    verdicts = {d.channel: d for d in decide_deliveries(notification, now=evening)}
+    verdicts = {
+        d.channel: d
+        for d in decide_deliveries(
+            notification, channels=channels_for(notification), push_targets={}, now=evening
+        )
+    }
     assert (verdicts["email"].status, verdicts["email"].reason) == ("deferred", "quiet_hours")

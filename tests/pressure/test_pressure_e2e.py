@@ -33,7 +33,7 @@ def accept_many(count: int, *, category: str = "order.shipped", payload=None, pr
     for n, recipient in enumerate(recipients):
         with transaction.atomic():
             notification_accept(
-                producer=producer, event_id=f"{prefix}-{n}", recipient=recipient,
+                producer=producer, event_id=f"{prefix}-{n}", user_id=recipient.user_id,
                 category=category_row, payload=payload or ORDER, channels=["email"],
                 ttl_seconds=None,
             )  # fmt: skip

@@ -14,9 +14,9 @@ import pytest
 from django.utils import timezone
 from firebase_admin import messaging
 
+from deliveries.attempt import delivery_attempt
 from deliveries.channels import fcm
 from deliveries.models import Delivery, DeliveryAttempt, Device
-from deliveries.services import delivery_attempt
 from notify.models import Category, Notification, Producer, Recipient
 from preferences.gate import gate_seal
 from templates_admin.models import Template

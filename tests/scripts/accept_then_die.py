@@ -15,7 +15,7 @@ django.setup()
 
 from django.db import transaction  # noqa: E402
 
-from notify.models import Category, Producer, Recipient  # noqa: E402
+from notify.models import Category, Producer  # noqa: E402
 from notify.services import notification_accept  # noqa: E402
 
 
@@ -26,7 +26,7 @@ def main(producer_name: str, user_id: str, event_id: str) -> None:
         notification_accept(
             producer=Producer.objects.get(name=producer_name),
             event_id=event_id,
-            recipient=Recipient.objects.get(user_id=user_id),
+            user_id=user_id,
             category=Category.objects.get(key="order.shipped"),
             payload={"order_number": "K-9", "delivery_date": "2026-12-03", "items_count": 1},
             channels=["email"],

@@ -116,7 +116,7 @@ def _close_open_deliveries():
 
 
 def _login_code_factory():
-    from notify.demo import seed_demo
+    from deliveries.demo import seed_demo
     from notify.models import Category, Notification, Producer, Recipient
 
     seed_demo()
@@ -149,9 +149,9 @@ def route_and_send(notification, *, hold: float = 0.0):
 
     from django.utils import timezone
 
+    from deliveries.attempt import delivery_attempt
     from deliveries.models import Delivery, DeliveryStatus
-    from deliveries.services import delivery_attempt
-    from notify.services import notification_route
+    from deliveries.routing import notification_route
 
     with transaction.atomic():
         notification_route(notification_id=str(notification.pk))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from notify.models import Category, QueueClass, Recipient
+from preferences.services import RequestOrigin, marketing_consent_grant
 from templates_admin.models import Template
 from templates_admin.services import template_version_create, template_version_publish
 
@@ -174,7 +175,5 @@ def seed_demo() -> dict[str, int]:
             )
             created["recipients"] += was_created
             if was_created:  # the demo users ticked "send me offers" at signup
-                from preferences.services import RequestOrigin, marketing_consent_grant
-
                 marketing_consent_grant(recipient=recipient, origin=RequestOrigin(source="signup"))
     return created

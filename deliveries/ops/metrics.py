@@ -20,8 +20,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from deliveries.models import DeliveryStatus
+from deliveries.ops import selectors
 from notify.models import Channel
-from notify.ops import selectors
 
 logger = logging.getLogger(__name__)
 

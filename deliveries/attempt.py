@@ -1,0 +1,132 @@
+"""One attempt at one delivery: load, claim, check, call the provider, record.
+
+The delivery row is the write-ahead record: the claim (`queued|retrying → sending`)
+makes a duplicate or early message harmless, and the outcome and next attempt are
+written before any message about them is published.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from datetime import datetime
+from typing import Any
+
+from django.template import TemplateSyntaxError
+from django.utils import timezone
+
+from deliveries.channels import provider_for
+from deliveries.channels.base import SendResult
+from deliveries.claim import (
+    delivery_claim,
+    delivery_early_or_taken,
+    delivery_load,
+    delivery_skip_if_live,
+)
+from deliveries.fcm_batch import fcm_send_with_siblings
+from deliveries.models import AttemptOutcome, Delivery, Reason
+from deliveries.outcome import AttemptReport, AttemptResult, attempt_record
+from deliveries.pressure import delivery_postpone, provider_admission, provider_outcome
+from deliveries.retry import PUSH_CHANNELS
+from preferences.gate import gate_seal_valid
+from templates_admin.models import TemplateVersion
+from templates_admin.rendering import build_context
+
+logger = logging.getLogger(__name__)
+
+
+def delivery_attempt(*, delivery_id: int) -> AttemptReport:
+    """Run one attempt of a delivery if it is due and unclaimed."""
+    now = timezone.now()
+    loaded = delivery_load(delivery_id=delivery_id)
+    if loaded is None:
+        raise Delivery.DoesNotExist(f"delivery {delivery_id} does not exist")
+    delivery, version = loaded.delivery, loaded.version
+    # A device live on the stream got the notification there; checked before the claim
+    # (no claim taken) and right after it (the claim is given back).
+    if delivery_skip_if_live(delivery=delivery, claimed_at=None):
+        return AttemptReport(AttemptResult.SKIPPED_LIVE, delivery_id)
+    if not delivery_claim(delivery=delivery, now=now, version=version):
+        early = delivery_early_or_taken(delivery_id=delivery_id, now=now)
+        return AttemptReport(
+            AttemptResult.EARLY if early else AttemptResult.NOT_CLAIMED, delivery_id
+        )
+    if delivery_skip_if_live(delivery=delivery, claimed_at=now):
+        return AttemptReport(AttemptResult.SKIPPED_LIVE, delivery_id)
+
+    started_at = timezone.now()
+    clock = time.monotonic()
+    reason = ""
+    probe_failed = False
+    notification = delivery.notification
+    if not gate_seal_valid(
+        notification_id=notification.pk,
+        channel=delivery.channel,
+        target=delivery.target,
+        seal=delivery.gate_seal,
+    ):
+        result = SendResult.permanent(response="refused: this delivery did not pass the gate")
+        reason = Reason.NOT_GATED
+    elif version is None:
+        result = SendResult.permanent(response="no published template for this channel")
+        reason = Reason.NO_TEMPLATE
+    elif _past_deadline(delivery, started_at):
+        # A push past its TTL is no longer useful: not sent late. Recorded as a failed
+        # try, which the retry policy turns into `expired` (the deadline is behind us).
+        result = SendResult.transient(status_code="deadline", response="past its TTL; not sent")
+    else:
+        admission = provider_admission(channel=delivery.channel, queue=delivery.queue)
+        if not admission.allowed:
+            delivery_postpone(
+                delivery=delivery,
+                claimed_at=now,
+                wait_seconds=admission.wait_seconds,
+                why=admission.why,
+            )
+            return AttemptReport(AttemptResult.POSTPONED, delivery.pk)
+        recipient = notification.recipient
+        context = build_context(
+            notification.payload,
+            recipient={
+                "user_id": recipient.user_id,
+                "locale": recipient.locale,
+                "timezone": recipient.timezone,
+            },
+        )
+        result, reason = _call_provider(delivery, version, context)
+        provider_outcome(provider=admission.provider, outcome=result.outcome)
+        probe_failed = admission.probe and result.outcome == AttemptOutcome.TRANSIENT
+    return attempt_record(
+        delivery,
+        result,
+        reason=reason,
+        claimed_at=now,
+        started_at=started_at,
+        duration=int((time.monotonic() - clock) * 1000),
+        uncharged=probe_failed,
+    )
+
+
+def _past_deadline(delivery: Delivery, now: datetime) -> bool:
+    """A push whose notification TTL has run out; other channels send late."""
+    return (
+        delivery.channel in PUSH_CHANNELS
+        and delivery.deadline is not None
+        and now >= delivery.deadline
+    )
+
+
+def _call_provider(
+    delivery: Delivery, version: TemplateVersion, context: dict[str, Any]
+) -> tuple[SendResult, str]:
+    try:
+        if delivery.channel == "fcm":
+            return fcm_send_with_siblings(delivery, version, context), ""
+        return provider_for(delivery.channel).send(delivery, version, context), ""
+    except TemplateSyntaxError as error:
+        return SendResult.permanent(response=f"template error: {error}"), Reason.RENDER_ERROR
+    except Exception as error:  # a bug or an unclassified failure: recorded, then retried
+        logger.exception("delivery %s: provider raised", delivery.pk)
+        text = "".join(traceback.format_exception_only(error)).strip()
+        return SendResult.transient(status_code=type(error).__name__, response=text), ""

@@ -1,0 +1,156 @@
+"""Claiming a delivery for one attempt, and the checks around the claim.
+
+A sender claims a delivery with a conditional UPDATE (`queued|retrying → sending`), so a
+duplicate or early message never sends twice. A push to a device that is live on the
+stream is not sent at all: the notification reached it there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db.models import F, Q
+from django.utils import timezone
+
+from deliveries.enqueue import delivery_enqueue
+from deliveries.fairness import push_slot_member, push_slot_release
+from deliveries.live import device_is_live
+from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus
+from deliveries.retry import PUSH_CHANNELS
+from templates_admin.models import TemplateVersion
+from templates_admin.selectors import (
+    published_choices_sql,
+    published_version_pick,
+    template_version_cached,
+)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A delivery with its notification, recipient and category, and the template
+    version an attempt would use (the pinned one, else the published one)."""
+
+    delivery: Delivery
+    version: TemplateVersion | None
+
+
+def delivery_load(*, delivery_id: int) -> Loaded | None:
+    """One statement: the delivery, what it belongs to, and which versions are published."""
+    delivery = (
+        Delivery.objects.select_related("notification__recipient", "notification__category")
+        .annotate(
+            published=published_choices_sql(
+                category_column=f'"{_table("notify", "Notification")}"."category_id"',
+                channel_column=f'"{Delivery._meta.db_table}"."channel"',
+            )
+        )
+        .filter(pk=delivery_id)
+        .first()
+    )
+    if delivery is None:
+        return None
+    if delivery.template_version_id is not None:
+        version = template_version_cached(delivery.template_version_id)
+    else:
+        version = published_version_pick(
+            delivery.published, locale=delivery.notification.recipient.locale
+        )
+    return Loaded(delivery, version)
+
+
+def _table(app_label: str, model_name: str) -> str:
+    return Delivery._meta.apps.get_model(app_label, model_name)._meta.db_table
+
+
+def delivery_claim(*, delivery: Delivery, now: datetime, version: TemplateVersion | None) -> bool:
+    """Take the delivery for one attempt; False when it is not ours to send now.
+
+    The claim pins the template version on the first attempt, so retries and history
+    show the text that was used. On success `delivery` reflects the claim.
+    """
+    changes: dict[str, Any] = {}
+    if delivery.template_version_id is None and version is not None:
+        changes["template_version"] = version
+    claimed = (
+        Delivery.objects.filter(pk=delivery.pk, status__in=CLAIMABLE_STATUSES)
+        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+        .update(
+            status=DeliveryStatus.SENDING,
+            claimed_at=now,
+            attempts=F("attempts") + 1,
+            updated_at=now,
+            **changes,
+        )
+    )
+    if claimed != 1:
+        return False
+    delivery.status = DeliveryStatus.SENDING
+    delivery.claimed_at = now
+    delivery.attempts += 1
+    if "template_version" in changes:
+        delivery.template_version = version
+    return True
+
+
+def delivery_skip_if_live(*, delivery: Delivery, claimed_at: datetime | None) -> bool:
+    """End a push delivery as `skipped_live` if its device is connected to the stream.
+
+    With `claimed_at` the caller holds the claim and gives it back (the attempt it
+    counted is undone); without, only an unclaimed delivery is skipped. Costs nothing
+    for other channels, and a Redis read for a push.
+    """
+    if delivery.channel not in PUSH_CHANNELS or not device_is_live(device_id=delivery.target):
+        return False
+    now = timezone.now()
+    rows = Delivery.objects.filter(pk=delivery.pk)
+    changes: dict[str, Any] = {}
+    if claimed_at is None:
+        rows = rows.filter(status__in=CLAIMABLE_STATUSES)
+    else:
+        rows = rows.filter(status=DeliveryStatus.SENDING, claimed_at=claimed_at)
+        changes["attempts"] = F("attempts") - 1
+    skipped = rows.update(
+        status=DeliveryStatus.SKIPPED_LIVE,
+        reason="",
+        next_attempt_at=None,
+        finished_at=now,
+        updated_at=now,
+        **changes,
+    )
+    if skipped:
+        member = push_slot_member(
+            channel=delivery.channel,
+            delivery_id=delivery.pk,
+            notification_id=delivery.notification_id,
+        )
+        push_slot_release(recipient_id=delivery.notification.recipient_id, member=member)
+    return bool(skipped)
+
+
+def delivery_early_or_taken(*, delivery_id: int, now: datetime) -> bool:
+    """After a failed claim: True when the message came early (and was put back), False
+    when someone else has the delivery or it is already final."""
+    row = (
+        Delivery.objects.filter(pk=delivery_id)
+        .values("status", "next_attempt_at", "channel", "queue")
+        .first()
+    )
+    if row is None:
+        raise Delivery.DoesNotExist(f"delivery {delivery_id} does not exist")
+    due = row["next_attempt_at"]
+    if row["status"] in CLAIMABLE_STATUSES and due is not None and due > now:
+        remaining = (due - now).total_seconds()
+        if remaining <= settings.NOTIFY_RETRY_COUNTDOWN_MAX:
+            # A redelivered countdown message (worker restart) arrives early: put it back.
+            delivery_enqueue(
+                delivery_id=delivery_id,
+                channel=row["channel"],
+                queue=row["queue"],
+                countdown=remaining,
+                retry=True,
+            )
+        return True
+    return False

@@ -1,0 +1,102 @@
+"""Enqueueing: a send message for a delivery, admitted by the per-recipient push limit."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.utils import timezone
+
+from deliveries.fairness import push_drop_record, push_slot_member, push_slot_take
+from deliveries.models import Delivery, DeliveryStatus, Reason
+from deliveries.retry import PUSH_CHANNELS
+from notify.broker import publish_task
+
+logger = logging.getLogger(__name__)
+
+SEND_TASK = "deliveries.send"
+
+
+def delivery_enqueue(
+    *,
+    delivery_id: int,
+    channel: str,
+    queue: str,
+    countdown: float | None = None,
+    retry: bool = False,
+    push_owner: tuple[int, object] | None = None,
+    mark_enqueued: bool = True,
+) -> bool:
+    """Publish a send message for a delivery (call after commit); False when not sent.
+
+    `push_owner` is (recipient id, notification id) when the caller knows them, which
+    saves a lookup for the push limit. `mark_enqueued=False` when the caller already
+    wrote `enqueued_at` with the row (routing does, so a first send costs no UPDATE);
+    if the publish then fails, `enqueued_at` is cleared so the sweeper picks it up soon.
+    """
+    if channel in PUSH_CHANNELS and not _push_slot_admits(
+        delivery_id=delivery_id,
+        channel=channel,
+        countdown=countdown,
+        retry=retry,
+        owner=push_owner,
+    ):
+        return False
+    priority = settings.NOTIFY_PRIORITY_RETRY if retry else settings.NOTIFY_PRIORITY_FIRST_ATTEMPT
+    try:
+        publish_task(
+            SEND_TASK, args=[delivery_id], queue=queue, countdown=countdown, priority=priority
+        )
+    except Exception:  # the broker is away: the row is the record, the sweeper resends
+        logger.exception("delivery %s: publish failed; the sweeper will resend", delivery_id)
+        Delivery.objects.filter(pk=delivery_id).update(enqueued_at=None)
+        return False
+    if mark_enqueued:
+        Delivery.objects.filter(pk=delivery_id).update(enqueued_at=timezone.now())
+    return True
+
+
+def _push_slot_admits(
+    *,
+    delivery_id: int,
+    channel: str,
+    countdown: float | None,
+    retry: bool,
+    owner: tuple[int, object] | None,
+) -> bool:
+    """Per-recipient push fairness: may this push job be queued now?
+
+    A first attempt without a free slot is dropped at once (suppressed, counted) and
+    never reaches a sender; a retry without one is left to the sweeper, which offers it
+    again later — a retry slows down rather than disappears.
+    """
+    if owner is None:
+        row = (
+            Delivery.objects.filter(pk=delivery_id)
+            .values_list("notification__recipient_id", "notification_id")
+            .first()
+        )
+        if row is None:
+            return True  # gone: the sender will find nothing to do
+        owner = row
+    recipient_id, notification_id = owner
+    member = push_slot_member(
+        channel=channel, delivery_id=delivery_id, notification_id=notification_id
+    )
+    if push_slot_take(recipient_id=recipient_id, member=member, hold_for=countdown or 0):
+        return True
+    now = timezone.now()
+    if retry:
+        Delivery.objects.filter(pk=delivery_id).update(enqueued_at=None, updated_at=now)
+        return False
+    dropped = Delivery.objects.filter(pk=delivery_id, status=DeliveryStatus.QUEUED).update(
+        status=DeliveryStatus.SUPPRESSED,
+        reason=Reason.PUSH_LIMIT,
+        next_attempt_at=None,
+        enqueued_at=None,
+        finished_at=now,
+        updated_at=now,
+    )
+    if dropped:
+        push_drop_record(channel=channel, count=dropped)
+    return False

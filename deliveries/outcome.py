@@ -1,0 +1,175 @@
+"""Recording an attempt's outcome: the attempt row and the delivery's next state, written
+together, and what follows (a retry message, the category's fallback channel)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from deliveries.channels.base import SendResult
+from deliveries.enqueue import delivery_enqueue
+from deliveries.fairness import push_slot_member, push_slot_release
+from deliveries.models import AttemptOutcome, Delivery, DeliveryAttempt, DeliveryStatus, Reason
+from deliveries.outcome_log import delivery_outcome_log
+from deliveries.retry import PUSH_CHANNELS, RetryDecision, RetryKind, decide_retry
+from deliveries.routing import notification_fallback
+
+logger = logging.getLogger(__name__)
+
+
+class AttemptResult(Enum):
+    DELIVERED = "delivered"
+    RETRY_SCHEDULED = "retry_scheduled"
+    FAILED = "failed"
+    DEAD = "dead"
+    EXPIRED = "expired"
+    NOT_CLAIMED = "not_claimed"  # someone else has it, or it is already final
+    EARLY = "early"  # the message arrived before next_attempt_at
+    SKIPPED_LIVE = "skipped_live"  # the device is on the live stream: no push
+    POSTPONED = "postponed"  # breaker open or no rate token: back later, not charged
+
+
+@dataclass(frozen=True)
+class AttemptReport:
+    result: AttemptResult
+    delivery_id: int
+
+
+def attempt_record(
+    delivery: Delivery,
+    result: SendResult,
+    *,
+    reason: str,
+    claimed_at: datetime,
+    started_at: datetime,
+    duration: int,
+    uncharged: bool = False,
+) -> AttemptReport:
+    """Write the attempt row and the delivery's next state in one transaction.
+
+    `uncharged`: a failed half-open probe. The provider is still down, so the delivery
+    waits out another cool-down like the others, and the try is not counted against
+    its budget (a long outage must not kill whichever delivery happened to probe).
+    """
+    now = timezone.now()
+    outcome, changes, countdown = _next_state(delivery, result, reason, uncharged, now)
+    if delivery.channel in PUSH_CHANNELS:
+        # This job is over; a retry takes a slot again when it is queued (after commit).
+        member = push_slot_member(
+            channel=delivery.channel,
+            delivery_id=delivery.pk,
+            notification_id=delivery.notification_id,
+        )
+        push_slot_release(recipient_id=delivery.notification.recipient_id, member=member)
+    with transaction.atomic():
+        DeliveryAttempt.objects.create(
+            delivery=delivery,
+            number=delivery.attempts,
+            started_at=started_at,
+            duration_ms=duration,
+            outcome=result.outcome,
+            status_code=result.status_code[:32],
+            response=result.response,
+        )
+        # Only the holder of the current claim writes the outcome; a sweeper may have
+        # given a stale claim to someone else meanwhile.
+        updated = Delivery.objects.filter(
+            pk=delivery.pk, status=DeliveryStatus.SENDING, claimed_at=claimed_at
+        ).update(**changes)
+        if updated and countdown is not None:
+            owner = (delivery.notification.recipient_id, delivery.notification_id)
+            transaction.on_commit(
+                lambda: delivery_enqueue(
+                    delivery_id=delivery.pk,
+                    channel=delivery.channel,
+                    queue=delivery.queue,
+                    countdown=countdown,
+                    retry=True,
+                    push_owner=owner,
+                )
+            )
+        if (
+            updated
+            and outcome is AttemptResult.DEAD
+            and delivery.channel in settings.NOTIFY_FALLBACK_FROM_CHANNELS
+        ):
+            notification_id, channel = delivery.notification_id, delivery.channel
+            transaction.on_commit(
+                lambda: notification_fallback(
+                    notification_id=notification_id, failed_channel=channel
+                )
+            )
+    if not updated:
+        logger.warning(
+            "delivery %s: claim was taken over; outcome %s kept as attempt only",
+            delivery.pk,
+            result.outcome,
+        )
+    delivery_outcome_log(
+        delivery,
+        status=changes.get("status", ""),
+        reason=changes.get("reason", ""),
+        duration=duration,
+    )
+    return AttemptReport(outcome, delivery.pk)
+
+
+def _next_state(
+    delivery: Delivery, result: SendResult, reason: str, uncharged: bool, now: datetime
+) -> tuple[AttemptResult, dict[str, Any], float | None]:
+    """(what happened, the delivery's changes, a retry countdown to publish or None)."""
+    changes: dict[str, Any] = {"updated_at": now, "last_error": ""}
+    if result.outcome == AttemptOutcome.DELIVERED:
+        changes.update(
+            status=DeliveryStatus.DELIVERED,
+            reason="",
+            provider_message_id=result.provider_message_id,
+            finished_at=now,
+        )
+        return AttemptResult.DELIVERED, changes, None
+    if result.outcome == AttemptOutcome.PERMANENT:
+        changes.update(
+            status=DeliveryStatus.FAILED,
+            reason=reason or Reason.REJECTED,
+            last_error=_error_text(result),
+            finished_at=now,
+        )
+        return AttemptResult.FAILED, changes, None
+    if result.give_up:
+        decision = RetryDecision(RetryKind.EXHAUSTED)
+    elif uncharged:
+        cooldown = settings.NOTIFY_BREAKER_COOLDOWN
+        decision = RetryDecision(RetryKind.RETRY, cooldown, now + timedelta(seconds=cooldown))
+        changes["attempt_budget_from"] = F("attempt_budget_from") + 1
+    else:
+        decision = decide_retry(
+            channel=delivery.channel,
+            attempt=delivery.attempts - delivery.attempt_budget_from,
+            now=now,
+            deadline=delivery.deadline,
+            retry_after=result.retry_after,
+        )
+    changes["last_error"] = _error_text(result)
+    if decision.kind is RetryKind.RETRY:
+        changes.update(status=DeliveryStatus.RETRYING, next_attempt_at=decision.next_attempt_at)
+        if decision.delay <= settings.NOTIFY_RETRY_COUNTDOWN_MAX:
+            return AttemptResult.RETRY_SCHEDULED, changes, decision.delay
+        changes["enqueued_at"] = None  # no message: the sweeper owns this wait
+        return AttemptResult.RETRY_SCHEDULED, changes, None
+    if decision.kind is RetryKind.EXHAUSTED:
+        changes.update(status=DeliveryStatus.DEAD, reason=Reason.RETRIES_EXHAUSTED, finished_at=now)
+        return AttemptResult.DEAD, changes, None
+    changes.update(status=DeliveryStatus.EXPIRED, reason=Reason.DEADLINE_PASSED, finished_at=now)
+    return AttemptResult.EXPIRED, changes, None
+
+
+def _error_text(result: SendResult) -> str:
+    return f"{result.status_code} {result.response}".strip()

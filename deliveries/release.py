@@ -1,0 +1,73 @@
+"""Releasing deliveries that quiet hours deferred: once the window ends they pass the
+gate again (preferences may have changed meanwhile) and go out, wait more, or end
+suppressed with the reason."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from deliveries.enqueue import delivery_enqueue
+from deliveries.models import Delivery, DeliveryStatus, Reason
+from deliveries.routing import gate_decide
+from notify.models import Notification
+
+logger = logging.getLogger(__name__)
+
+
+def deferred_release(*, now: datetime | None = None) -> int:
+    """Beat: deferred deliveries whose quiet window ended pass the gate again.
+
+    Allowed → `queued` and enqueued; declined → `suppressed` with the reason; still
+    quiet → deferred to the new window end. Returns how many were enqueued.
+    """
+    now = now or timezone.now()
+    enqueue: list[tuple[int, str, str]] = []
+    with transaction.atomic():
+        due = list(
+            Delivery.objects.select_for_update(skip_locked=True)
+            .filter(status=DeliveryStatus.DEFERRED, next_attempt_at__lte=now)
+            .order_by("next_attempt_at")[: settings.NOTIFY_DEFERRED_RELEASE_BATCH]
+        )
+        by_notification: dict[object, list[Delivery]] = {}
+        for delivery in due:
+            by_notification.setdefault(delivery.notification_id, []).append(delivery)
+        notifications = Notification.objects.select_related("recipient", "category").in_bulk(
+            list(by_notification)
+        )
+        for notification_id, deliveries in by_notification.items():
+            notification = notifications[notification_id]
+            channels = list(dict.fromkeys(d.channel for d in deliveries))
+            verdicts = {
+                (d.channel, d.target): d
+                for d in gate_decide(notification, channels=channels, now=now)
+            }
+            for delivery in deliveries:
+                verdict = verdicts.get((delivery.channel, delivery.target))
+                delivery.updated_at = now
+                if verdict is not None and verdict.allowed:
+                    delivery.status = DeliveryStatus.QUEUED
+                    delivery.reason = ""
+                    delivery.next_attempt_at = now
+                    if delivery.deadline is not None and delivery.deadline < now:
+                        delivery.deadline = None
+                    enqueue.append((delivery.pk, delivery.channel, delivery.queue))
+                elif verdict is not None and verdict.status == DeliveryStatus.DEFERRED:
+                    delivery.next_attempt_at = verdict.not_before
+                else:
+                    delivery.status = DeliveryStatus.SUPPRESSED
+                    delivery.reason = verdict.reason if verdict else Reason.NO_ADDRESS
+                    delivery.next_attempt_at = None
+                    delivery.finished_at = now
+        Delivery.objects.bulk_update(
+            due, ["status", "reason", "next_attempt_at", "deadline", "finished_at", "updated_at"]
+        )
+    for delivery_id, channel, queue in enqueue:
+        delivery_enqueue(delivery_id=delivery_id, channel=channel, queue=queue)
+    if due:
+        logger.info("released %s deferred deliveries, %s enqueued", len(due), len(enqueue))
+    return len(enqueue)

@@ -1,0 +1,281 @@
+"""Routing: a notification becomes its deliveries, through the gate.
+
+`notification_route` locks the notification, asks the gate for a verdict on every
+(channel, target), and in one transaction creates the sealed delivery rows, writes the
+in-app feed entry (the feed row *is* that delivery) and marks the notification routed;
+the send messages for the other channels are published after commit. Only this module
+creates deliveries, and every one carries the gate's seal, which the sender checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.template import TemplateSyntaxError
+from django.utils import timezone
+
+from deliveries.enqueue import delivery_enqueue
+from deliveries.models import (
+    AttemptOutcome,
+    Delivery,
+    DeliveryAttempt,
+    DeliveryStatus,
+    Reason,
+)
+from deliveries.outcome_log import delivery_outcome_log
+from deliveries.retry import PUSH_CHANNELS
+from deliveries.selectors import push_targets_by_channel
+from notify.models import Channel, Notification
+from notify.services import feed_entry_create
+from preferences.gate import ChannelDecision, channels_for, decide_deliveries, gate_seal
+from templates_admin.rendering import build_context, render_version
+from templates_admin.selectors import published_choices_sql, published_version_pick
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Started:
+    """A delivery whose send message is published after commit."""
+
+    delivery_id: int
+    channel: str
+    queue: str
+
+
+def notification_route(*, notification_id: object, now: datetime | None = None) -> list[int]:
+    """Run the gate and create the deliveries; write in-app at once, enqueue the rest.
+
+    Safe to run twice: a routed notification only has its still-`queued` deliveries
+    enqueued again (the sender's claim drops duplicates). Returns the deliveries started
+    (enqueued, or written to the feed).
+    """
+    now = now or timezone.now()  # an argument so the gate's clock can be shown in tests
+    with transaction.atomic():
+        notification = (
+            Notification.objects.select_for_update(of=("self",))
+            .select_related("recipient", "category")
+            .annotate(
+                inapp_published=published_choices_sql(
+                    category_column=f'"{Notification._meta.db_table}"."category_id"',
+                    channel_column=f"'{Channel.INAPP.value}'",
+                )
+            )
+            .get(pk=notification_id)
+        )
+        if notification.routed_at is not None:
+            started = _still_queued(notification)
+            done: list[int] = []
+        else:
+            started, done = _deliveries_create(notification, channels_for(notification), now)
+            Notification.objects.filter(pk=notification.pk).update(routed_at=now)
+            notification.routed_at = now
+        owner = (notification.recipient_id, notification.pk)
+        transaction.on_commit(lambda: _deliveries_start(started, owner))
+    return [*done, *(s.delivery_id for s in started)]
+
+
+def notification_fallback(*, notification_id: object, failed_channel: str) -> list[int]:
+    """After a delivery on `failed_channel` ended dead, try the category's fallback
+    channel — through the gate, like any delivery. Returns the deliveries started."""
+    now = timezone.now()
+    with transaction.atomic():
+        notification = (
+            Notification.objects.select_for_update(of=("self",))
+            .select_related("recipient", "category")
+            .get(pk=notification_id)
+        )
+        fallback = notification.category.fallback_channel
+        if not fallback or fallback == failed_channel:
+            return []
+        started, done = _deliveries_create(notification, [fallback], now, rerun=True)
+        owner = (notification.recipient_id, notification.pk)
+        transaction.on_commit(lambda: _deliveries_start(started, owner))
+    logger.info(
+        "notification %s: %s ended dead, falling back to %s", notification_id, failed_channel,
+        fallback,
+    )  # fmt: skip
+    return [*done, *(s.delivery_id for s in started)]
+
+
+def gate_decide(
+    notification: Notification, *, channels: Sequence[str], now: datetime
+) -> list[ChannelDecision]:
+    """The gate's verdicts for these channels, with the recipient's live push devices
+    read (in one query) only when a push channel is asked for."""
+    push = [c for c in channels if c in PUSH_CHANNELS and c in settings.NOTIFY_CHANNELS_ENABLED]
+    targets = push_targets_by_channel(recipient_id=notification.recipient_id, channels=push)
+    return decide_deliveries(notification, channels=list(channels), push_targets=targets, now=now)
+
+
+def _deliveries_create(
+    notification: Notification, channels: Sequence[str], now: datetime, *, rerun: bool = False
+) -> tuple[list[Started], list[int]]:
+    """One sealed delivery row per gate decision, in-app written at once.
+
+    Returns (deliveries to enqueue after commit, in-app deliveries already written).
+    `rerun`: rows may exist already (a fallback); existing ones are left alone, and an
+    in-app row goes through the sender like the other channels.
+    """
+    decisions = gate_decide(notification, channels=channels, now=now)
+    rows: list[Delivery] = []
+    attempts: list[DeliveryAttempt] = []
+    for decision in decisions:
+        row = Delivery(
+            notification=notification,
+            channel=decision.channel,
+            target=decision.target,
+            queue=notification.category.queue,
+            status=decision.status,
+            reason=decision.reason,
+            next_attempt_at=decision.not_before or (now if decision.allowed else None),
+            deadline=delivery_deadline(notification, decision.channel, now),
+            finished_at=None if decision.allowed or decision.not_before else now,
+            enqueued_at=now if decision.allowed else None,
+            gate_seal=gate_seal(
+                notification_id=notification.pk, channel=decision.channel, target=decision.target
+            ),
+        )
+        if decision.allowed and decision.channel == Channel.INAPP and not rerun:
+            attempt = _inapp_write(notification, row, now)
+            if attempt is not None:
+                attempts.append(attempt)
+        rows.append(row)
+    if rerun:
+        Delivery.objects.bulk_create(rows, ignore_conflicts=True)
+        created = list(
+            Delivery.objects.filter(
+                notification=notification,
+                channel__in=list(channels),
+                status=DeliveryStatus.QUEUED,
+            )
+        )
+    else:
+        created = Delivery.objects.bulk_create(rows)
+    if attempts:  # bulk_create gave the rows their ids; the attempts point at them
+        DeliveryAttempt.objects.bulk_create(attempts)
+        for attempt in attempts:
+            row = attempt.delivery
+            delivery_outcome_log(
+                row, status=row.status, reason=row.reason, duration=attempt.duration_ms
+            )
+    started = [
+        Started(row.pk, row.channel, row.queue)
+        for row in created
+        if row.status == DeliveryStatus.QUEUED
+    ]
+    done = [row.pk for row in created if row.channel == Channel.INAPP and row.attempts]
+    return started, done
+
+
+def _inapp_write(
+    notification: Notification, row: Delivery, now: datetime
+) -> DeliveryAttempt | None:
+    """Render and write the feed entry for an in-app delivery, settling `row` with it.
+
+    Returns the attempt to record, or None when rendering failed in an unexpected way:
+    the row then stays `queued` and the sender retries it like any channel.
+    """
+    version = published_version_pick(
+        notification.inapp_published, locale=notification.recipient.locale
+    )
+    row.attempts = 1
+    row.claimed_at = now
+    row.enqueued_at = None
+    if version is None:
+        return _settle(row, now, Reason.NO_TEMPLATE, "no published template for this channel")
+    row.template_version = version
+    clock = time.monotonic()
+    try:
+        message = render_version(version, _context(notification))
+    except TemplateSyntaxError as error:
+        return _settle(row, now, Reason.RENDER_ERROR, f"template error: {error}")
+    except Exception:
+        logger.exception(
+            "notification %s: in-app render raised; the sender retries", notification.pk
+        )
+        row.attempts = 0
+        row.claimed_at = None
+        row.enqueued_at = now
+        return None
+    entry = feed_entry_create(
+        notification=notification, title=message.title, body=message.body, url=message.url
+    )
+    row.status = DeliveryStatus.DELIVERED
+    row.provider_message_id = f"feed:{entry.pk}"
+    row.finished_at = now
+    return DeliveryAttempt(
+        delivery=row,
+        number=1,
+        started_at=now,
+        duration_ms=int((time.monotonic() - clock) * 1000),
+        outcome=AttemptOutcome.DELIVERED,
+    )
+
+
+def _settle(row: Delivery, now: datetime, reason: str, response: str) -> DeliveryAttempt:
+    """An in-app delivery that cannot be written: failed for good, with its reason."""
+    row.status = DeliveryStatus.FAILED
+    row.reason = reason
+    row.last_error = response
+    row.finished_at = now
+    return DeliveryAttempt(
+        delivery=row,
+        number=1,
+        started_at=now,
+        duration_ms=0,
+        outcome=AttemptOutcome.PERMANENT,
+        response=response,
+    )
+
+
+def _context(notification: Notification) -> dict:
+    recipient = notification.recipient
+    return build_context(
+        notification.payload,
+        recipient={
+            "user_id": recipient.user_id,
+            "locale": recipient.locale,
+            "timezone": recipient.timezone,
+        },
+    )
+
+
+def _still_queued(notification: Notification) -> list[Started]:
+    """A route that runs again (a redelivered message) resends what is still queued."""
+    rows = Delivery.objects.filter(
+        notification=notification, status=DeliveryStatus.QUEUED
+    ).values_list("pk", "channel", "queue")
+    return [Started(pk, channel, queue) for pk, channel, queue in rows]
+
+
+def _deliveries_start(started: list[Started], owner: tuple[int, object]) -> None:
+    """Publish the send messages (after commit); `enqueued_at` was written with the row."""
+    for item in started:
+        delivery_enqueue(
+            delivery_id=item.delivery_id,
+            channel=item.channel,
+            queue=item.queue,
+            push_owner=owner,
+            mark_enqueued=False,
+        )
+
+
+def delivery_deadline(notification: Notification, channel: str, now: datetime) -> datetime | None:
+    """When a delivery stops being worth sending: email a day after, push at its TTL."""
+    if channel == Channel.EMAIL:
+        return now + timedelta(seconds=settings.NOTIFY_EMAIL_DEADLINE_SECONDS)
+    if channel in PUSH_CHANNELS:
+        ttl = (
+            notification.ttl_seconds
+            or notification.category.ttl_seconds
+            or settings.NOTIFY_DEFAULT_TTL_SECONDS
+        )
+        return notification.created_at + timedelta(seconds=ttl)
+    return None

@@ -1,0 +1,119 @@
+"""The outbox relay: publishes route tasks for accepted notifications, in batches.
+
+Intake writes a notification and its outbox row in one transaction and returns; it
+never waits for the broker. This long-running process (`manage.py outbox_relay`, the
+`relay` process type) is woken by PostgreSQL's NOTIFY when such a transaction commits,
+takes the unpublished rows with `FOR UPDATE SKIP LOCKED` (several relays can run),
+publishes each with publisher confirms, and marks the batch published in one UPDATE.
+
+No loss: a row is marked only after the broker confirmed its message, in the same
+transaction that locked it. A relay that dies between the confirm and the commit leaves
+the row unpublished, so it is published again — a duplicate route message, which
+routing ignores (it locks the notification and routes it once).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+import psycopg
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from notify.broker import publish_task
+from notify.models import Outbox
+
+logger = logging.getLogger(__name__)
+
+ROUTE_TASK = "deliveries.route"
+WAKE_CHANNEL = "notify_outbox"  # the trigger of migration 0004 notifies this channel
+
+
+def outbox_publish_pending(*, limit: int | None = None, older_than: float = 0.0) -> int:
+    """Publish unpublished outbox rows (oldest first, at most `limit`); returns how many.
+
+    `older_than` (seconds) leaves younger rows to a running relay; 0 takes every row.
+    """
+    limit = limit or settings.NOTIFY_OUTBOX_BATCH
+    cutoff = timezone.now() - timedelta(seconds=older_than)
+    with transaction.atomic():
+        rows = list(
+            Outbox.objects.select_for_update(skip_locked=True)
+            .filter(published_at__isnull=True, created_at__lte=cutoff)
+            .order_by("created_at")
+            .values_list("pk", "notification_id", "queue")[:limit]
+        )
+        published: list[int] = []
+        failed: list[int] = []
+        for pk, notification_id, queue in rows:
+            try:
+                publish_task(
+                    ROUTE_TASK,
+                    args=[str(notification_id)],
+                    queue=queue,
+                    priority=settings.NOTIFY_PRIORITY_FIRST_ATTEMPT,
+                )
+            except Exception:  # the broker is away: keep the rest for the next round
+                logger.exception("outbox relay: publish failed; retrying on the next round")
+                failed = [row[0] for row in rows[len(published) :]]
+                break
+            published.append(pk)
+        now = timezone.now()
+        if published:
+            Outbox.objects.filter(pk__in=published).update(
+                published_at=now, publish_attempts=F("publish_attempts") + 1
+            )
+        if failed:
+            Outbox.objects.filter(pk__in=failed).update(publish_attempts=F("publish_attempts") + 1)
+    return len(published)
+
+
+def relay_forever(*, should_stop: Callable[[], bool]) -> None:
+    """Publish whatever is pending, then sleep until a commit wakes us (or the poll
+    interval passes, which also covers a lost NOTIFY and a broker that was away)."""
+    listener = _listen()
+    while not should_stop():
+        try:
+            while outbox_publish_pending() >= settings.NOTIFY_OUTBOX_BATCH:
+                pass  # a full batch: there may be more right away
+        except Exception:  # the database is away: back off, then try again
+            logger.exception("outbox relay: round failed")
+        finally:
+            connection.close()  # give the pooled connection back while we wait
+        try:
+            # Wake-ups that arrive while publishing are queued on the socket, so none
+            # is lost between the last round and this wait.
+            for _ in listener.notifies(timeout=settings.NOTIFY_OUTBOX_POLL_INTERVAL, stop_after=1):
+                pass
+        except psycopg.Error:
+            logger.warning("outbox relay: lost the LISTEN connection; reconnecting")
+            listener.close()
+            time.sleep(settings.NOTIFY_OUTBOX_POLL_INTERVAL)
+            listener = _listen()
+    listener.close()
+
+
+def _listen() -> psycopg.Connection:
+    """A dedicated autocommit connection that LISTENs for outbox inserts."""
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    params.pop("prepare_threshold", None)
+    listener = psycopg.connect(**params, autocommit=True)
+    listener.execute(f"LISTEN {WAKE_CHANNEL}")
+    return listener
+
+
+def stop_on_signals() -> Callable[[], bool]:
+    """SIGTERM/SIGINT end the loop after the current round (no half-published batch)."""
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    return stopping.is_set
