@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from notify.models import Notification, Outbox
+from notify.models import ApiKey, Notification, Outbox
 from notify.services import api_key_issue, api_key_revoke
 from tests.waiting import wait_for
 
@@ -215,3 +215,21 @@ def test_fifty_concurrent_identical_posts_make_one_notification_and_one_email(
     wait_for(lambda: pipeline.received, what="the email")
     time.sleep(1)  # room for a duplicate to show up, if there were one
     assert len(pipeline.received) == 1
+
+
+def test_a_key_revoked_elsewhere_is_refused_within_the_cache_bound_and_costs_no_query(
+    api, producer_key, recipient, settings, django_assert_num_queries
+):
+    """Keys are cached per process: a request spends no query on its key, and a key
+    revoked by another process (here: a direct UPDATE) stops working within the bound."""
+    settings.NOTIFY_AUTH_CACHE_SECONDS = 1.0
+    assert api.post("/v1/notifications", event(), format="json").status_code == 202
+    # Warm: the key and the category come from memory; the event is one statement.
+    with django_assert_num_queries(1):
+        assert api.post("/v1/notifications", event(), format="json").status_code == 202
+
+    ApiKey.objects.filter(pk=producer_key.api_key.pk).update(revoked_at="2026-01-01T00:00Z")
+    assert api.post("/v1/notifications", event(), format="json").status_code == 202
+    time.sleep(1.1)
+    assert_error(api.post("/v1/notifications", event(), format="json"), 401,
+                 "authentication_failed")  # fmt: skip

@@ -17,6 +17,7 @@ from kombu import Producer
 
 from deliveries.models import Delivery
 from notify.celery import app
+from notify.models import Outbox
 from tests.waiting import wait_for
 
 ORDER = {"order_number": "M-1", "delivery_date": "2026-12-03", "items_count": 1}
@@ -54,6 +55,12 @@ def wait_settled(notification_ids: list[str], expected: int, *, timeout: float, 
     except AssertionError as error:
         found = list(rows.values_list("channel", "status", "reason", "attempts"))
         raise AssertionError(f"{error}; deliveries: {found}") from None
+    # The relay marks a batch published after publishing all of it, so a notification
+    # can be delivered a moment before its outbox row says so.
+    wait_for(
+        lambda: not Outbox.objects.filter(published_at__isnull=True).exists(),
+        what="the outbox relay to mark every row published",
+    )
 
 
 @pytest.mark.e2e
