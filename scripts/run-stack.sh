@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole local stack with demo data: installs what it needs, starts the local
-# services, prepares the database, then runs an SMTP sink, the web server, one Celery
-# worker per queue and beat in the background, logging to var/log/. Ctrl-C stops all.
+# services, prepares the database, starts a dev-only SMTP sink (var/log/smtp.log), then
+# runs exactly the Procfile's processes with honcho (web, one Celery worker per queue,
+# beat, the outbox relay), their logs on stdout. Ctrl-C stops all; so does any exit.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -9,14 +10,17 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export DJANGO_DEBUG=${DJANGO_DEBUG:-1}
 export DJANGO_SETTINGS_MODULE=notify.settings
 export PYTHONUNBUFFERED=1
-EMAIL_HOST=${EMAIL_HOST:-127.0.0.1}
-EMAIL_PORT=${EMAIL_PORT:-1025}
+# Read by the Procfile's scripts. NOTIFY_WORKER_CONCURRENCY is the older name.
+export WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-${NOTIFY_WORKER_CONCURRENCY:-8}}
+export WEB_ACCESS_LOG=${WEB_ACCESS_LOG:-1}
+export EMAIL_HOST=${EMAIL_HOST:-127.0.0.1}
+export EMAIL_PORT=${EMAIL_PORT:-1025}
 WEB_HOST=127.0.0.1
 WEB_PORT=8000
 BASE_URL=http://$WEB_HOST:$WEB_PORT
 
-venv=.venv
-python=$venv/bin/python
+python=.venv/bin/python
+honcho=.venv/bin/honcho
 logs=var/log
 
 die() {
@@ -30,7 +34,7 @@ port_open() { # host port
 }
 
 manage() {
-    "$python" manage.py "$@"
+    bash scripts/manage.sh "$@"
 }
 
 bash scripts/bootstrap.sh
@@ -58,39 +62,18 @@ api_key=$(printf '%s\n' "$producer_out" | tail -n 1)
 [[ -n $api_key && $api_key != *[[:space:]]* ]] ||
     die "create_producer did not end with an API key line; it printed: $producer_out"
 
-# Background processes, each logging to var/log/NAME.log.
-names=()
-pids=()
-start() { # NAME COMMAND...
-    local name=$1
-    shift
-    "$@" >"$logs/$name.log" 2>&1 &
-    names+=("$name")
-    pids+=("$!")
-}
-
-any_alive() {
-    local pid
-    for pid in "${pids[@]}"; do
-        kill -0 "$pid" 2>/dev/null && return 0
-    done
-    return 1
-}
-
-stop_all() {
+# The SMTP sink is a dev-only fake, so it is not in the Procfile; it runs beside honcho.
+sink_pid=""
+banner_pid=""
+cleanup() {
     trap - EXIT INT TERM
-    [ "${#pids[@]}" -gt 0 ] || return 0
-    echo
-    echo "Stopping: ${names[*]}"
-    kill -TERM "${pids[@]}" 2>/dev/null || true
-    for _ in $(seq 20); do
-        any_alive || break
-        sleep 0.5
-    done
-    kill -KILL "${pids[@]}" 2>/dev/null || true
-    wait 2>/dev/null || true
+    [ -z "$banner_pid" ] || kill "$banner_pid" 2>/dev/null || true
+    if [ -n "$sink_pid" ]; then
+        kill "$sink_pid" 2>/dev/null || true
+        wait "$sink_pid" 2>/dev/null || true
+    fi
 }
-trap stop_all EXIT
+trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -99,44 +82,17 @@ case $EMAIL_HOST in
         if port_open "$EMAIL_HOST" "$EMAIL_PORT"; then
             smtp_note="$EMAIL_HOST:$EMAIL_PORT (already running, not started here)"
         else
-            start smtp "$python" -m aiosmtpd -n -l "$EMAIL_HOST:$EMAIL_PORT"
+            "$python" -m aiosmtpd -n -l "$EMAIL_HOST:$EMAIL_PORT" >"$logs/smtp.log" 2>&1 &
+            sink_pid=$!
             smtp_note="$EMAIL_HOST:$EMAIL_PORT, received mail is printed to $logs/smtp.log"
         fi
         ;;
     *) smtp_note="$EMAIL_HOST:$EMAIL_PORT (EMAIL_HOST is not local, no sink started)" ;;
 esac
 
-start web "$venv/bin/uvicorn" notify.asgi:application --host "$WEB_HOST" --port "$WEB_PORT"
-for queue in high medium low; do
-    start "worker-$queue" "$venv/bin/celery" -A notify worker -Q "$queue" -n "$queue@%h" \
-        --pool threads --concurrency "${NOTIFY_WORKER_CONCURRENCY:-8}" -l INFO
-done
-start beat "$venv/bin/celery" -A notify beat -s var/celerybeat-schedule -l INFO
-
-# Report a process that dies, with the end of its log.
-check_alive() {
-    local i
-    for i in "${!pids[@]}"; do
-        if ! kill -0 "${pids[$i]}" 2>/dev/null; then
-            echo "run-stack: ${names[$i]} exited; last lines of $logs/${names[$i]}.log:" >&2
-            tail -n 30 "$logs/${names[$i]}.log" >&2
-            return 1
-        fi
-    done
-}
-
-for _ in $(seq 60); do
-    port_open "$WEB_HOST" "$WEB_PORT" && break
-    check_alive || exit 1
-    sleep 0.5
-done
-port_open "$WEB_HOST" "$WEB_PORT" || {
-    check_alive || exit 1
-    die "the web server did not listen on $WEB_HOST:$WEB_PORT within 30 s; see $logs/web.log"
-}
-
 event_id="demo-$(date +%Y%m%d-%H%M%S)"
-cat <<EOF
+banner() {
+    cat <<EOF
 
 Notify is running (DJANGO_DEBUG=$DJANGO_DEBUG). Ctrl-C stops everything.
 
@@ -145,7 +101,7 @@ Notify is running (DJANGO_DEBUG=$DJANGO_DEBUG). Ctrl-C stops everything.
   Admin      $BASE_URL/admin/   (user admin, password admin)
   API key    $api_key   (producer demo-app)
   Mail sink  $smtp_note
-  Logs       $logs/{web,worker-high,worker-medium,worker-low,beat,smtp}.log
+  Processes  $(cut -d: -f1 Procfile | paste -sd' ') (the Procfile, via honcho)
 
 Send a demo notification (the same event_id again returns the same notification):
 
@@ -157,9 +113,24 @@ curl -sS -X POST $BASE_URL/v1/notifications \\
 Then: curl -sS -H 'Authorization: Bearer $api_key' $BASE_URL/v1/notifications/<notification_id>/status
 
 EOF
+}
 
-# Run until Ctrl-C, or until any process exits (then stop the rest and say which).
-while true; do
-    wait -n || true
-    check_alive || exit 1
-done
+# Prints the banner once web listens, while this script (waiting on honcho) is alive.
+(
+    for _ in $(seq 120); do
+        kill -0 $$ 2>/dev/null || exit 0
+        if port_open "$WEB_HOST" "$WEB_PORT"; then
+            banner
+            exit 0
+        fi
+        sleep 0.5
+    done
+    echo "run-stack: the web server did not listen on $WEB_HOST:$WEB_PORT within 60 s" >&2
+) &
+banner_pid=$!
+
+# Exactly the Procfile's processes. honcho gives the first one (web) PORT=$WEB_PORT, stops
+# them all when one exits or on Ctrl-C, and its exit status becomes ours.
+status=0
+"$honcho" start -f Procfile -p "$WEB_PORT" || status=$?
+exit "$status"

@@ -1,0 +1,19 @@
+# Sourced by the process scripts (web.sh, worker.sh, beat.sh, manage.sh): run from the
+# repository root, and take programs from the repo's .venv when there is one (a local
+# checkout) or else from PATH (the Docker image, which has no .venv).
+# shellcheck shell=bash
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+# tool NAME -> prints the path of the program NAME to run.
+tool() {
+    if [ -x ".venv/bin/$1" ]; then
+        printf '%s\n' ".venv/bin/$1"
+    elif command -v "$1" >/dev/null 2>&1; then
+        command -v "$1"
+    else
+        echo "$(basename "$0"): $1 is not installed (no .venv/bin/$1, none on PATH);" \
+            "run scripts/bootstrap.sh" >&2
+        exit 127
+    fi
+}
