@@ -1,4 +1,4 @@
-"""Circuit breaker per provider (R-D6), shared by all workers through Redis.
+"""Circuit breaker per provider, shared by all workers through Redis.
 
 closed → (NOTIFY_BREAKER_FAILURES transient failures within NOTIFY_BREAKER_WINDOW) →
 open for NOTIFY_BREAKER_COOLDOWN → half-open: exactly one sender probes (a lock with a

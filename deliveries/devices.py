@@ -1,4 +1,4 @@
-"""Devices: registering, re-registering in place, and deactivating (R-IN6, R-D2, R-D4).
+"""Devices: registering, re-registering in place, and deactivating.
 
 A device's id is its identity. Push deliveries target that id, so when a browser or app
 registers again with a new endpoint or token, the row is updated rather than replaced,
@@ -19,7 +19,7 @@ from notify.models import Recipient
 
 logger = logging.getLogger(__name__)
 
-# The provider answers that prove a subscription is gone for good (R-D2). Anything not
+# The provider answers that prove a subscription is gone for good. Anything not
 # listed here — e.g. FCM's generic INVALID_ARGUMENT, which is about the message — never
 # deactivates a device.
 PERMANENT_DEVICE_CODES: dict[str, frozenset[str]] = {

@@ -1,4 +1,4 @@
-"""Per-recipient push fairness (R-F2, ADR-048): at most N push jobs queued + in flight.
+"""Per-recipient push fairness: at most N push jobs queued + in flight.
 
 A slot is a member of a Redis sorted set per recipient, scored by when its lease ends.
 Taking one is a single Lua script (prune expired leases, count, add), so concurrent

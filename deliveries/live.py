@@ -1,4 +1,4 @@
-"""Which devices are live on the SSE stream right now (R-U3, R-F4).
+"""Which devices are live on the SSE stream right now.
 
 A Redis key per device, holding the id of the connection that owns it, expiring after
 NOTIFY_LIVE_TTL unless the stream's heartbeat renews it — so a server that dies with

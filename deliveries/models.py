@@ -1,6 +1,6 @@
 """Deliveries: one row per (notification, channel, target), and one attempt row per try.
 
-The delivery row is the write-ahead record of the pipeline (R-Q4): its status,
+The delivery row is the write-ahead record of the pipeline: its status,
 `next_attempt_at` and `deadline` say what must happen next even if every message
 about it is lost.
 """
@@ -168,12 +168,12 @@ class DeviceKind(models.TextChoices):
 
 
 class Device(models.Model):
-    """A browser or app instance that can receive push (R-IN6).
+    """A browser or app instance that can receive push.
 
-    Its id is its stable identity: push deliveries target it (R-D4), and re-registering
-    the same browser/app updates the endpoint/token in place. `installation_id` is how a
-    re-registration is recognised when the client sends one; otherwise the endpoint or
-    token itself is the key.
+    Its id is its stable identity: push deliveries target it (a retry reaches the new
+    endpoint), and re-registering the same browser/app updates the endpoint/token in
+    place. `installation_id` is how a re-registration is recognised when the client sends
+    one; otherwise the endpoint or token itself is the key.
     """
 
     recipient = models.ForeignKey(
@@ -213,7 +213,7 @@ class Device(models.Model):
 
 
 class DeliveryRedrive(models.Model):
-    """Who re-drove a dead (or failed) delivery, when, and from what state (R-Q5)."""
+    """Who re-drove a dead (or failed) delivery, when, and from what state."""
 
     delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="redrives")
     by = models.ForeignKey("auth.User", on_delete=models.SET_NULL, null=True, related_name="+")

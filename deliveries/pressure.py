@@ -1,4 +1,4 @@
-"""Admission to a provider: the circuit breaker, then the rate limit (R-D5, R-D6).
+"""Admission to a provider: the circuit breaker, then the rate limit.
 
 A send that may not go now is postponed, never dropped and never charged: its claim is
 given back with `next_attempt_at` set past the wait, the attempt counter is restored,

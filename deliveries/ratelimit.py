@@ -1,4 +1,4 @@
-"""Provider rate limits (R-D5): one token bucket per provider, shared by all workers.
+"""Provider rate limits: one token bucket per provider, shared by all workers.
 
 High and medium priority may take the whole bucket; low priority only while more than
 NOTIFY_LOW_PRIORITY_RESERVE of it is left, so a throttled campaign never delays a

@@ -1,4 +1,4 @@
-"""Re-driving deliveries that could not be delivered, after whatever broke was fixed (R-Q5)."""
+"""Re-driving deliveries that could not be delivered, after whatever broke was fixed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Retry policy per channel (R-D3): when the next attempt is, or why there is none."""
+"""Retry policy per channel: when the next attempt is, or why there is none."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def retry_delays_for(channel: str) -> list[float]:
 
 
 def push_backoff(attempt: int) -> float:
-    """Push base delay after failed attempt `attempt` (1-based): doubling, capped (R-D3)."""
+    """Push base delay after failed attempt `attempt` (1-based): doubling, capped."""
     base = settings.NOTIFY_PUSH_RETRY_BASE
     ceiling = settings.NOTIFY_PUSH_RETRY_MAX
     # The exponent is bounded so a long-waiting delivery never overflows a float.

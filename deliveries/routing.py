@@ -209,7 +209,7 @@ def _inapp_write(
     )
     row.status = DeliveryStatus.DELIVERED
     row.provider_message_id = f"feed:{entry.pk}"
-    row.finished_at = now
+    row.finished_at = timezone.now()  # when the entry was written (latency metrics read it)
     return DeliveryAttempt(
         delivery=row,
         number=1,

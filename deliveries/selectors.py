@@ -50,7 +50,7 @@ def push_targets(*, recipient: Recipient, channel: str) -> list[str]:
 
 
 def device_for_delivery(*, target: str, kind: str) -> Device | None:
-    """The device a push delivery targets, read fresh at each attempt (R-D4).
+    """The device a push delivery targets, read fresh at each attempt.
 
     None when it is gone, deactivated or no longer subscribed.
     """

@@ -1,4 +1,4 @@
-"""Checking an event payload against its category's JSON schema (R-IN3)."""
+"""Checking an event payload against its category's JSON schema."""
 
 from __future__ import annotations
 

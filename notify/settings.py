@@ -290,19 +290,19 @@ FCM_CREDENTIALS = env_str("FCM_CREDENTIALS", "")
 FCM_SEND_URL = env_str("FCM_SEND_URL", "")
 # Devices of one notification sent per send_each call (FCM allows at most 500).
 NOTIFY_FCM_BATCH_SIZE = env_int("NOTIFY_FCM_BATCH_SIZE", 500, minimum=1)
-# Push retry policy (R-D3): base doubling per attempt up to the ceiling, jittered; the
+# Push retry policy: base doubling per attempt up to the ceiling, jittered; the
 # provider's Retry-After wins when longer; the notification's TTL is the deadline.
 NOTIFY_PUSH_RETRY_BASE = env_float("NOTIFY_PUSH_RETRY_BASE", 30.0, minimum=0.01)
 NOTIFY_PUSH_RETRY_MAX = env_float("NOTIFY_PUSH_RETRY_MAX", 3600.0, minimum=0.01)
-# Provider call timeouts (R-F3): vendors answer in seconds; these cap a stuck sender.
+# Provider call timeouts: vendors answer in seconds; these cap a stuck sender.
 NOTIFY_PUSH_CONNECT_TIMEOUT = env_float("NOTIFY_PUSH_CONNECT_TIMEOUT", 3.0, minimum=0.1)
 NOTIFY_PUSH_REQUEST_TIMEOUT = env_float("NOTIFY_PUSH_REQUEST_TIMEOUT", 5.0, minimum=0.1)
 NOTIFY_PUSH_SENDERS = env_int("NOTIFY_PUSH_SENDERS", 8, minimum=1)
-# At most this many push jobs per recipient queued + in flight (R-F2, ADR-048).
+# At most this many push jobs per recipient queued + in flight (push fairness).
 NOTIFY_PUSH_PER_RECIPIENT_LIMIT = env_int("NOTIFY_PUSH_PER_RECIPIENT_LIMIT", 4, minimum=1)
 # Dropped pushes are logged as one summed line at most this often (seconds).
 NOTIFY_PUSH_DROP_LOG_INTERVAL = env_int("NOTIFY_PUSH_DROP_LOG_INTERVAL", 60, minimum=1)
-# Live stream (R-U3): heartbeat comment interval and how long a device counts as live
+# Live stream: heartbeat comment interval and how long a device counts as live
 # without a heartbeat (seconds). A stream is woken by Redis pub/sub when an entry is
 # written; it also reads the feed every NOTIFY_STREAM_SAFETY_POLL (a lost wake-up costs
 # at most that), and every NOTIFY_STREAM_POLL_INTERVAL while Redis is unreachable.
@@ -335,7 +335,7 @@ SMPP_RECONNECT_MAX = env_float("SMPP_RECONNECT_MAX", 60.0, minimum=0.01)
 # several sender processes, per-bind TPS times binds must stay within the account's TPS.
 SMPP_WINDOW_SIZE = env_int("SMPP_WINDOW_SIZE", 10, minimum=1)
 SMPP_TPS = env_float("SMPP_TPS", 30.0, minimum=0.01)
-# Throttling (0x58, R-D3): pause base doubling to the ceiling, ± jitter, this many retries
+# Throttling (0x58): pause base doubling to the ceiling, ± jitter, this many retries
 # inside one send; then the delivery is dead.
 SMPP_THROTTLE_PAUSE = env_float("SMPP_THROTTLE_PAUSE", 0.1, minimum=0)
 SMPP_THROTTLE_PAUSE_MAX = env_float("SMPP_THROTTLE_PAUSE_MAX", 5.0, minimum=0)
@@ -383,7 +383,7 @@ NOTIFY_CHANNELS_ENABLED = env_list(
 )
 
 # --- Templates and rendering ---------------------------------------------------------------
-# Channel limits checked when a template is saved (R-T2) and applied when rendering (R-T3).
+# Channel limits checked when a template is saved and applied when rendering.
 NOTIFY_PUSH_TITLE_MAX_CHARS = env_int("NOTIFY_PUSH_TITLE_MAX_CHARS", 50, minimum=1)
 NOTIFY_PUSH_BODY_MAX_CHARS = env_int("NOTIFY_PUSH_BODY_MAX_CHARS", 150, minimum=2)
 NOTIFY_SMS_MAX_SEGMENTS = env_int("NOTIFY_SMS_MAX_SEGMENTS", 3, minimum=1)

@@ -1,4 +1,4 @@
-"""The unread counter in Redis (R-U2): INCR on insert, DECRBY what was actually marked.
+"""The unread counter in Redis: INCR on insert, DECRBY what was actually marked.
 
 Redis being down never breaks the feed: writers log and move on (the reconcile job
 repairs the count later), and readers get None, meaning "unavailable".

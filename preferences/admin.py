@@ -1,4 +1,4 @@
-"""Admin: preferences and consent history, read-only (R-P3).
+"""Admin: preferences and consent history, read-only.
 
 A preference changes only through the API or the unsubscribe link, which write the
 consent record in the same transaction; an admin form could not.

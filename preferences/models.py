@@ -49,10 +49,10 @@ class Preference(models.Model):
 
 
 class ConsentRecord(models.Model):
-    """Append-only: a grant or withdrawal, who made it, where, under which text (R-P3).
+    """Append-only: a grant or withdrawal, who made it, where, under which text.
 
     `category` empty means all marketing; `channel` empty means every channel. The app
-    never updates or deletes these rows (erasure, R-O4, is the only exception).
+    never updates or deletes these rows (erasure is the only exception).
     """
 
     recipient = models.ForeignKey(Recipient, on_delete=models.CASCADE, related_name="consents")
@@ -93,7 +93,7 @@ class QuietHours(models.Model):
 
 
 class MarketingDayCount(models.Model):
-    """How many marketing notifications a recipient was sent on one local day (R-P5)."""
+    """How many marketing notifications a recipient was sent on one local day."""
 
     recipient = models.ForeignKey(Recipient, on_delete=models.CASCADE, related_name="+")
     local_date = models.DateField()

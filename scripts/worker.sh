@@ -3,7 +3,7 @@
 #   scripts/worker.sh QUEUE [extra celery worker args]
 # QUEUE is high, medium or low; the worker is named QUEUE@<host> so Flower shows which
 # queue it serves. Threads pool with WORKER_CONCURRENCY senders (8: provider calls wait
-# on the network, R-F3). Each sender thread borrows one PostgreSQL connection from the
+# on the network). Each sender thread borrows one PostgreSQL connection from the
 # process's pool while it runs a task, so the pool gets the senders plus 2 spare (for
 # the worker's own background threads); see docs/connections.md for the budget.
 set -euo pipefail

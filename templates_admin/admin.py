@@ -1,6 +1,6 @@
-"""Django admin for templates (R-T4): drafts, preview, test send, diff, publish.
+"""Django admin for templates: drafts, preview, test send, diff, publish.
 
-Versions are immutable, so "edit" always means "save a new draft" (validated, R-T2).
+Versions are immutable, so "edit" always means "save a new draft" (validated).
 Publishing is a separate permission, `templates_admin.publish_templateversion`: an editor
 (add/view rights) drafts and previews; only a publisher changes what users receive.
 """

@@ -1,4 +1,4 @@
-"""The template language marketing writes in (R-T2): an allow-list, nothing else.
+"""The template language marketing writes in: an allow-list, nothing else.
 
 Engines built by `safe_engine` load only this library, never Django's default tags,
 filters and loader tags, so `{% load %}`, `{% include %}`, `{% extends %}`, `{% debug %}`,

@@ -1,4 +1,4 @@
-"""Email through django-templated-mail, fed from a template version (R-T5).
+"""Email through django-templated-mail, fed from a template version.
 
 templated-mail normally renders a disk template's `subject`, `text_body` and
 `html_body` blocks into one EmailMultiAlternatives. Here the three parts come from the

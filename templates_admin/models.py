@@ -52,7 +52,7 @@ class TemplateVersion(models.Model):
         ]
         ordering = ["template", "-number"]
         # Editing (add) and publishing are separate rights: an editor drafts and previews,
-        # only a publisher puts a text in front of users (R-T1, R-T4).
+        # only a publisher puts a text in front of users.
         permissions = [("publish_templateversion", "Can publish a template version")]
 
     def __str__(self) -> str:

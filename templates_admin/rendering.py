@@ -1,4 +1,4 @@
-"""Rendering a template version: a pure function of (version, context) (R-T3).
+"""Rendering a template version: a pure function of (version, context).
 
 No database, no network. Versions are immutable, so compiled templates are cached by
 version id (and source, so an unsaved preview draft never reuses a stale compile). The

@@ -1,4 +1,4 @@
-"""Staff roles for templates (R-T1, R-T4): editors draft and preview, publishers publish.
+"""Staff roles for templates: editors draft and preview, publishers publish.
 
 `notify`'s `create_roles` command can call these; they are idempotent.
 """

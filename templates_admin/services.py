@@ -52,7 +52,7 @@ def template_version_problems(*, template: Template, fields: dict[str, str]) -> 
 def template_version_draft(
     *, template: Template, fields: dict[str, str], created_by: Any = None
 ) -> TemplateVersion:
-    """Validate (R-T2) and append a draft; raises TemplateInvalid with every problem."""
+    """Validate and append a draft; raises TemplateInvalid with every problem."""
     problems = template_version_problems(template=template, fields=fields)
     if problems:
         raise TemplateInvalid(problems)

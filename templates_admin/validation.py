@@ -1,4 +1,4 @@
-"""Validation on save (R-T2): a broken template is refused before anyone receives it.
+"""Validation on save: a broken template is refused before anyone receives it.
 
 Four checks, every problem reported in the marketer's words with the field (and line):
 1. the language: only the allow-listed tags and filters of `templates_admin.filters`;

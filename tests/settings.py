@@ -18,7 +18,7 @@ _TEST_DEFAULTS = {
     "NOTIFY_OUTBOX_POLL_INTERVAL": "0.5",
     "NOTIFY_PUBLIC_URL": "http://testserver",
     "LOG_LEVEL": "WARNING",
-    # Push (issue 5): a test-only VAPID key, and the push backoff shortened (same shape).
+    # Push: a test-only VAPID key, and the push backoff shortened (same shape).
     "WEBPUSH_VAPID_PRIVATE_KEY": os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "push", "vapid_test_private.pem"
     ),

@@ -1,4 +1,4 @@
-"""Nothing is lost when a process dies or a message goes missing (R-IN5, R-Q4, R-Q5)."""
+"""Nothing is lost when a process dies or a message goes missing."""
 
 from __future__ import annotations
 

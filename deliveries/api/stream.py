@@ -3,7 +3,7 @@
 Runs under ASGI as an async view. Each event's `id` is the feed entry id and its `data`
 the feed entry JSON; `Last-Event-ID` replays what was missed; a comment line every
 NOTIFY_STREAM_HEARTBEAT keeps proxies from closing an idle stream and renews the
-device's entry in the live registry, which the push sender reads (R-F4).
+device's entry in the live registry, which the push sender reads.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _error(status: int, code: str, message: str, field: str | None = None) -> Js
 
 
 def _authorized_recipient(request: HttpRequest, user_id: str) -> Recipient | JsonResponse:
-    """A producer key, or the end user's own token (R-U4)."""
+    """A producer key, or the end user's own token."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         return _error(401, "not_authenticated", "Use 'Authorization: Bearer <token>'.")

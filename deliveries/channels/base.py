@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SendResult:
-    """The classified answer of one provider call (R-D2)."""
+    """The classified answer of one provider call."""
 
     outcome: AttemptOutcome
     status_code: str = ""
@@ -26,7 +26,7 @@ class SendResult:
     # Seconds the provider asked us to wait (Retry-After), when it said so.
     retry_after: float | None = None
     # A transient failure that already spent the channel's own retries (SMPP 0x58 after
-    # its in-send pauses, R-D3): the delivery ends dead instead of being retried.
+    # its in-send pauses): the delivery ends dead instead of being retried.
     give_up: bool = False
 
     @classmethod

@@ -1,6 +1,6 @@
-"""Email over SMTP, through django-templated-mail (R-D1, R-T5).
+"""Email over SMTP, through django-templated-mail.
 
-Classification (R-D2): a recipient refused with 5xx or a 5xx at DATA is permanent;
+Classification: a recipient refused with 5xx or a 5xx at DATA is permanent;
 4xx answers, disconnects, timeouts and refusals of our own sender or login are
 transient (they are about our side or the relay, not about this message).
 """

@@ -1,4 +1,4 @@
-"""FCM mobile push through firebase-admin (R-D1, R-D2, R-D4).
+"""FCM mobile push through firebase-admin.
 
 The devices of one notification go out together: `send_batch` sends them with
 `messaging.send_each` in chunks of at most NOTIFY_FCM_BATCH_SIZE (FCM's limit is 500)

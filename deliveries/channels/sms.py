@@ -1,4 +1,4 @@
-"""SMS over SMPP (R-D1, R-D2, R-D3, R-D7), on this process's persistent bind.
+"""SMS over SMPP, on this process's persistent bind.
 
 The rendered body is encoded GSM-7 or UCS-2 (data_coding set to match) and sent as
 one submit_sm, or — when longer than one segment — as concatenated parts with a user
@@ -9,7 +9,7 @@ Classification is deliveries.smpp.codes.STATUS_TABLE. Throttling (0x58) is handl
 here, inside the attempt: pause 100 ms doubling to 5 s with jitter, at most
 SMPP_THROTTLE_RETRIES retries, each 0x58 also feeding the bind's adaptive rate. When
 the retries run out the result is transient with status THROTTLE_EXHAUSTED, which per
-R-D3 ends the delivery as dead (see `throttle_exhausted`).
+the retry policy ends the delivery as dead (see `throttle_exhausted`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# The attempt's status code when 0x58 outlasted every in-send retry (R-D3: dead-letter).
+# The attempt's status code when 0x58 outlasted every in-send retry (dead-lettered).
 THROTTLE_EXHAUSTED = "smpp_throttled_out"
 _REGISTERED_DELIVERY_FINAL = 0x01  # ask the SMSC for a receipt on success and failure
 
@@ -158,7 +158,7 @@ def _submit_part(
 
 
 def throttle_exhausted(result: SendResult) -> bool:
-    """Whether a result is 0x58 outlasting the in-send retries (R-D3: the delivery is dead)."""
+    """Whether a result is 0x58 outlasting the in-send retries (the delivery is dead)."""
     return result.give_up and result.status_code == THROTTLE_EXHAUSTED
 
 

@@ -1,4 +1,4 @@
-"""Web Push with VAPID, through pywebpush (R-D1, R-D2, R-D4).
+"""Web Push with VAPID, through pywebpush.
 
 Every attempt reads the device's current subscription by the delivery's target (the
 device id), so a browser that re-registered while its notification waited gets it at

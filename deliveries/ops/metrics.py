@@ -1,4 +1,4 @@
-"""Prometheus metrics computed at scrape time (R-O1); see docs/metrics.md for why.
+"""Prometheus metrics computed at scrape time; see docs/metrics.md for why.
 
 Each source (database, broker, Redis) is read independently: one that is down leaves
 its metrics out and sets `notify_metrics_source_up{source=...}` to 0, while the others

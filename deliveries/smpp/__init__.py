@@ -1,3 +1,3 @@
-"""SMS over SMPP 3.4 (R-D7): the persistent bind, answer classification, text encoding,
+"""SMS over SMPP 3.4: the persistent bind, answer classification, text encoding,
 adaptive sending rate and delivery receipts. The channel module is deliveries/channels/sms.py.
 """

@@ -1,6 +1,6 @@
-"""SMPP command_status → outcome (R-D2): the one table every SMPP answer goes through.
+"""SMPP command_status → outcome: the one table every SMPP answer goes through.
 
-Kinds: `ok`; `throttled` (0x58, paused and retried inside the send, R-D3); `transient`
+Kinds: `ok`; `throttled` (0x58, paused and retried inside the send); `transient`
 (the SMSC, the bind or our account setup — retried later); `permanent` (this message or
 this number can never go — failed, not retried). Source-address and login problems are
 transient like SMTP sender/login refusals in email.py: they are about our side, and

@@ -1,7 +1,7 @@
 """How fast one bind sends: the throttle pause, and a rate that backs off and recovers.
 
 The rate is per bind (per sender process); the cross-process provider limit is the
-shared Redis bucket (R-D5). This one reacts to what this SMSC answers us: sustained
+shared Redis bucket. This one reacts to what this SMSC answers us: sustained
 0x58 halves it step by step, a quiet spell raises it back in small additive steps, and a
 step is taken at most once per step interval either way — so one 0x58 in a busy minute
 does not cut the rate, and the rate never swings between throttled and full (the

@@ -50,7 +50,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
 @dataclass(frozen=True)
 class UserPrincipal:
-    """`request.user` for a request made with an end user's token (R-U4)."""
+    """`request.user` for a request made with an end user's token."""
 
     recipient: Recipient
     is_authenticated: bool = True
@@ -93,7 +93,7 @@ class UserTokenAuthentication(authentication.BaseAuthentication):
 
 
 class ApiKeyRateThrottle(throttling.BaseThrottle):
-    """Token bucket per API key (R-IN4). Fails open: Redis down must not stop intake."""
+    """Token bucket per API key. Fails open: Redis down must not stop intake."""
 
     def __init__(self) -> None:
         self._wait: float | None = None

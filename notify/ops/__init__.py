@@ -1,1 +1,1 @@
-"""Operations: liveness, readiness and Prometheus metrics (R-O1, issue 7)."""
+"""Operations: liveness, readiness and Prometheus metrics."""

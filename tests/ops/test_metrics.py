@@ -1,4 +1,4 @@
-"""/metrics shows, in Prometheus text format, what really happened (R-O1).
+"""/metrics shows, in Prometheus text format, what really happened.
 
 Numbers come from the database, the broker and Redis at scrape time, so the worker
 process that did the sending needs no metrics of its own.

@@ -1,4 +1,4 @@
-"""End-user tokens (R-U4) and the consent history (R-P3) through the HTTP API."""
+"""End-user tokens and the consent history through the HTTP API."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""R-D2 for email: every row of the SMTP answer table, one case each."""
+"""Classification for email: every row of the SMTP answer table, one case each."""
 
 from __future__ import annotations
 

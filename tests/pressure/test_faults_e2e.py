@@ -1,5 +1,5 @@
 """A worker killed with SIGKILL mid-send and a RabbitMQ restart during a burst of 500:
-every notification is delivered, none lost, at most one duplicate per kill (R-Q3, R-Q4)."""
+every notification is delivered, none lost, at most one duplicate per kill."""
 
 from __future__ import annotations
 

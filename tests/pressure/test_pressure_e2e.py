@@ -1,4 +1,4 @@
-"""Slowing down instead of losing (R-D5) and not hammering a provider that is down (R-D6),
+"""Slowing down instead of losing and not hammering a provider that is down,
 through real worker processes, the real broker and a real SMTP server."""
 
 from __future__ import annotations

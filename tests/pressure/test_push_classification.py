@@ -1,4 +1,4 @@
-"""R-D2 for push: every row of the Web Push and FCM answer tables, one case each, and
+"""Classification for push: every row of the Web Push and FCM answer tables, one case each, and
 which answers deactivate the device (only those proving the subscription is gone)."""
 
 from __future__ import annotations

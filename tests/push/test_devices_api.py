@@ -1,4 +1,4 @@
-"""POST/DELETE /v1/users/{id}/devices: shapes, validation, identity (R-IN6)."""
+"""POST/DELETE /v1/users/{id}/devices: shapes, validation, identity."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The per-recipient push slots (R-F2) on the real Redis."""
+"""The per-recipient push slots on the real Redis."""
 
 from __future__ import annotations
 

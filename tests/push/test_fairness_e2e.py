@@ -18,7 +18,7 @@ pytestmark = pytest.mark.e2e
 def test_a_hundred_hanging_devices_do_not_delay_another_recipients_push(
     api, pipeline, push_service, workers_with
 ):
-    # One worker with the production sender pool: 8 threads, the push timeouts of R-F3.
+    # One worker with the production sender pool: 8 threads, the production push timeouts.
     (worker,) = workers_with(pool="threads", concurrency=8, NOTIFY_PUSH_REQUEST_TIMEOUT="5")
     register_user(api, "hog")
     register_user(api, "calm")

@@ -1,4 +1,4 @@
-"""The live stream (R-U3) and push only to silent devices (R-F4), on a real ASGI server."""
+"""The live stream and push only to silent devices, on a real ASGI server."""
 
 from __future__ import annotations
 

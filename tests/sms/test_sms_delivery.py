@@ -122,7 +122,7 @@ def test_throttling_on_every_try_gives_up_after_three_retries(smsc, login_code):
     delivery = route_and_send(login_code())
 
     assert [submit.status for submit in smsc.submits] == [0x58] * 4  # 1 try + 3 retries
-    # The channel's own retries are spent (R-D3): the delivery is dead, not retried.
+    # The channel's own retries are spent: the delivery is dead, not retried.
     assert delivery.status == DeliveryStatus.DEAD
     assert delivery.reason == Reason.RETRIES_EXHAUSTED
     [attempt] = DeliveryAttempt.objects.filter(delivery=delivery)

@@ -1,4 +1,4 @@
-"""The template admin as staff use it (R-T4): drafts, preview, diff, publish, test send."""
+"""The template admin as staff use it: drafts, preview, diff, publish, test send."""
 
 from __future__ import annotations
 

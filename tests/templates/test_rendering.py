@@ -1,4 +1,4 @@
-"""Rendering (R-T3): escaping per channel, push truncation, plurals, dates and money."""
+"""Rendering: escaping per channel, push truncation, plurals, dates and money."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Validation on save (R-T2): what a marketer is told when a template cannot be saved."""
+"""Validation on save: what a marketer is told when a template cannot be saved."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every delivery keeps the version that produced it (R-T1), through the real pipeline."""
+"""Every delivery keeps the version that produced it, through the real pipeline."""
 
 from __future__ import annotations
 
