@@ -1,4 +1,4 @@
--- wrk script of the bench (bench/harness.py runs it; loopback only).
+-- wrk script of the bench (bench/wrk.py runs it; loopback only).
 -- Arguments after "--": METHOD EXPECTED_STATUS PREFIX API_KEY USER_ID
 --   POST sends an order.shipped event with a unique event_id (PREFIX-thread-n) each time;
 --   GET sends the request as it is. API_KEY may be empty (the bare baselines).

@@ -17,21 +17,12 @@ import statistics
 import sys
 from pathlib import Path
 
-from bench.__main__ import Bench, Config
-from bench.harness import (
-    LOOPBACK,
-    BenchError,
-    LoadResult,
-    Places,
-    Proc,
-    Stack,
-    ensure_wrk,
-    env_int,
-    free_port,
-    machine_line,
-    phase,
-    wait_http,
-)
+from bench.config import LOOPBACK, BenchError, Config, env_int
+from bench.places import Places
+from bench.processes import Proc, Stack, free_port, wait_http
+from bench.report import machine_line, phase
+from bench.runner import Bench
+from bench.wrk import LoadResult, ensure_wrk
 
 APP = "notify.asgi:application"
 

@@ -1,7 +1,7 @@
 """Settings for `make bench`: the project's own, plus the bare baseline views and task.
 
 Which database, broker vhost and Redis database the processes use comes from the
-environment that `python -m bench` gives them (see bench.harness.Places), so the dev
+environment that `python -m bench` gives them (see bench.places.Places), so the dev
 stack and the tests are never touched. DEBUG is off, as in production.
 """
 

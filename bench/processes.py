@@ -1,0 +1,149 @@
+"""Child processes of the bench: started, waited for, and always stopped.
+
+Every child process runs in its own session, so stopping it stops what it started too
+(the web server's worker processes); `Stack` stops them all, whatever happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from types import FrameType
+from typing import IO
+
+from bench.config import LOOPBACK, ROOT, BenchError
+
+LOG_DIR = ROOT / "var" / "bench"
+
+
+def python() -> str:
+    """The interpreter running the bench (the repo's .venv under `make bench`)."""
+    return sys.executable
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now, on loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        return int(probe.getsockname()[1])
+
+
+class Proc:
+    """A child process in its own session, logging to var/bench/NAME.log."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str]) -> None:
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.log_path = LOG_DIR / f"{name}.log"
+        self._log: IO[bytes] = open(self.log_path, "wb")  # noqa: SIM115 closed in stop()
+        self.started = time.perf_counter()
+        self.popen = subprocess.Popen(
+            list(argv),
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stop() reaches its children
+        )
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def check(self) -> None:
+        """Raise, with the end of its log, if the process has exited."""
+        if not self.alive():
+            raise BenchError(
+                f"{self.name} exited with {self.popen.returncode}; "
+                f"end of {self.log_path}:\n{self.tail()}"
+            )
+
+    def tail(self, lines: int = 25) -> str:
+        with contextlib.suppress(OSError):
+            text = self.log_path.read_text(errors="replace").splitlines()
+            return "\n".join(text[-lines:])
+        return ""
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM the whole group (a warm shutdown), then SIGKILL what is left."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=timeout)
+        # Children that outlived their parent (or ignored TERM) are still in the group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=5)
+        self._log.close()
+
+
+class Stack:
+    """The processes started by a bench run; all are stopped on exit, even on failure."""
+
+    def __init__(self) -> None:
+        self._procs: list[Proc] = []
+
+    def __enter__(self) -> Stack:
+        # SIGTERM/SIGHUP become SystemExit, so `with` blocks unwind and stop everything.
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, _exit_on_signal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+    def start(self, name: str, argv: Sequence[str], env: dict[str, str]) -> Proc:
+        """Start `argv` as NAME (its log: var/bench/NAME.log); stopped with the stack."""
+        proc = Proc(name, argv, env)
+        self._procs.append(proc)
+        return proc
+
+    def stop(self, proc: Proc) -> None:
+        """Stop one process now, instead of at the end of the run."""
+        proc.stop()
+        if proc in self._procs:
+            self._procs.remove(proc)
+
+    def stop_all(self) -> None:
+        """Stop every process still running, the last started first."""
+        while self._procs:
+            self._procs.pop().stop()
+
+
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def wait_http(url: str, proc: Proc, timeout: float = 90.0) -> None:
+    """Wait until `url` answers 200, failing early if the server process died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc.check()
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.25)
+    raise BenchError(f"{url} did not answer within {timeout:.0f} s; end of log:\n{proc.tail()}")
+
+
+def wait_port(port: int, proc: Proc, timeout: float = 30.0) -> None:
+    """Wait until something listens on loopback `port`, failing early if `proc` died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc.check()
+        with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), 1):
+            return
+        time.sleep(0.1)
+    raise BenchError(f"{proc.name} did not listen on {port} within {timeout:.0f} s")

@@ -1,0 +1,178 @@
+"""One `make bench` run: the `Bench` every scenario is handed, and its preparation.
+
+`Bench` holds what the scenarios share (the knobs, the places, the process stack, the
+API key, the failures so far) and prepares the places; the scenarios themselves live in
+bench/web_scenarios.py (S1, S5, load) and bench/pipeline.py (S2).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+
+from bench.config import DEMO_USER, ROOT, BenchError, Config
+from bench.pipeline import scenario_s2
+from bench.places import Places, ensure_database, ensure_vhost
+from bench.processes import Stack
+from bench.report import phase
+from bench.web_scenarios import http_scenarios
+from bench.wrk import Load, LoadResult, run_wrk
+
+
+def child_environment(places: Places, config: Config) -> dict[str, str]:
+    """The environment of every process the bench starts (and of the bench itself)."""
+    env = dict(os.environ)
+    for name in ("HOST", "PORT", "BENCH_COUNT_SQL", "BENCH_SQL_KEY", "BENCH_READY_KEY"):
+        env.pop(name, None)
+    env.update(places.environment())
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "bench.settings",
+            "DJANGO_DEBUG": "0",
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
+            "PYTHONUNBUFFERED": "1",
+            # Capacity is measured, not the configured per-key and per-provider limits:
+            # the throttle and the SMTP token bucket still run, they just never say no.
+            "NOTIFY_API_RATE_PER_SECOND": "1000000",
+            "NOTIFY_API_RATE_BURST": "1000000",
+            "NOTIFY_RATE_SMTP": config.smtp_rate,
+        }
+    )
+    return env
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """`scripts/manage.sh ARGS` (the shipped path) in the bench's environment."""
+    done = subprocess.run(
+        ["bash", "scripts/manage.sh", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise BenchError(f"manage.py {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+class Bench:
+    """One `make bench` run: prepares the places, then runs the chosen scenarios."""
+
+    def __init__(self, config: Config, places: Places, stack: Stack, wrk: str) -> None:
+        self.config = config
+        self.places = places
+        self.stack = stack
+        self.wrk_path = wrk
+        self.env = child_environment(places, config)
+        self.api_key = ""
+        self.failed: list[str] = []
+
+    # --- Preparation ------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Create and migrate the places, seed them, make an API key, set up Django."""
+        with phase("preparing the bench database, vhost and Redis db"):
+            db_state = ensure_database(self.places)
+            vhost_state = ensure_vhost(self.places)
+            manage(self.env, "migrate", "--noinput")
+            manage(self.env, "seed_demo")
+            key_out = manage(self.env, "create_producer", "bench").strip().splitlines()
+            self.api_key = key_out[-1].strip() if key_out else ""
+            if not self.api_key or " " in self.api_key:
+                raise BenchError(f"create_producer printed no key: {key_out}")
+            # The bench process itself uses the same settings (test Client, queries).
+            os.environ.update(self.env)
+            import django
+
+            django.setup()
+            self.reset_data()
+        print(
+            f"places: database {self.places.database_name} ({db_state}), "
+            f"vhost {self.places.vhost} ({vhost_state}), Redis {self.places.redis_url}"
+        )
+
+    def reset_data(self) -> None:
+        """Empty the notification tables, the bench's Redis db and its queues."""
+        from django.db import connection
+        from django_redis import get_redis_connection
+
+        from bench.views import bare_unread_key
+        from notify.broker import declare_topology
+        from notify.models import Notification
+
+        # Guards: these wipe data, so only ever in the bench's own places.
+        if connection.settings_dict["NAME"] != self.places.database_name:
+            raise BenchError(f"refusing to empty {connection.settings_dict['NAME']!r}")
+        table = connection.ops.quote_name(Notification._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(f"TRUNCATE {table} CASCADE")  # outbox, deliveries, feed, ...
+        redis = get_redis_connection("default")
+        redis_db = int(redis.connection_pool.connection_kwargs.get("db", 0))
+        if redis_db != int(self.places.redis_url.rsplit("/", 1)[-1]):
+            raise BenchError(f"refusing to flush Redis db {redis_db}")
+        redis.flushdb()
+        redis.set(bare_unread_key(DEMO_USER), 3)
+        declare_topology()
+        self.purge_queues()
+        self.close_db()
+
+    def purge_queues(self) -> None:
+        """Empty every queue of the bench's vhost."""
+        from notify.celery import app
+
+        with app.connection_for_write() as conn:
+            channel = conn.default_channel
+            for queue in app.conf.task_queues:
+                channel.queue_purge(queue.name)
+
+    @staticmethod
+    def close_db() -> None:
+        """Give back the bench's own PostgreSQL connections, so the sampler counts only
+        the processes being measured."""
+        from django.db import connections
+
+        for conn in connections.all():
+            conn.close()
+            if getattr(conn, "pool", None) is not None:
+                conn.close_pool()
+
+    # --- What the HTTP scenarios share (and bench/servers.py) -------------------------------
+
+    def wrk(self, port: int, load: Load, connections: int, seconds: float) -> LoadResult:
+        """One wrk run with the bench's wrk and BENCH_WRK_THREADS."""
+        return run_wrk(
+            self.wrk_path, port, load, connections=connections, seconds=seconds,
+            threads=self.config.wrk_threads,
+        )  # fmt: skip
+
+    def intake_loads(self) -> tuple[Load, Load]:
+        """POSTs of one notification: to the bare baseline view, and to the real API."""
+        bare = Load("POST", "/bench/bare-intake", 202, user_id=DEMO_USER)
+        real = Load("POST", "/v1/notifications", 202, api_key=self.api_key, user_id=DEMO_USER)
+        return bare, real
+
+    # --- Running ----------------------------------------------------------------------------
+
+    def guard(self, name: str, step: Callable[[], int | None]) -> int | None:
+        """Run one scenario; a failure is printed and remembered, the others still run."""
+        try:
+            return step()
+        except BenchError as error:
+            self.failed.append(name)
+            print(f"{name}: FAILED: {error}")
+            return None
+
+    def run(self) -> int:
+        """Prepare, run the scenarios BENCH_ONLY picks; 1 if any of them failed."""
+        self.prepare()
+        http_scenarios(self)
+        if "s2" in self.config.only:
+            with phase(f"S2 pipeline: {self.config.events} events"):
+                self.guard("S2", lambda: scenario_s2(self))
+        if self.failed:
+            print(f"failed: {', '.join(self.failed)} (process logs in var/bench/)")
+            return 1
+        return 0

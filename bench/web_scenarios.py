@@ -1,0 +1,65 @@
+"""The HTTP scenarios' frame: one scripts/web.sh, then S1, S5 and load against it.
+
+Works out the PostgreSQL connection budgets that the measured peaks are printed next to
+(docs/connections.md), starts the web server once for all three, and stops it after.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bench.client_load import scenario_load
+from bench.config import LOOPBACK, SMALL_POOL_DEFAULT, WEB_POOL_DEFAULT, env_int
+from bench.intake_unread import scenario_s1, scenario_s5
+from bench.places import max_connections
+from bench.processes import Proc, free_port, wait_http
+from bench.report import phase
+
+if TYPE_CHECKING:  # bench.runner imports this module to run it
+    from bench.runner import Bench
+
+
+def start_web(bench: Bench) -> tuple[Proc, int]:
+    """scripts/web.sh on a free loopback port, once /healthz answers; (process, port)."""
+    port = free_port()
+    web = bench.stack.start(
+        "web", ["bash", "scripts/web.sh"], {**bench.env, "HOST": LOOPBACK, "PORT": str(port)}
+    )
+    wait_http(f"http://{LOOPBACK}:{port}/healthz", web)
+    return web, port
+
+
+def http_scenarios(bench: Bench) -> None:
+    """Run whichever of S1, S5 and load BENCH_ONLY picks, against one web server."""
+    wanted = [name for name in ("s1", "s5", "load") if name in bench.config.only]
+    if not wanted:
+        return
+    web_processes = env_int("WEB_CONCURRENCY", 2)
+    worker_pool = env_int("DATABASE_POOL_MAX_SIZE", env_int("WORKER_CONCURRENCY", 8) + 2)
+    budget_web = web_processes * env_int("DATABASE_POOL_MAX_SIZE", WEB_POOL_DEFAULT)
+    # beat and relay pools, plus the relay's LISTEN connection (outside its pool).
+    budget_all = budget_web + 3 * worker_pool + 2 * SMALL_POOL_DEFAULT + 1
+    limit = max_connections(bench.places)
+    with phase("starting scripts/web.sh"):
+        web, port = start_web(bench)
+    print(f"web: scripts/web.sh, WEB_CONCURRENCY={web_processes}, DEBUG off, port {port}")
+    peaks: list[int] = []
+    try:
+        if "s1" in wanted:
+            with phase("S1 intake"):
+                peaks.append(bench.guard("S1", lambda: scenario_s1(bench, port)) or 0)
+        if "s5" in wanted:
+            with phase("S5 unread count"):
+                peaks.append(bench.guard("S5", lambda: scenario_s5(bench, port)) or 0)
+        if peaks:
+            print(
+                f"S1/S5 peak PostgreSQL backends: {max(peaks)} "
+                f"(web budget {web_processes} x pool max = {budget_web})"
+            )
+        if "load" in wanted:
+            with phase(f"load: {bench.config.load_connections} clients"):
+                bench.guard(
+                    "load", lambda: scenario_load(bench, port, budget_web, budget_all, limit)
+                )
+    finally:
+        bench.stack.stop(web)
