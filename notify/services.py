@@ -8,6 +8,7 @@ import json
 import logging
 import secrets
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,6 +174,18 @@ class Accepted:
     created: bool
 
 
+@dataclass(frozen=True)
+class Event:
+    """One event to accept, as the API validated it."""
+
+    event_id: str
+    user_id: str
+    category: Category
+    payload: dict[str, Any]
+    channels: list[str] | None = None
+    ttl_seconds: int | None = None
+
+
 def notification_accept(
     *,
     producer: Producer,
@@ -183,71 +196,114 @@ def notification_accept(
     channels: list[str] | None,
     ttl_seconds: int | None,
 ) -> Accepted:
-    """Store the notification and its outbox row atomically; one round trip.
+    """Store one notification and its outbox row; raises IntakeConflict or
+    UnknownRecipient (see `notifications_accept`)."""
+    event = Event(event_id, user_id, category, payload, channels, ttl_seconds)
+    result = notifications_accept(producer=producer, events=[event])[0]
+    if isinstance(result, Exception):
+        raise result
+    return result
 
-    One statement finds the recipient, inserts the notification and its outbox row
-    (the relay publishes the route task: a trigger on the outbox wakes it at commit, and
-    the request never waits for the broker). The same (producer, event_id) again returns
-    the stored notification; with another body it raises IntakeConflict. An unknown
-    `user_id` raises UnknownRecipient.
+
+def notifications_accept(
+    *, producer: Producer, events: Sequence[Event]
+) -> list[Accepted | IntakeConflict | UnknownRecipient]:
+    """Store notifications and their outbox rows, set-based: one statement for them all.
+
+    The statement finds each recipient and inserts the notifications and their outbox
+    rows (the relay publishes the route tasks: a trigger on the outbox wakes it at
+    commit, and the request never waits for the broker). An event id seen before with
+    the same body answers with the stored notification; with another body, an
+    IntakeConflict; an unknown user id, an UnknownRecipient — one answer per event, in
+    order. Every event id occurs once in the result's notifications even when a batch
+    repeats it.
     """
-    fingerprint = request_fingerprint(
-        user_id=user_id,
-        category=category.key,
-        payload=payload,
-        channels=channels,
-        ttl_seconds=ttl_seconds,
-    )
-    notification_id = uuid.uuid4()
+    if not events:
+        return []
     now = timezone.now()
+    ids = [uuid.uuid4() for _ in events]
+    fingerprints = [
+        request_fingerprint(
+            user_id=e.user_id,
+            category=e.category.key,
+            payload=e.payload,
+            channels=e.channels,
+            ttl_seconds=e.ttl_seconds,
+        )
+        for e in events
+    ]
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            WITH n AS (
+            WITH e AS (
+                SELECT * FROM unnest(
+                    %(ids)s::uuid[], %(event_ids)s::text[], %(users)s::text[],
+                    %(categories)s::bigint[], %(payloads)s::text[], %(channels)s::text[],
+                    %(ttls)s::integer[], %(fingerprints)s::text[], %(queues)s::text[]
+                ) WITH ORDINALITY AS e(id, event_id, user_id, category_id, payload, channels,
+                                       ttl, fingerprint, queue, ord)
+            ), n AS (
                 INSERT INTO {Notification._meta.db_table}
                     (id, producer_id, event_id, recipient_id, category_id, payload, channels,
                      ttl_seconds, fingerprint, created_at)
-                SELECT %(id)s, %(producer)s, %(event)s, r.id, %(category)s, %(payload)s::jsonb,
-                       %(channels)s::jsonb, %(ttl)s, %(fingerprint)s, %(now)s
-                  FROM {Recipient._meta.db_table} r
-                 WHERE r.user_id = %(user)s
+                SELECT e.id, %(producer)s, e.event_id, r.id, e.category_id, e.payload::jsonb,
+                       e.channels::jsonb, e.ttl, e.fingerprint, %(now)s
+                  FROM e JOIN {Recipient._meta.db_table} r ON r.user_id = e.user_id
+                 ORDER BY e.ord
                 ON CONFLICT (producer_id, event_id) DO NOTHING
                 RETURNING id
             ), o AS (
                 INSERT INTO {Outbox._meta.db_table}
                     (notification_id, queue, created_at, publish_attempts)
-                SELECT id, %(queue)s, %(now)s, 0 FROM n
+                SELECT n.id, e.queue, %(now)s, 0 FROM n JOIN e ON e.id = n.id
             )
             SELECT id FROM n
             """,
             {
-                "id": notification_id,
+                "ids": ids,
+                "event_ids": [e.event_id for e in events],
+                "users": [e.user_id for e in events],
+                "categories": [e.category.pk for e in events],
+                "payloads": [json.dumps(e.payload) for e in events],
+                "channels": [
+                    None if e.channels is None else json.dumps(e.channels) for e in events
+                ],
+                "ttls": [e.ttl_seconds for e in events],
+                "fingerprints": fingerprints,
+                "queues": [e.category.queue for e in events],
                 "producer": producer.pk,
-                "event": event_id,
-                "category": category.pk,
-                "payload": json.dumps(payload),
-                "channels": None if channels is None else json.dumps(channels),
-                "ttl": ttl_seconds,
-                "fingerprint": fingerprint,
                 "now": now,
-                "user": user_id,
-                "queue": category.queue,
             },
         )
-        if cursor.fetchone() is not None:
-            return Accepted(notification_id, created=True)
-    # Nothing inserted: an earlier or concurrent request stored it (its commit is
-    # visible to this new statement), or the recipient is unknown.
-    existing = (
-        Notification.objects.filter(producer=producer, event_id=event_id)
-        .only("pk", "fingerprint")
-        .first()
-    )
-    if existing is None:
-        raise UnknownRecipient(user_id)
-    if existing.fingerprint != fingerprint:
-        raise IntakeConflict(existing)
-    return Accepted(existing.pk, created=False)
+        inserted = {row[0] for row in cursor.fetchall()}
+    results: list[Accepted | IntakeConflict | UnknownRecipient | None] = [
+        Accepted(notification_id, created=True) if notification_id in inserted else None
+        for notification_id in ids
+    ]
+    if all(results):
+        return results  # type: ignore[return-value]
+    # The rest were stored before (or earlier in this batch), or name an unknown user:
+    # the conflicting rows' commits are visible to this new statement.
+    existing = {
+        n.event_id: n
+        for n in Notification.objects.filter(
+            producer=producer,
+            event_id__in=[e.event_id for e, r in zip(events, results, strict=True) if r is None],
+        ).only("pk", "event_id", "fingerprint")
+    }
+    answers: list[Accepted | IntakeConflict | UnknownRecipient] = []
+    for event, fingerprint, result in zip(events, fingerprints, results, strict=True):
+        if result is not None:
+            answers.append(result)
+            continue
+        stored = existing.get(event.event_id)
+        if stored is None:
+            answers.append(UnknownRecipient(event.user_id))
+        elif stored.fingerprint != fingerprint:
+            answers.append(IntakeConflict(stored))
+        else:
+            answers.append(Accepted(stored.pk, created=False))
+    return answers
 
 
 # --- Feed -----------------------------------------------------------------------------

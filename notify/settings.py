@@ -179,8 +179,11 @@ NOTIFY_API_RATE_PER_SECOND = env_float("NOTIFY_API_RATE_PER_SECOND", 100.0, mini
 NOTIFY_API_RATE_BURST = env_int("NOTIFY_API_RATE_BURST", 200, minimum=1)
 NOTIFY_DEFAULT_LOCALE = env_str("NOTIFY_DEFAULT_LOCALE", "en")
 NOTIFY_DEFAULT_TTL_SECONDS = env_int("NOTIFY_DEFAULT_TTL_SECONDS", 24 * 3600, minimum=1)
-# Bodies past NOTIFY_MAX_BODY_BYTES get our own 413; this only bounds what Django buffers.
-DATA_UPLOAD_MAX_MEMORY_SIZE = max(NOTIFY_MAX_BODY_BYTES * 4, 2_621_440)
+# A batch request carries at most this many events, in a body of at most this size.
+NOTIFY_BATCH_MAX_EVENTS = env_int("NOTIFY_BATCH_MAX_EVENTS", 1000, minimum=1)
+NOTIFY_BATCH_MAX_BODY_BYTES = env_int("NOTIFY_BATCH_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
+# Bodies past those limits get our own 413; this only bounds what Django buffers.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(NOTIFY_MAX_BODY_BYTES, NOTIFY_BATCH_MAX_BODY_BYTES) * 2
 # API keys, their categories and the categories themselves are kept in each process for
 # this long, so a revoked key or a changed category takes effect within it (seconds).
 NOTIFY_AUTH_CACHE_SECONDS = env_float("NOTIFY_AUTH_CACHE_SECONDS", 5.0, minimum=0)
@@ -242,7 +245,6 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_TIME_LIMIT = env_int("NOTIFY_TASK_TIME_LIMIT", 300, minimum=1)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("NOTIFY_TASK_SOFT_TIME_LIMIT", 240, minimum=1)
-# Maintenance runs on `high`: it is small, and recovery must not wait behind a campaign.
 # --- Retries -------------------------------------------------------------------------------
 # A retry shorter than this travels as a Celery countdown message; a longer one is left
 # to the sweeper, so no message waits unacknowledged near RabbitMQ's consumer timeout.

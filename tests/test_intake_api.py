@@ -233,3 +233,38 @@ def test_a_key_revoked_elsewhere_is_refused_within_the_cache_bound_and_costs_no_
     time.sleep(1.1)
     assert_error(api.post("/v1/notifications", event(), format="json"), 401,
                  "authentication_failed")  # fmt: skip
+
+
+def test_a_batch_answers_each_event_in_order_and_repeating_it_creates_nothing(api, recipient):
+    events = [event(event_id=f"batch-{n}") for n in range(1000)]
+    events[3] = event(event_id="bad-payload", payload={**ORDER, "order_number": 7})
+    events[5] = event(event_id="nobody", user_id="no-such-user")
+    events[7] = event(event_id="unknown-category", category="no.such")
+    events[9] = dict(events[8])  # the same event twice in one batch: one notification
+
+    response = api.post("/v1/notifications/batch", {"events": events}, format="json")
+    assert response.status_code == 200, response.content
+    results = response.json()["results"]
+    assert len(results) == 1000
+    assert [r["status"] for r in results[:10]] == [202, 202, 202, 400, 202, 422, 202, 422, 202, 202]
+    assert results[3]["error"]["field"] == "payload.order_number"
+    assert results[5]["error"]["code"] == "unknown_recipient"
+    assert results[9]["notification_id"] == results[8]["notification_id"]
+    assert Notification.objects.count() == Outbox.objects.count() == 996
+
+    again = api.post("/v1/notifications/batch", {"events": events}, format="json").json()
+    assert [r.get("notification_id") for r in again["results"]] == [
+        r.get("notification_id") for r in results
+    ]
+    assert Notification.objects.count() == 996
+
+    events[0] = dict(events[0], payload={**ORDER, "items_count": 9})  # reused with a new body
+    conflict = api.post("/v1/notifications/batch", {"events": events[:1]}, format="json")
+    assert conflict.json()["results"][0]["status"] == 409
+
+
+def test_a_batch_over_the_limit_is_refused_whole(api, recipient):
+    events = [event() for _ in range(1001)]
+    response = api.post("/v1/notifications/batch", {"events": events}, format="json")
+    assert_error(response, 400, "invalid", field="events")
+    assert Notification.objects.count() == 0

@@ -30,19 +30,19 @@ def error_body(code: str, message: str, field: str | None = None) -> dict[str, A
     return {"error": error}
 
 
-def _first_validation_error(detail: Any, path: str = "") -> tuple[str, str, str]:
+def first_validation_error(detail: Any, path: str = "") -> tuple[str, str, str]:
     """(field path, message, code) of the first error in a DRF validation detail."""
     if isinstance(detail, dict):
         for key, value in detail.items():
             name = "" if key == "non_field_errors" else str(key)
-            return _first_validation_error(
+            return first_validation_error(
                 value, f"{path}.{name}" if path and name else path or name
             )
     if isinstance(detail, list) and detail:
         first = detail[0]
         if isinstance(first, dict | list):
-            return _first_validation_error(first, f"{path}.0" if path else "0")
-        return _first_validation_error(first, path)
+            return first_validation_error(first, f"{path}.0" if path else "0")
+        return first_validation_error(first, path)
     code = getattr(detail, "code", "invalid")
     return path, str(detail), str(code)
 
@@ -71,7 +71,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, ApiError):
         response.data = error_body(exc.error_code, str(exc.detail), exc.field)
     elif isinstance(exc, exceptions.ValidationError):
-        field, message, _ = _first_validation_error(exc.detail)
+        field, message, _ = first_validation_error(exc.detail)
         response.data = error_body("invalid", message, field or None)
         response.status_code = status.HTTP_400_BAD_REQUEST
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import zoneinfo
 
+from django.conf import settings
 from rest_framework import serializers
 
 from notify.models import Channel
@@ -26,6 +27,31 @@ class NotificationIn(serializers.Serializer):
 
 class NotificationAcceptedOut(serializers.Serializer):
     notification_id = serializers.UUIDField()
+
+
+class NotificationBatchIn(serializers.Serializer):
+    # Each event is validated on its own (one answer per event), not here.
+    events = serializers.ListField(
+        child=serializers.JSONField(),
+        allow_empty=False,
+        max_length=settings.NOTIFY_BATCH_MAX_EVENTS,
+    )
+
+
+class ErrorOut(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    field = serializers.CharField(required=False)
+
+
+class NotificationBatchItemOut(serializers.Serializer):
+    status = serializers.IntegerField(help_text="202, 400, 403, 409 or 422")
+    notification_id = serializers.UUIDField(required=False)
+    error = ErrorOut(required=False)
+
+
+class NotificationBatchOut(serializers.Serializer):
+    results = NotificationBatchItemOut(many=True)
 
 
 class DeliveryStatusOut(serializers.Serializer):

@@ -5,6 +5,7 @@ from notify.api import views
 
 urlpatterns = [
     path("notifications", views.NotificationCreateApi.as_view(), name="notification-create"),
+    path("notifications/batch", views.NotificationBatchApi.as_view(), name="notification-batch"),
     path("users/<str:user_id>", views.RecipientUpsertApi.as_view(), name="recipient-upsert"),
     path("users/<str:user_id>/feed", views.FeedListApi.as_view(), name="feed-list"),
     path("users/<str:user_id>/feed/read", views.FeedReadApi.as_view(), name="feed-read"),

@@ -11,24 +11,26 @@ from rest_framework.views import APIView
 
 from notify.api import serializers as s
 from notify.api.auth import ApiKeyRateThrottle
-from notify.api.errors import ApiError
+from notify.api.errors import ApiError, error_body, first_validation_error
 from notify.api.lookups import recipient_or_404
+from notify.models import ApiKey
 from notify.payloads import payload_problem
 from notify.selectors import BadCursor, feed_page
 from notify.services import (
+    Accepted,
+    Event,
     IntakeConflict,
     UnknownRecipient,
     api_key_may_send,
     category_by_key,
     feed_mark_read,
-    notification_accept,
+    notifications_accept,
     recipient_upsert,
 )
 from notify.unread import unread_count
 
 
-def _body_within_limit(request: Request) -> None:
-    limit = settings.NOTIFY_MAX_BODY_BYTES
+def _body_within_limit(request: Request, limit: int) -> None:
     declared = request.META.get("CONTENT_LENGTH") or "0"
     too_big = ApiError(
         status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
@@ -41,6 +43,56 @@ def _body_within_limit(request: Request) -> None:
         raise too_big
 
 
+def _event_from(raw: object, api_key: ApiKey) -> Event:
+    """A validated event, or an ApiError saying what is wrong with it (400/403/422)."""
+    data_in = s.NotificationIn(data=raw)
+    if not data_in.is_valid():
+        field, message, _ = first_validation_error(data_in.errors)
+        raise ApiError(400, "invalid", message, field=field or None)
+    data = data_in.validated_data
+    category = category_by_key(key=data["category"])
+    if category is None:
+        raise ApiError(
+            422, "unknown_category", f"No category {data['category']!r}.", field="category"
+        )
+    if not api_key_may_send(api_key=api_key, category=category):
+        raise ApiError(
+            403,
+            "category_not_allowed",
+            f"This API key may not send {category.key!r}.",
+            field="category",
+        )
+    problem = payload_problem(category.payload_schema, data["payload"])
+    if problem is not None:
+        raise ApiError(400, "invalid_payload", problem.message, field=problem.field)
+    return Event(
+        event_id=data["event_id"],
+        user_id=data["user_id"],
+        category=category,
+        payload=data["payload"],
+        channels=data.get("channels"),
+        ttl_seconds=data.get("ttl_seconds"),
+    )
+
+
+def _refusal(event: Event, answer: IntakeConflict | UnknownRecipient) -> ApiError:
+    if isinstance(answer, UnknownRecipient):
+        return ApiError(
+            422,
+            "unknown_recipient",
+            f"No recipient with user_id {event.user_id!r}; register it with "
+            "PUT /v1/users/{user_id} first.",
+            field="user_id",
+        )
+    return ApiError(
+        409,
+        "event_conflict",
+        f"event_id {event.event_id!r} was already used with a different body "
+        f"(notification {answer.notification.pk}).",
+        field="event_id",
+    )
+
+
 class NotificationCreateApi(APIView):
     throttle_classes = [ApiKeyRateThrottle]
 
@@ -50,57 +102,57 @@ class NotificationCreateApi(APIView):
         summary="Send an event; returns at once with the notification id.",
     )
     def post(self, request: Request) -> Response:
-        _body_within_limit(request)
-        data_in = s.NotificationIn(data=request.data)
-        data_in.is_valid(raise_exception=True)
-        data = data_in.validated_data
-        producer = request.user.producer
-
-        category = category_by_key(key=data["category"])
-        if category is None:
-            raise ApiError(
-                422, "unknown_category", f"No category {data['category']!r}.", field="category"
-            )
-        if not api_key_may_send(api_key=request.user.api_key, category=category):
-            raise ApiError(
-                403,
-                "category_not_allowed",
-                f"This API key may not send {category.key!r}.",
-                field="category",
-            )
-        problem = payload_problem(category.payload_schema, data["payload"])
-        if problem is not None:
-            raise ApiError(400, "invalid_payload", problem.message, field=problem.field)
-
-        try:
-            accepted = notification_accept(
-                producer=producer,
-                event_id=data["event_id"],
-                user_id=data["user_id"],
-                category=category,
-                payload=data["payload"],
-                channels=data.get("channels"),
-                ttl_seconds=data.get("ttl_seconds"),
-            )
-        except UnknownRecipient:
-            raise ApiError(
-                422,
-                "unknown_recipient",
-                f"No recipient with user_id {data['user_id']!r}; register it with "
-                "PUT /v1/users/{user_id} first.",
-                field="user_id",
-            ) from None
-        except IntakeConflict as conflict:
-            raise ApiError(
-                409,
-                "event_conflict",
-                f"event_id {data['event_id']!r} was already used with a different body "
-                f"(notification {conflict.notification.pk}).",
-                field="event_id",
-            ) from None
+        _body_within_limit(request, settings.NOTIFY_MAX_BODY_BYTES)
+        event = _event_from(request.data, request.user.api_key)
+        answer = notifications_accept(producer=request.user.producer, events=[event])[0]
+        if not isinstance(answer, Accepted):
+            raise _refusal(event, answer)
         return Response(
-            {"notification_id": str(accepted.notification_id)}, status=status.HTTP_202_ACCEPTED
+            {"notification_id": str(answer.notification_id)}, status=status.HTTP_202_ACCEPTED
         )
+
+
+class NotificationBatchApi(APIView):
+    throttle_classes = [ApiKeyRateThrottle]
+
+    @extend_schema(
+        request=s.NotificationBatchIn,
+        responses={200: s.NotificationBatchOut},
+        summary="Send up to NOTIFY_BATCH_MAX_EVENTS events; one answer per event, in order.",
+        description=(
+            "Each answer carries the status the event would have had alone (202, 400, 403, "
+            "409, 422) and its notification id or error. Events are idempotent as single "
+            "events are: repeating the batch creates nothing new."
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        _body_within_limit(request, settings.NOTIFY_BATCH_MAX_BODY_BYTES)
+        data_in = s.NotificationBatchIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        answers: list[dict | None] = []
+        valid: list[tuple[int, Event]] = []
+        for index, raw in enumerate(data_in.validated_data["events"]):
+            try:
+                valid.append((index, _event_from(raw, request.user.api_key)))
+                answers.append(None)
+            except ApiError as error:
+                answers.append(_item_error(error))
+        results = notifications_accept(
+            producer=request.user.producer, events=[event for _, event in valid]
+        )
+        for (index, event), answer in zip(valid, results, strict=True):
+            if isinstance(answer, Accepted):
+                answers[index] = {"status": 202, "notification_id": str(answer.notification_id)}
+            else:
+                answers[index] = _item_error(_refusal(event, answer))
+        return Response({"results": answers})
+
+
+def _item_error(error: ApiError) -> dict:
+    return {
+        "status": error.status_code,
+        **error_body(error.error_code, str(error.detail), error.field),
+    }
 
 
 class RecipientUpsertApi(APIView):
