@@ -79,6 +79,7 @@ def notification_status(*, producer: Producer, notification_id: Any) -> dict[str
         "notification_id": notification.pk,
         "category": notification.category.key,
         "created_at": notification.created_at,
+        "send_at": notification.send_at,
         "deliveries": [
             {
                 "channel": delivery.channel,

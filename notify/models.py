@@ -7,6 +7,7 @@ import uuid
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class Channel(models.TextChoices):
@@ -136,6 +137,9 @@ class Notification(models.Model):
         null=True, blank=True, help_text="Channels the producer asked for; empty = defaults."
     )
     ttl_seconds = models.PositiveIntegerField(null=True, blank=True)
+    send_at = models.DateTimeField(
+        null=True, blank=True, help_text="Scheduled: not routed before this time."
+    )
     fingerprint = models.CharField(
         max_length=64, help_text="Hash of the request body, to tell a retry from a conflict."
     )
@@ -160,6 +164,9 @@ class Outbox(models.Model):
     )
     queue = models.CharField(max_length=10, choices=QueueClass.choices)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When the relay may publish it: at once, or a scheduled notification's send_at. The
+    # row is the durable record of the schedule (no broker-side delay to lose).
+    due_at = models.DateTimeField(default=timezone.now)
     published_at = models.DateTimeField(null=True, blank=True)
     publish_attempts = models.PositiveIntegerField(default=0)
 
@@ -167,8 +174,8 @@ class Outbox(models.Model):
         verbose_name_plural = "outbox"
         indexes = [
             models.Index(
-                fields=["created_at"],
-                name="outbox_unpublished",
+                fields=["due_at"],
+                name="outbox_unpublished_due",
                 condition=Q(published_at__isnull=True),
             )
         ]

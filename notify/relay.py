@@ -37,17 +37,19 @@ WAKE_CHANNEL = "notify_outbox"  # the trigger of migration 0004 notifies this ch
 
 
 def outbox_publish_pending(*, limit: int | None = None, older_than: float = 0.0) -> int:
-    """Publish unpublished outbox rows (oldest first, at most `limit`); returns how many.
+    """Publish unpublished outbox rows that are due (oldest first, at most `limit`);
+    returns how many. A scheduled notification's row falls due at its send_at.
 
-    `older_than` (seconds) leaves younger rows to a running relay; 0 takes every row.
+    `older_than` (seconds) leaves rows due more recently to a running relay; 0 takes
+    every due row.
     """
     limit = limit or settings.NOTIFY_OUTBOX_BATCH
     cutoff = timezone.now() - timedelta(seconds=older_than)
     with transaction.atomic():
         rows = list(
             Outbox.objects.select_for_update(skip_locked=True)
-            .filter(published_at__isnull=True, created_at__lte=cutoff)
-            .order_by("created_at")
+            .filter(published_at__isnull=True, due_at__lte=cutoff)
+            .order_by("due_at")
             .values_list("pk", "notification_id", "queue")[:limit]
         )
         published: list[int] = []

@@ -10,6 +10,7 @@ import secrets
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -147,16 +148,20 @@ def request_fingerprint(
     payload: dict[str, Any],
     channels: list[str] | None,
     ttl_seconds: int | None,
+    send_at: datetime | None = None,
 ) -> str:
     """A stable hash of what was asked, to tell an honest retry from a conflicting reuse."""
+    asked = {
+        "user_id": user_id,
+        "category": category,
+        "payload": payload,
+        "channels": channels,
+        "ttl_seconds": ttl_seconds,
+    }
+    if send_at is not None:  # absent otherwise, so older fingerprints still match
+        asked["send_at"] = send_at.isoformat()
     canonical = json.dumps(
-        {
-            "user_id": user_id,
-            "category": category,
-            "payload": payload,
-            "channels": channels,
-            "ttl_seconds": ttl_seconds,
-        },
+        asked,
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
@@ -184,6 +189,7 @@ class Event:
     payload: dict[str, Any]
     channels: list[str] | None = None
     ttl_seconds: int | None = None
+    send_at: datetime | None = None  # scheduled: routed at this time, not before
 
 
 def notification_accept(
@@ -195,10 +201,11 @@ def notification_accept(
     payload: dict[str, Any],
     channels: list[str] | None,
     ttl_seconds: int | None,
+    send_at: datetime | None = None,
 ) -> Accepted:
     """Store one notification and its outbox row; raises IntakeConflict or
     UnknownRecipient (see `notifications_accept`)."""
-    event = Event(event_id, user_id, category, payload, channels, ttl_seconds)
+    event = Event(event_id, user_id, category, payload, channels, ttl_seconds, send_at)
     result = notifications_accept(producer=producer, events=[event])[0]
     if isinstance(result, Exception):
         raise result
@@ -229,6 +236,7 @@ def notifications_accept(
             payload=e.payload,
             channels=e.channels,
             ttl_seconds=e.ttl_seconds,
+            send_at=e.send_at,
         )
         for e in events
     ]
@@ -239,23 +247,25 @@ def notifications_accept(
                 SELECT * FROM unnest(
                     %(ids)s::uuid[], %(event_ids)s::text[], %(users)s::text[],
                     %(categories)s::bigint[], %(payloads)s::text[], %(channels)s::text[],
-                    %(ttls)s::integer[], %(fingerprints)s::text[], %(queues)s::text[]
+                    %(ttls)s::integer[], %(fingerprints)s::text[], %(queues)s::text[],
+                    %(send_ats)s::timestamptz[]
                 ) WITH ORDINALITY AS e(id, event_id, user_id, category_id, payload, channels,
-                                       ttl, fingerprint, queue, ord)
+                                       ttl, fingerprint, queue, send_at, ord)
             ), n AS (
                 INSERT INTO {Notification._meta.db_table}
                     (id, producer_id, event_id, recipient_id, category_id, payload, channels,
-                     ttl_seconds, fingerprint, created_at)
+                     ttl_seconds, send_at, fingerprint, created_at)
                 SELECT e.id, %(producer)s, e.event_id, r.id, e.category_id, e.payload::jsonb,
-                       e.channels::jsonb, e.ttl, e.fingerprint, %(now)s
+                       e.channels::jsonb, e.ttl, e.send_at, e.fingerprint, %(now)s
                   FROM e JOIN {Recipient._meta.db_table} r ON r.user_id = e.user_id
                  ORDER BY e.ord
                 ON CONFLICT (producer_id, event_id) DO NOTHING
                 RETURNING id
             ), o AS (
                 INSERT INTO {Outbox._meta.db_table}
-                    (notification_id, queue, created_at, publish_attempts)
-                SELECT n.id, e.queue, %(now)s, 0 FROM n JOIN e ON e.id = n.id
+                    (notification_id, queue, created_at, due_at, publish_attempts)
+                SELECT n.id, e.queue, %(now)s, GREATEST(%(now)s, e.send_at), 0
+                  FROM n JOIN e ON e.id = n.id
             )
             SELECT id FROM n
             """,
@@ -271,6 +281,7 @@ def notifications_accept(
                 "ttls": [e.ttl_seconds for e in events],
                 "fingerprints": fingerprints,
                 "queues": [e.category.queue for e in events],
+                "send_ats": [e.send_at for e in events],
                 "producer": producer.pk,
                 "now": now,
             },

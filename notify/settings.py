@@ -179,6 +179,8 @@ NOTIFY_API_RATE_PER_SECOND = env_float("NOTIFY_API_RATE_PER_SECOND", 100.0, mini
 NOTIFY_API_RATE_BURST = env_int("NOTIFY_API_RATE_BURST", 200, minimum=1)
 NOTIFY_DEFAULT_LOCALE = env_str("NOTIFY_DEFAULT_LOCALE", "en")
 NOTIFY_DEFAULT_TTL_SECONDS = env_int("NOTIFY_DEFAULT_TTL_SECONDS", 24 * 3600, minimum=1)
+# A scheduled notification (send_at) may be at most this far ahead.
+NOTIFY_SEND_AT_MAX_DAYS = env_int("NOTIFY_SEND_AT_MAX_DAYS", 90, minimum=1)
 # A batch request carries at most this many events, in a body of at most this size.
 NOTIFY_BATCH_MAX_EVENTS = env_int("NOTIFY_BATCH_MAX_EVENTS", 1000, minimum=1)
 NOTIFY_BATCH_MAX_BODY_BYTES = env_int("NOTIFY_BATCH_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from kombu import Queue
 
 from deliveries.models import Delivery, DeliveryAttempt
@@ -190,3 +192,26 @@ def test_queue_class_of_the_category_decides_the_broker_queue(api, pipeline, bro
     assert wait_for(lambda: login in routed_ids(taps["high"]), what="login code on high")
     assert wait_for(lambda: promo in routed_ids(taps["low"]), what="promo on low")
     assert Recipient.objects.filter(user_id="u-q").exists()
+
+
+def test_a_scheduled_event_is_routed_at_its_send_at_not_before(api, pipeline):
+    register(api, "u-later", email="later@example.com", locale="en")
+    send_at = timezone.now() + timedelta(seconds=2)
+    response = post_event(api, user_id="u-later", channels=["inapp"], send_at=send_at.isoformat())
+    assert response.status_code == 202, response.content
+    notification_id = response.json()["notification_id"]
+
+    status = api.get(f"/v1/notifications/{notification_id}/status").json()
+    assert status["deliveries"] == []  # durable, waiting in the outbox: not routed yet
+    assert status["send_at"].startswith(send_at.strftime("%Y-%m-%dT%H:%M:%S"))
+    found = wait_for(settled(api, notification_id, {"inapp"}), what="the scheduled delivery")
+    assert found["inapp"]["status"] == "delivered"
+    routed_at = Notification.objects.get(pk=notification_id).routed_at
+    assert routed_at >= send_at
+
+
+def test_a_send_at_too_far_ahead_is_refused(api, db, demo_data):
+    register(api, "u-far", email="far@example.com")
+    response = post_event(api, user_id="u-far", send_at="2099-01-01T00:00:00Z")
+    assert response.status_code == 400
+    assert response.json()["error"]["field"] == "send_at"

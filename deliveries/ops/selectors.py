@@ -121,14 +121,18 @@ def dead_deliveries() -> int:
 
 
 def oldest_unpublished_outbox_age(*, now: datetime | None = None) -> float:
-    """Seconds since the oldest outbox row still waiting to be published; 0 when none.
+    """Seconds since the oldest due outbox row fell due and still waits to be published;
+    0 when none (a scheduled notification is not late before its send_at).
 
-    Served by the partial index `outbox_unpublished`.
+    Served by the partial index `outbox_unpublished_due`.
     """
-    oldest = Outbox.objects.filter(published_at__isnull=True).aggregate(at=Min("created_at"))["at"]
+    now = now or timezone.now()
+    oldest = Outbox.objects.filter(published_at__isnull=True, due_at__lte=now).aggregate(
+        at=Min("due_at")
+    )["at"]
     if oldest is None:
         return 0.0
-    return max(0.0, ((now or timezone.now()) - oldest).total_seconds())
+    return max(0.0, (now - oldest).total_seconds())
 
 
 def queue_depths() -> dict[str, int]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 import zoneinfo
+from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.utils import timezone
 from rest_framework import serializers
 
 from notify.models import Channel
@@ -23,6 +25,18 @@ class NotificationIn(serializers.Serializer):
         child=serializers.ChoiceField(choices=Channel.choices), required=False, allow_empty=False
     )
     ttl_seconds = serializers.IntegerField(min_value=1, max_value=28 * 24 * 3600, required=False)
+    send_at = serializers.DateTimeField(
+        required=False,
+        help_text="Schedule it: routed (through the gate) at this time, not before. At most "
+        "NOTIFY_SEND_AT_MAX_DAYS ahead; a time in the past means now.",
+    )
+
+    def validate_send_at(self, value: datetime) -> datetime:
+        if value > timezone.now() + timedelta(days=settings.NOTIFY_SEND_AT_MAX_DAYS):
+            raise serializers.ValidationError(
+                f"At most {settings.NOTIFY_SEND_AT_MAX_DAYS} days ahead."
+            )
+        return value
 
 
 class NotificationAcceptedOut(serializers.Serializer):
@@ -71,6 +85,7 @@ class NotificationStatusOut(serializers.Serializer):
     notification_id = serializers.UUIDField()
     category = serializers.CharField()
     created_at = serializers.DateTimeField()
+    send_at = serializers.DateTimeField(allow_null=True)
     deliveries = DeliveryStatusOut(many=True)
 
 

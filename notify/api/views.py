@@ -72,6 +72,7 @@ def _event_from(raw: object, api_key: ApiKey) -> Event:
         payload=data["payload"],
         channels=data.get("channels"),
         ttl_seconds=data.get("ttl_seconds"),
+        send_at=data.get("send_at"),
     )
 
 
