@@ -11,13 +11,18 @@ baseline and subject alternating, so a noisy neighbour hits both.
   S5     GET /v1/users/{id}/unread-count vs a bare view reading one Redis key
   load   BENCH_LOAD_CONNECTIONS clients for BENCH_LOAD_SECONDS: errors, backends, p99
   S2     events drained by the worker (inapp + email) vs no-op tasks, same command
+  S3     p99 of a login code (event -> email delivered) while a campaign drains on the
+         low worker vs the same codes idle
+  S4     a campaign's fan-out (campaign_fan_out, in-process) vs a plain batched INSERT
+         of the same notification and outbox rows, recipients/s
 
 Results go to stdout; progress and process logs to stderr and var/bench/.
-BENCH_ONLY=s1,s5,load,s2 picks scenarios. Logs of the processes: var/bench/*.log.
+BENCH_ONLY=s1,s5,load,s2,s3,s4 picks scenarios. Logs of the processes: var/bench/*.log.
 
 Where things are: runner.py (the run and its preparation); web_scenarios.py with
 intake_unread.py (S1, S5) and client_load.py (load); pipeline.py with pipeline_drains.py
-(S2); under them config.py, places.py, processes.py, wrk.py and report.py.
+(S2); login_codes.py (S3) and campaign_fanout.py (S4), with campaign_seed.py (their
+recipients); under them config.py, places.py, processes.py, wrk.py and report.py.
 """
 
 from __future__ import annotations

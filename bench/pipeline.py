@@ -10,9 +10,9 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from bench.config import LOOPBACK, SMALL_POOL_DEFAULT, env_int
+from bench.config import SMALL_POOL_DEFAULT, env_int
 from bench.pipeline_drains import Drain, noop_run, pipeline_run
-from bench.processes import free_port, python, wait_port
+from bench.processes import start_smtp_sink
 from bench.report import ratio, verdict
 
 if TYPE_CHECKING:  # bench.runner imports this module to run it
@@ -25,15 +25,7 @@ def scenario_s2(bench: Bench) -> None:
     from django.core.management import get_commands
 
     n = bench.config.events
-    sink_port = free_port()
-    sink = bench.stack.start(
-        "smtp-sink",
-        [python(), "-m", "aiosmtpd", "-n", "-c", "aiosmtpd.handlers.Sink",
-         "-l", f"{LOOPBACK}:{sink_port}"],
-        bench.env,
-    )  # fmt: skip
-    wait_port(sink_port, sink)
-    worker_env = {**bench.env, "EMAIL_HOST": LOOPBACK, "EMAIL_PORT": str(sink_port)}
+    sink, worker_env = start_smtp_sink(bench.stack, bench.env)
     has_relay = "outbox_relay" in get_commands()
     noops: list[Drain] = []
     pipelines: list[Drain] = []

@@ -147,3 +147,17 @@ def wait_port(port: int, proc: Proc, timeout: float = 30.0) -> None:
             return
         time.sleep(0.1)
     raise BenchError(f"{proc.name} did not listen on {port} within {timeout:.0f} s")
+
+
+def start_smtp_sink(stack: Stack, env: dict[str, str]) -> tuple[Proc, dict[str, str]]:
+    """An SMTP server that accepts and drops every message, on a free loopback port;
+    returns it and `env` with EMAIL_HOST/EMAIL_PORT pointing at it (for the workers)."""
+    port = free_port()
+    sink = stack.start(
+        "smtp-sink",
+        [python(), "-m", "aiosmtpd", "-n", "-c", "aiosmtpd.handlers.Sink",
+         "-l", f"{LOOPBACK}:{port}"],
+        env,
+    )  # fmt: skip
+    wait_port(port, sink)
+    return sink, {**env, "EMAIL_HOST": LOOPBACK, "EMAIL_PORT": str(port)}

@@ -2,7 +2,8 @@
 
 `Bench` holds what the scenarios share (the knobs, the places, the process stack, the
 API key, the failures so far) and prepares the places; the scenarios themselves live in
-bench/web_scenarios.py (S1, S5, load) and bench/pipeline.py (S2).
+bench/web_scenarios.py (S1, S5, load), bench/pipeline.py (S2), bench/login_codes.py (S3)
+and bench/campaign_fanout.py (S4).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import os
 import subprocess
 from collections.abc import Callable
 
+from bench.campaign_fanout import scenario_s4
 from bench.config import DEMO_USER, ROOT, BenchError, Config
+from bench.login_codes import scenario_s3
 from bench.pipeline import scenario_s2
 from bench.places import Places, ensure_database, ensure_vhost
 from bench.processes import Stack
@@ -30,6 +33,10 @@ def child_environment(places: Places, config: Config) -> dict[str, str]:
         {
             "DJANGO_SETTINGS_MODULE": "bench.settings",
             "DJANGO_DEBUG": "0",
+            # With DEBUG off the web process refuses a short or built-in key.
+            "DJANGO_SECRET_KEY": env.get(
+                "DJANGO_SECRET_KEY", "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
+            ),
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
             "PYTHONUNBUFFERED": "1",
             # Capacity is measured, not the configured per-key and per-provider limits:
@@ -172,6 +179,15 @@ class Bench:
         if "s2" in self.config.only:
             with phase(f"S2 pipeline: {self.config.events} events"):
                 self.guard("S2", lambda: scenario_s2(self))
+        if "s3" in self.config.only:
+            with phase(
+                f"S3 login codes: {self.config.login_codes}, idle and during a campaign to "
+                f"{self.config.campaign_drain}"
+            ):
+                self.guard("S3", lambda: scenario_s3(self))
+        if "s4" in self.config.only:
+            with phase(f"S4 campaign fan-out: {self.config.campaign_recipients} recipients"):
+                self.guard("S4", lambda: scenario_s4(self))
         if self.failed:
             print(f"failed: {', '.join(self.failed)} (process logs in var/bench/)")
             return 1

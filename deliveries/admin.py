@@ -8,7 +8,14 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from deliveries.models import Delivery, DeliveryAttempt, DeliveryRedrive, DeliveryStatus, Device
+from deliveries.models import (
+    AddressSuppression,
+    Delivery,
+    DeliveryAttempt,
+    DeliveryRedrive,
+    DeliveryStatus,
+    Device,
+)
 from deliveries.redrive import REDRIVABLE, deliveries_redrive
 from deliveries.support import SupportNotificationAdmin, SupportRecipientAdmin
 from notify.broker import queue_depth
@@ -122,6 +129,20 @@ class DeviceAdmin(admin.ModelAdmin):
     search_fields = ("=recipient__user_id", "=id")
     list_select_related = ("recipient",)
     readonly_fields = ("recipient", "created_at", "updated_at")
+
+
+@admin.register(AddressSuppression)
+class AddressSuppressionAdmin(admin.ModelAdmin):
+    """The hard-bounce list. Support deletes an entry to lift it (the person fixed their
+    mailbox or number); entries are added only by bounces, with the bounce as evidence."""
+
+    list_display = ("address", "channel", "evidence", "created_at")
+    list_filter = ("channel",)
+    search_fields = ("address",)
+    readonly_fields = ("channel", "address", "evidence", "created_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
 
 admin.site.register(Recipient, SupportRecipientAdmin)

@@ -28,7 +28,6 @@ from deliveries.fcm_batch import fcm_send_with_siblings
 from deliveries.models import AttemptOutcome, Delivery, Reason
 from deliveries.outcome import AttemptReport, AttemptResult, attempt_record
 from deliveries.pressure import delivery_postpone, provider_admission, provider_outcome
-from deliveries.retry import PUSH_CHANNELS
 from preferences.gate import gate_seal_valid
 from templates_admin.models import TemplateVersion
 from templates_admin.rendering import build_context
@@ -72,9 +71,11 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
         result = SendResult.permanent(response="no published template for this channel")
         reason = Reason.NO_TEMPLATE
     elif _past_deadline(delivery, started_at):
-        # A push past its TTL is no longer useful: not sent late. Recorded as a failed
-        # try, which the retry policy turns into `expired` (the deadline is behind us).
-        result = SendResult.transient(status_code="deadline", response="past its TTL; not sent")
+        # Past its deadline (TTL) it is no longer useful: not sent late. Recorded as a
+        # failed try, which the retry policy turns into `expired` (the deadline is behind us).
+        result = SendResult.transient(
+            status_code="deadline", response="past its deadline; not sent"
+        )
     else:
         admission = provider_admission(channel=delivery.channel, queue=delivery.queue)
         if not admission.allowed:
@@ -109,12 +110,8 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
 
 
 def _past_deadline(delivery: Delivery, now: datetime) -> bool:
-    """A push whose notification TTL has run out; other channels send late."""
-    return (
-        delivery.channel in PUSH_CHANNELS
-        and delivery.deadline is not None
-        and now >= delivery.deadline
-    )
+    """A delivery whose deadline (the TTL, see `delivery_deadline`) has run out."""
+    return delivery.deadline is not None and now >= delivery.deadline
 
 
 def _call_provider(

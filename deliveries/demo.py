@@ -1,4 +1,5 @@
-"""Demo data for `seed_demo`: three categories with en and ru templates, and recipients."""
+"""Demo data for `seed_demo`: three categories with en and ru templates for every one of
+their default channels (so turning a channel on never meets `no_template`), and recipients."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ CATEGORIES = [
             "additionalProperties": False,
         },
         "sample_payloads": [{"code": "482913"}],
-        "ttl_seconds": 300,
+        # A login code is useless once expired: no channel sends it after 10 minutes.
+        "ttl_seconds": 600,
     },
     {
         "key": "order.shipped",
@@ -76,12 +78,12 @@ TEMPLATES: dict[tuple[str, str, str], dict[str, str]] = {
     ("security.login_code", "email", "en"): {
         "subject": "Your login code: {{ code }}",
         "html_body": "<p>Your login code is <strong>{{ code }}</strong>.</p>"
-        "<p>It expires in 5 minutes. If it was not you, ignore this email.</p>",
+        "<p>It expires in 10 minutes. If it was not you, ignore this email.</p>",
     },
     ("security.login_code", "email", "ru"): {
         "subject": "Код для входа: {{ code }}",
         "html_body": "<p>Ваш код для входа: <strong>{{ code }}</strong>.</p>"
-        "<p>Он действует 5 минут. Если это были не вы, просто проигнорируйте письмо.</p>",
+        "<p>Он действует 10 минут. Если это были не вы, просто проигнорируйте письмо.</p>",
     },
     ("security.login_code", "sms", "en"): {"body": "Your login code: {{ code }}"},
     ("security.login_code", "sms", "ru"): {"body": "Код для входа: {{ code }}"},
@@ -120,8 +122,28 @@ TEMPLATES: dict[tuple[str, str, str], dict[str, str]] = {
         "body": "Ожидаемая доставка — {{ delivery_date }}",
         "url": "/orders/{{ order_number }}",
     },
+    ("order.shipped", "fcm", "en"): {
+        "title": "Order {{ order_number }} shipped",
+        "body": "Expected delivery: {{ delivery_date }}",
+        "url": "/orders/{{ order_number }}",
+    },
+    ("order.shipped", "fcm", "ru"): {
+        "title": "Заказ №{{ order_number }} в пути",
+        "body": "Ожидаемая доставка — {{ delivery_date }}",
+        "url": "/orders/{{ order_number }}",
+    },
     ("promo.weekly", "inapp", "en"): {"title": "{{ headline }}", "body": "", "url": "{{ url }}"},
     ("promo.weekly", "inapp", "ru"): {"title": "{{ headline }}", "body": "", "url": "{{ url }}"},
+    ("promo.weekly", "webpush", "en"): {
+        "title": "{{ headline }}",
+        "body": "This week's offers are in.",
+        "url": "{{ url }}",
+    },
+    ("promo.weekly", "webpush", "ru"): {
+        "title": "{{ headline }}",
+        "body": "Новые предложения недели.",
+        "url": "{{ url }}",
+    },
     ("promo.weekly", "email", "en"): {
         "subject": "{{ headline }}",
         "html_body": '<h1>{{ headline }}</h1><p><a href="{{ url }}">See the offers</a></p>',

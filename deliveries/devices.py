@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from deliveries.models import Device, DeviceKind
+from deliveries.push_origins import endpoint_check
 from notify.models import Recipient
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,11 @@ def device_register(
     the endpoint/token it replaces (`previous`, e.g. from `pushsubscriptionchange`);
     the endpoint/token itself (a repeat registration). A match on the address moves it
     to this recipient, so one address never belongs to two devices (no duplicate pushes).
+
+    A Web Push endpoint outside WEBPUSH_ALLOWED_ORIGINS raises EndpointRefused.
     """
+    if kind == DeviceKind.WEBPUSH:
+        endpoint_check(endpoint)
     address = Q(endpoint=endpoint) if kind == DeviceKind.WEBPUSH else Q(token=token)
     candidates = Device.objects.select_for_update().filter(kind=kind)
     device = None

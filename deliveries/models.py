@@ -25,6 +25,7 @@ class DeliveryStatus(models.TextChoices):
     SUPPRESSED = "suppressed", "Suppressed"
     DEFERRED = "deferred", "Deferred"
     SKIPPED_LIVE = "skipped_live", "Skipped (device live)"
+    CANCELLED = "cancelled", "Cancelled"
 
 
 FINAL_STATUSES = frozenset(
@@ -35,6 +36,7 @@ FINAL_STATUSES = frozenset(
         DeliveryStatus.EXPIRED,
         DeliveryStatus.SUPPRESSED,
         DeliveryStatus.SKIPPED_LIVE,
+        DeliveryStatus.CANCELLED,
     }
 )
 CLAIMABLE_STATUSES = (DeliveryStatus.QUEUED, DeliveryStatus.RETRYING)
@@ -64,6 +66,12 @@ class Reason(models.TextChoices):
     RETRIES_EXHAUSTED = "retries_exhausted", "Every retry failed"
     DEADLINE_PASSED = "deadline_passed", "The next retry would fall past the deadline"
     PUSH_LIMIT = "push_limit", "The recipient already had the most push jobs in flight"
+    CAMPAIGN_PAUSED = "campaign_paused", "Held while its campaign is paused"
+    CAMPAIGN_CANCELLED = "campaign_cancelled", "Its campaign was cancelled"
+    ADDRESS_SUPPRESSED = (
+        "address_suppressed",
+        "The address bounced hard before (see Address suppressions); not tried again",
+    )
 
 
 class Delivery(models.Model):
@@ -228,3 +236,24 @@ class DeliveryRedrive(models.Model):
 
     def __str__(self) -> str:
         return f"re-drive of delivery {self.delivery_id} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class AddressSuppression(models.Model):
+    """An address that bounced hard on a channel: later deliveries to it are not tried.
+
+    The address is the key, so a recipient who changes theirs is reached again; support
+    lifts an entry by deleting it in admin. Email addresses are stored lower-cased.
+    """
+
+    channel = models.CharField(max_length=10, choices=Channel.choices)
+    address = models.CharField(max_length=255)
+    evidence = models.TextField(help_text="The provider's answer that suppressed it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["channel", "address"], name="uniq_suppressed_address")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel} {self.address}"

@@ -21,6 +21,7 @@ from deliveries.models import AttemptOutcome, Delivery, DeliveryAttempt, Deliver
 from deliveries.outcome_log import delivery_outcome_log
 from deliveries.retry import PUSH_CHANNELS, RetryDecision, RetryKind, decide_retry
 from deliveries.routing import notification_fallback
+from deliveries.suppression import address_suppress
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +85,11 @@ def attempt_record(
         updated = Delivery.objects.filter(
             pk=delivery.pk, status=DeliveryStatus.SENDING, claimed_at=claimed_at
         ).update(**changes)
+        if updated and result.hard_bounce:
+            # The address itself is dead: later deliveries to it are not tried.
+            address_suppress(
+                channel=delivery.channel, address=delivery.target, evidence=_error_text(result)
+            )
         if updated and countdown is not None:
             owner = (delivery.notification.recipient_id, delivery.notification_id)
             transaction.on_commit(

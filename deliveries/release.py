@@ -22,8 +22,9 @@ logger = logging.getLogger(__name__)
 def deferred_release(*, now: datetime | None = None) -> int:
     """Beat: deferred deliveries whose quiet window ended pass the gate again.
 
-    Allowed → `queued` and enqueued; declined → `suppressed` with the reason; still
-    quiet → deferred to the new window end. Returns how many were enqueued.
+    Past its deadline → `expired` (never sent late); allowed → `queued` and enqueued;
+    declined → `suppressed` with the reason; still quiet → deferred to the new window
+    end. Returns how many were enqueued.
     """
     now = now or timezone.now()
     enqueue: list[tuple[int, str, str]] = []
@@ -49,12 +50,16 @@ def deferred_release(*, now: datetime | None = None) -> int:
             for delivery in deliveries:
                 verdict = verdicts.get((delivery.channel, delivery.target))
                 delivery.updated_at = now
-                if verdict is not None and verdict.allowed:
+                if delivery.deadline is not None and delivery.deadline <= now:
+                    # The quiet window outlasted its TTL: too late to be useful, not sent.
+                    delivery.status = DeliveryStatus.EXPIRED
+                    delivery.reason = Reason.DEADLINE_PASSED
+                    delivery.next_attempt_at = None
+                    delivery.finished_at = now
+                elif verdict is not None and verdict.allowed:
                     delivery.status = DeliveryStatus.QUEUED
                     delivery.reason = ""
                     delivery.next_attempt_at = now
-                    if delivery.deadline is not None and delivery.deadline < now:
-                        delivery.deadline = None
                     enqueue.append((delivery.pk, delivery.channel, delivery.queue))
                 elif verdict is not None and verdict.status == DeliveryStatus.DEFERRED:
                     delivery.next_attempt_at = verdict.not_before
@@ -64,7 +69,7 @@ def deferred_release(*, now: datetime | None = None) -> int:
                     delivery.next_attempt_at = None
                     delivery.finished_at = now
         Delivery.objects.bulk_update(
-            due, ["status", "reason", "next_attempt_at", "deadline", "finished_at", "updated_at"]
+            due, ["status", "reason", "next_attempt_at", "finished_at", "updated_at"]
         )
     for delivery_id, channel, queue in enqueue:
         delivery_enqueue(delivery_id=delivery_id, channel=channel, queue=queue)

@@ -27,7 +27,12 @@ PUSH_CHANNELS = frozenset({"webpush", "fcm"})
 
 
 def retry_delays_for(channel: str) -> list[float]:
-    """The base delays between attempts for a channel (attempt n waits delays[n-1])."""
+    """The base delays between attempts for a channel (attempt n waits delays[n-1]).
+
+    SMS has its own, shorter schedule; other non-push channels follow email's.
+    """
+    if channel == "sms":
+        return list(settings.NOTIFY_SMS_RETRY_DELAYS)
     return list(settings.NOTIFY_EMAIL_RETRY_DELAYS)
 
 
@@ -37,6 +42,12 @@ def push_backoff(attempt: int) -> float:
     ceiling = settings.NOTIFY_PUSH_RETRY_MAX
     # The exponent is bounded so a long-waiting delivery never overflows a float.
     return min(ceiling, base * 2 ** min(max(attempt - 1, 0), 64))
+
+
+def route_backoff(retry: int) -> float:
+    """Base delay before retry `retry` (1-based) of a route task that raised: doubling, capped."""
+    base = settings.NOTIFY_ROUTE_RETRY_BASE
+    return min(settings.NOTIFY_ROUTE_RETRY_MAX, base * 2 ** min(max(retry - 1, 0), 64))
 
 
 def jittered(delay: float, *, jitter: float, rng: random.Random | None = None) -> float:
@@ -61,8 +72,11 @@ def decide_retry(
     """After failed attempt number `attempt` (1-based): retry when, or give up how.
 
     Push has no attempt limit: its deadline (the notification's TTL) ends it, as
-    `expired`, when the next attempt would fall past it.
+    `expired`, when the next attempt would fall past it. A delivery already past its
+    deadline is `expired` whatever its attempts (not `dead`: it was never tried late).
     """
+    if deadline is not None and now >= deadline:
+        return RetryDecision(RetryKind.PAST_DEADLINE)
     if channel in PUSH_CHANNELS:
         base = push_backoff(attempt)
     else:

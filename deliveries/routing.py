@@ -20,6 +20,7 @@ from django.db import transaction
 from django.template import TemplateSyntaxError
 from django.utils import timezone
 
+from deliveries.channels.inapp import feed_entry_write
 from deliveries.enqueue import delivery_enqueue
 from deliveries.models import (
     AttemptOutcome,
@@ -31,8 +32,8 @@ from deliveries.models import (
 from deliveries.outcome_log import delivery_outcome_log
 from deliveries.retry import PUSH_CHANNELS
 from deliveries.selectors import push_targets_by_channel
+from deliveries.suppression import suppressed_addresses_sql, suppression_key
 from notify.models import Channel, Notification
-from notify.services import feed_entry_create
 from preferences.gate import ChannelDecision, channels_for, decide_deliveries, gate_seal
 from templates_admin.rendering import build_context, render_version
 from templates_admin.selectors import published_choices_sql, published_version_pick
@@ -65,15 +66,21 @@ def notification_route(*, notification_id: object, now: datetime | None = None) 
                 inapp_published=published_choices_sql(
                     category_column=f'"{Notification._meta.db_table}"."category_id"',
                     channel_column=f"'{Channel.INAPP.value}'",
-                )
+                ),
+                suppressed=suppressed_addresses_sql(),
             )
             .get(pk=notification_id)
         )
         if notification.routed_at is not None:
             started = _still_queued(notification)
             done: list[int] = []
+        elif notification.cancelled_at is not None:  # cancelled before it was routed
+            started, done = [], []
+            Notification.objects.filter(pk=notification.pk).update(routed_at=now)
         else:
-            started, done = _deliveries_create(notification, channels_for(notification), now)
+            started, done = _deliveries_create(
+                notification, channels_for(notification), now, suppressed=notification.suppressed
+            )
             Notification.objects.filter(pk=notification.pk).update(routed_at=now)
             notification.routed_at = now
         owner = (notification.recipient_id, notification.pk)
@@ -89,12 +96,15 @@ def notification_fallback(*, notification_id: object, failed_channel: str) -> li
         notification = (
             Notification.objects.select_for_update(of=("self",))
             .select_related("recipient", "category")
+            .annotate(suppressed=suppressed_addresses_sql())
             .get(pk=notification_id)
         )
         fallback = notification.category.fallback_channel
         if not fallback or fallback == failed_channel:
             return []
-        started, done = _deliveries_create(notification, [fallback], now, rerun=True)
+        started, done = _deliveries_create(
+            notification, [fallback], now, rerun=True, suppressed=notification.suppressed
+        )
         owner = (notification.recipient_id, notification.pk)
         transaction.on_commit(lambda: _deliveries_start(started, owner))
     logger.info(
@@ -115,34 +125,51 @@ def gate_decide(
 
 
 def _deliveries_create(
-    notification: Notification, channels: Sequence[str], now: datetime, *, rerun: bool = False
+    notification: Notification,
+    channels: Sequence[str],
+    now: datetime,
+    *,
+    suppressed: Sequence[str] | None,
+    rerun: bool = False,
 ) -> tuple[list[Started], list[int]]:
     """One sealed delivery row per gate decision, in-app written at once.
 
     Returns (deliveries to enqueue after commit, in-app deliveries already written).
+    `suppressed`: the recipient's addresses on the hard-bounce list (`suppression_key`s).
     `rerun`: rows may exist already (a fallback); existing ones are left alone, and an
     in-app row goes through the sender like the other channels.
     """
     decisions = gate_decide(notification, channels=channels, now=now)
+    bounced = frozenset(suppressed or ())
     rows: list[Delivery] = []
     attempts: list[DeliveryAttempt] = []
     for decision in decisions:
+        deadline = delivery_deadline(notification, decision.channel)
+        status, reason = decision.status, decision.reason
+        if decision.allowed and deadline <= now:
+            # Routed only after its deadline (a relay or worker was away): never sent late.
+            status, reason = DeliveryStatus.EXPIRED, Reason.DEADLINE_PASSED
+        elif decision.allowed and (
+            suppression_key(channel=decision.channel, address=decision.target) in bounced
+        ):
+            status, reason = DeliveryStatus.SUPPRESSED, Reason.ADDRESS_SUPPRESSED
+        live = status == DeliveryStatus.QUEUED
         row = Delivery(
             notification=notification,
             channel=decision.channel,
             target=decision.target,
             queue=notification.category.queue,
-            status=decision.status,
-            reason=decision.reason,
-            next_attempt_at=decision.not_before or (now if decision.allowed else None),
-            deadline=delivery_deadline(notification, decision.channel, now),
-            finished_at=None if decision.allowed or decision.not_before else now,
-            enqueued_at=now if decision.allowed else None,
+            status=status,
+            reason=reason,
+            next_attempt_at=decision.not_before or (now if live else None),
+            deadline=deadline,
+            finished_at=None if live or decision.not_before else now,
+            enqueued_at=now if live else None,
             gate_seal=gate_seal(
                 notification_id=notification.pk, channel=decision.channel, target=decision.target
             ),
         )
-        if decision.allowed and decision.channel == Channel.INAPP and not rerun:
+        if live and decision.channel == Channel.INAPP and not rerun:
             attempt = _inapp_write(notification, row, now)
             if attempt is not None:
                 attempts.append(attempt)
@@ -204,9 +231,7 @@ def _inapp_write(
         row.claimed_at = None
         row.enqueued_at = now
         return None
-    entry = feed_entry_create(
-        notification=notification, title=message.title, body=message.body, url=message.url
-    )
+    entry = feed_entry_write(notification=notification, message=message)
     row.status = DeliveryStatus.DELIVERED
     row.provider_message_id = f"feed:{entry.pk}"
     row.finished_at = timezone.now()  # when the entry was written (latency metrics read it)
@@ -267,15 +292,17 @@ def _deliveries_start(started: list[Started], owner: tuple[int, object]) -> None
         )
 
 
-def delivery_deadline(notification: Notification, channel: str, now: datetime) -> datetime | None:
-    """When a delivery stops being worth sending: email a day after, push at its TTL."""
-    if channel == Channel.EMAIL:
-        return now + timedelta(seconds=settings.NOTIFY_EMAIL_DEADLINE_SECONDS)
-    if channel in PUSH_CHANNELS:
-        ttl = (
-            notification.ttl_seconds
-            or notification.category.ttl_seconds
-            or settings.NOTIFY_DEFAULT_TTL_SECONDS
-        )
-        return notification.created_at + timedelta(seconds=ttl)
-    return None
+def delivery_deadline(notification: Notification, channel: str) -> datetime:
+    """When a delivery stops being worth sending: the notification's TTL, else its
+    category's, else the channel's default (NOTIFY_CHANNEL_DEADLINE_SECONDS).
+
+    Counted from when the notification was due: a scheduled one's `send_at`, else its
+    creation (a scheduled login code must not be born expired).
+    """
+    ttl = (
+        notification.ttl_seconds
+        or notification.category.ttl_seconds
+        or settings.NOTIFY_CHANNEL_DEADLINE_SECONDS[channel]
+    )
+    due = max(notification.created_at, notification.send_at or notification.created_at)
+    return due + timedelta(seconds=ttl)

@@ -80,6 +80,7 @@ def notification_status(*, producer: Producer, notification_id: Any) -> dict[str
         "category": notification.category.key,
         "created_at": notification.created_at,
         "send_at": notification.send_at,
+        "cancelled_at": notification.cancelled_at,
         "deliveries": [
             {
                 "channel": delivery.channel,

@@ -1,5 +1,7 @@
-"""The sweeper: recover claims of lost senders and resend overdue deliveries whose
-message was lost. The delivery row is the write-ahead record; this makes it so."""
+"""The sweepers: recover claims of lost senders and resend overdue deliveries whose
+message was lost, and route again notifications whose route message was lost. The
+delivery row and the notification's `routed_at` are the write-ahead record; this makes
+it so."""
 
 from __future__ import annotations
 
@@ -7,11 +9,15 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Q
+from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from deliveries.enqueue import delivery_enqueue
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus
+from notify.broker import publish_task
+from notify.models import Outbox
+from notify.relay import ROUTE_TASK
 
 logger = logging.getLogger(__name__)
 
@@ -46,3 +52,37 @@ def sweep_due_deliveries(*, now: datetime | None = None) -> int:
     for delivery_id, channel, queue, attempts in due:
         delivery_enqueue(delivery_id=delivery_id, channel=channel, queue=queue, retry=attempts > 0)
     return len(due)
+
+
+def sweep_unrouted_notifications(*, now: datetime | None = None) -> int:
+    """Publish the route task again for notifications still unrouted long after it was
+    published (the message was lost, or dead-lettered after its retries).
+
+    Each is published again at most every NOTIFY_ROUTE_SWEEP_AFTER and up to
+    NOTIFY_ROUTE_SWEEP_MAX_PUBLISHES publishes in all; routing twice is a no-op, so a
+    late original message does no harm. Returns how many were published.
+    """
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.NOTIFY_ROUTE_SWEEP_AFTER)
+    oldest = now - timedelta(seconds=settings.NOTIFY_ROUTE_SWEEP_WINDOW)
+    with transaction.atomic():
+        rows = list(
+            Outbox.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(
+                notification__routed_at__isnull=True,
+                notification__created_at__range=(oldest, stale),
+                published_at__lte=stale,
+                publish_attempts__lt=settings.NOTIFY_ROUTE_SWEEP_MAX_PUBLISHES,
+            )
+            .order_by("published_at")
+            .values_list("pk", "notification_id", "queue")[: settings.NOTIFY_ROUTE_SWEEP_BATCH]
+        )
+        for _, notification_id, queue in rows:
+            publish_task(ROUTE_TASK, args=[str(notification_id)], queue=queue,
+                         priority=settings.NOTIFY_PRIORITY_RETRY)  # fmt: skip
+        Outbox.objects.filter(pk__in=[pk for pk, _, _ in rows]).update(
+            published_at=now, publish_attempts=F("publish_attempts") + 1
+        )
+    if rows:
+        logger.warning("republished the route of %s notifications left unrouted", len(rows))
+    return len(rows)

@@ -2,20 +2,50 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
+
+from celery import Task, shared_task
 from celery.exceptions import Reject
+from django.conf import settings
 
 from deliveries.attempt import delivery_attempt
 from deliveries.outcome import AttemptResult
 from deliveries.release import deferred_release
+from deliveries.retry import jittered, route_backoff
 from deliveries.routing import notification_route
-from deliveries.sweep import sweep_due_deliveries
+from deliveries.sweep import sweep_due_deliveries, sweep_unrouted_notifications
+from notify.models import Notification
+
+logger = logging.getLogger(__name__)
 
 
-@shared_task(name="deliveries.route")
-def route(notification_id: str) -> int:
-    """Gate the notification, create its deliveries, and start sending them."""
-    return len(notification_route(notification_id=notification_id))
+# max_retries=None: the limit is NOTIFY_ROUTE_MAX_RETRIES, checked in the task itself.
+@shared_task(name="deliveries.route", bind=True, max_retries=None)
+def route(self: Task, notification_id: str) -> int:
+    """Gate the notification, create its deliveries, and start sending them.
+
+    Routing is one transaction, so a route that raises (the database away, a bug) left
+    nothing behind: it is retried with a jittered, growing countdown, and after
+    NOTIFY_ROUTE_MAX_RETRIES its message is dead-lettered for an operator.
+    """
+    try:
+        return len(notification_route(notification_id=notification_id))
+    except Notification.DoesNotExist:
+        # Gone (erased, or never committed): nothing to route, and retrying changes nothing.
+        logger.warning("notification %s: no such notification; nothing to route",
+                       notification_id)  # fmt: skip
+        return 0
+    except Exception as error:
+        retries = self.request.retries
+        if retries >= settings.NOTIFY_ROUTE_MAX_RETRIES:
+            logger.exception("notification %s: routing failed %s times", notification_id,
+                             retries + 1)  # fmt: skip
+            why = f"notification {notification_id}: routing failed"
+            raise Reject(why, requeue=False) from error
+        countdown = jittered(route_backoff(retries + 1), jitter=settings.NOTIFY_RETRY_JITTER)
+        logger.warning("notification %s: routing raised %r; retry in %.1f s", notification_id,
+                       error, countdown)  # fmt: skip
+        raise self.retry(exc=error, countdown=countdown) from error
 
 
 @shared_task(name="deliveries.send")
@@ -33,6 +63,12 @@ def send(delivery_id: int) -> str:
 def sweep_due_retries() -> int:
     """Beat: republish overdue deliveries and recover claims of lost workers."""
     return sweep_due_deliveries()
+
+
+@shared_task(name="deliveries.sweep_unrouted")
+def sweep_unrouted() -> int:
+    """Beat: publish the route task again for notifications long left unrouted."""
+    return sweep_unrouted_notifications()
 
 
 @shared_task(name="deliveries.release_deferred")

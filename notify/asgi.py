@@ -7,3 +7,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notify.settings")
 
 application = get_asgi_application()
+
+from notify.checks import secret_key_refuse_weak  # noqa: E402 - needs the settings loaded
+
+secret_key_refuse_weak()

@@ -24,6 +24,17 @@ class QueueClass(models.TextChoices):
     LOW = "low", "Low (marketing, campaigns)"
 
 
+class Scope(models.TextChoices):
+    """What an API key may do; a key with no scopes listed may do all (keys made before)."""
+
+    NOTIFICATIONS_SEND = "notifications:send", "Send, cancel and launch (per category)"
+    RECIPIENTS_WRITE = "recipients:write", "Create and change recipients' contact data"
+    USERS_READ = "users:read", "Read feeds, unread counts, streams, statuses, preferences"
+    USERS_TOKENS = "users:tokens", "Issue end-user tokens"
+    PREFERENCES_WRITE = "preferences:write", "Change preferences and consent"
+    DEVICES_WRITE = "devices:write", "Register and remove push devices"
+
+
 class Producer(models.Model):
     """A product team (or service) that sends events."""
 
@@ -50,6 +61,11 @@ class ApiKey(models.Model):
     rate_burst = models.PositiveIntegerField(
         null=True, blank=True, help_text="Overrides NOTIFY_API_RATE_BURST for this key."
     )
+    scopes = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Scope values (see Scope) this key may use; empty = all of them.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -59,6 +75,10 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+    def has_scope(self, scope: str) -> bool:
+        """True when the key lists `scope`, or lists none (all scopes)."""
+        return not self.scopes or scope in self.scopes
 
 
 class Category(models.Model):
@@ -145,6 +165,9 @@ class Notification(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     routed_at = models.DateTimeField(null=True, blank=True)
+    cancelled_at = models.DateTimeField(
+        null=True, blank=True, help_text="The producer cancelled it; what was not sent is not."
+    )
 
     class Meta:
         constraints = [
@@ -173,9 +196,10 @@ class Outbox(models.Model):
     class Meta:
         verbose_name_plural = "outbox"
         indexes = [
+            # The relay reads each queue class's due rows in order.
             models.Index(
-                fields=["due_at"],
-                name="outbox_unpublished_due",
+                fields=["queue", "due_at"],
+                name="outbox_unpublished_class_due",
                 condition=Q(published_at__isnull=True),
             )
         ]

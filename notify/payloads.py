@@ -6,8 +6,9 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 
 
@@ -17,9 +18,30 @@ class PayloadProblem:
     message: str
 
 
+# Only the formats we enforce: `uri` values end up as links in emails, pushes and the
+# feed, so only absolute http(s) URLs pass (no `javascript:`, `data:` or relative ones).
+_FORMATS = FormatChecker(formats=())
+_LINK_SCHEMES = ("http", "https")
+
+
+@_FORMATS.checks("uri")
+def is_link(value: object) -> bool:
+    """True for an absolute http(s) URL with a host and no whitespace or control characters."""
+    if not isinstance(value, str):
+        return True  # `format` constrains strings only
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        return False
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - a bad port raises here
+    except ValueError:
+        return False
+    return parts.scheme.lower() in _LINK_SCHEMES and bool(parts.hostname)
+
+
 @lru_cache(maxsize=256)
 def _validator(schema_json: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_json))
+    return Draft202012Validator(json.loads(schema_json), format_checker=_FORMATS)
 
 
 def payload_problem(schema: dict[str, Any], payload: dict[str, Any]) -> PayloadProblem | None:

@@ -19,7 +19,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import psycopg
 from django.conf import settings
@@ -36,25 +36,38 @@ ROUTE_TASK = "deliveries.route"
 WAKE_CHANNEL = "notify_outbox"  # the trigger of migration 0004 notifies this channel
 
 
-def outbox_publish_pending(*, limit: int | None = None, older_than: float = 0.0) -> int:
-    """Publish unpublished outbox rows that are due (oldest first, at most `limit`);
-    returns how many. A scheduled notification's row falls due at its send_at.
+def outbox_publish_pending(*, older_than: float = 0.0) -> int:
+    """One round: publish due outbox rows class by class — `high` first, then `medium`,
+    then at most NOTIFY_OUTBOX_LOW_BATCH of `low` — and return how many went out.
 
-    `older_than` (seconds) leaves rows due more recently to a running relay; 0 takes
-    every due row.
+    A campaign puts thousands of `low` rows in the outbox at once; taking them a small
+    batch per round, with `high` looked at again before each, keeps a login code from
+    waiting behind them. A scheduled notification's row falls due at its send_at.
+    `older_than` (seconds) leaves rows due more recently to a running relay.
     """
-    limit = limit or settings.NOTIFY_OUTBOX_BATCH
     cutoff = timezone.now() - timedelta(seconds=older_than)
+    return sum(
+        _publish_class(queue, limit, cutoff)
+        for queue, limit in (
+            ("high", settings.NOTIFY_OUTBOX_BATCH),
+            ("medium", settings.NOTIFY_OUTBOX_BATCH),
+            ("low", settings.NOTIFY_OUTBOX_LOW_BATCH),
+        )
+    )
+
+
+def _publish_class(queue: str, limit: int, cutoff: datetime) -> int:
+    """Publish up to `limit` due rows of one queue class, oldest first, and mark them."""
     with transaction.atomic():
         rows = list(
             Outbox.objects.select_for_update(skip_locked=True)
-            .filter(published_at__isnull=True, due_at__lte=cutoff)
+            .filter(published_at__isnull=True, queue=queue, due_at__lte=cutoff)
             .order_by("due_at")
-            .values_list("pk", "notification_id", "queue")[:limit]
+            .values_list("pk", "notification_id")[:limit]
         )
         published: list[int] = []
         failed: list[int] = []
-        for pk, notification_id, queue in rows:
+        for pk, notification_id in rows:
             try:
                 publish_task(
                     ROUTE_TASK,
@@ -83,8 +96,8 @@ def relay_forever(*, should_stop: Callable[[], bool]) -> None:
     listener = _listen()
     while not should_stop():
         try:
-            while outbox_publish_pending() >= settings.NOTIFY_OUTBOX_BATCH:
-                pass  # a full batch: there may be more right away
+            while outbox_publish_pending():
+                pass  # something went out: there may be more right away
         except Exception:  # the database is away: back off, then try again
             logger.exception("outbox relay: round failed")
         finally:

@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group, Permission
 
 SUPPORT_GROUP = "Support"
 REDRIVE_GROUP = "Support: re-drive"
-SUPPORT_APPS = ("notify", "deliveries", "preferences", "templates_admin")
+SUPPORT_APPS = ("notify", "deliveries", "preferences", "templates_admin", "campaigns")
 
 
 def support_group_ensure() -> Group:
@@ -21,9 +21,13 @@ def support_group_ensure() -> Group:
 
 
 def redrive_group_ensure() -> Group:
-    """Added to a support person who may also re-drive dead deliveries."""
+    """Added to a support person who may also act on deliveries: re-drive dead ones, and
+    lift a hard-bounce suppression (delete the entry) once the person fixed their address."""
     group, _ = Group.objects.get_or_create(name=REDRIVE_GROUP)
     group.permissions.set(
-        Permission.objects.filter(content_type__app_label="deliveries", codename="redrive_delivery")
+        Permission.objects.filter(
+            content_type__app_label="deliveries",
+            codename__in=("redrive_delivery", "delete_addresssuppression"),
+        )
     )
     return group

@@ -26,6 +26,7 @@ from notify.models import (
     Outbox,
     Producer,
     Recipient,
+    Scope,
 )
 from notify.unread import unread_decrement, unread_increment
 
@@ -47,8 +48,20 @@ class IssuedKey:
     key: str  # shown once; only its hash is stored
 
 
-def api_key_issue(*, producer_name: str, category_keys: list[str] | None = None) -> IssuedKey:
-    """A new key for the producer (created if new). No categories given → all categories."""
+def api_key_issue(
+    *,
+    producer_name: str,
+    category_keys: list[str] | None = None,
+    scopes: list[str] | None = None,
+) -> IssuedKey:
+    """A new key for the producer (created if new).
+
+    No categories given → all categories; no scopes given → all scopes (Scope). An
+    unknown category or scope raises ValueError.
+    """
+    unknown_scopes = sorted(set(scopes or ()) - set(Scope.values))
+    if unknown_scopes:
+        raise ValueError(f"unknown scopes: {', '.join(unknown_scopes)}")
     with transaction.atomic():
         producer, _ = Producer.objects.get_or_create(name=producer_name)
         prefix = secrets.token_hex(6)
@@ -58,6 +71,7 @@ def api_key_issue(*, producer_name: str, category_keys: list[str] | None = None)
             prefix=prefix,
             key_hash=_hash_key(key),
             all_categories=not category_keys,
+            scopes=sorted(set(scopes or ())),
         )
         if category_keys:
             categories = list(Category.objects.filter(key__in=category_keys))
@@ -81,6 +95,8 @@ def api_key_authenticate(*, key: str) -> ApiKey | None:
     parts = key.split("_")
     if len(parts) < 3 or parts[0] != API_KEY_PREFIX:
         return None
+    if not parts[1].isascii() or not parts[1].isalnum() or len(parts[1]) > 16:
+        return None  # no prefix we issue (hex): not worth a query, nor a NUL in one
     api_key = _keys.get(parts[1], lambda: _api_key_load(prefix=parts[1]))
     if api_key is None or not hmac.compare_digest(api_key.key_hash, _hash_key(key)):
         return None

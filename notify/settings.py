@@ -7,6 +7,7 @@ works by is a setting here (prefix NOTIFY_), read once at start, grouped by topi
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -27,7 +28,13 @@ from notify.env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me-in-any-deployment")
+# Signs user tokens, unsubscribe links and the gate's seals. With DEBUG off the web
+# process refuses to start on this built-in key or any key shorter than 50 characters
+# (notify/checks.py). To rotate: the new key here, the old one in the fallbacks until
+# what it signed has expired (comma-separated).
+SECRET_KEY_DEFAULT = "dev-only-insecure-key-change-me-in-any-deployment"
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", SECRET_KEY_DEFAULT)
+SECRET_KEY_FALLBACKS = env_list("DJANGO_SECRET_KEY_FALLBACKS", [])
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver", "web"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 # Absolute base for links we put in messages (unsubscribe, tracking).
@@ -49,6 +56,7 @@ INSTALLED_APPS = [
     "preferences",
     "templates_admin",
     "deliveries",
+    "campaigns",
 ]
 
 MIDDLEWARE = [
@@ -149,12 +157,17 @@ REST_FRAMEWORK = {
         "notify.api.auth.UserTokenAuthentication",
         "notify.api.auth.ApiKeyAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # An API key narrowed by scopes reaches only the operations they name.
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "notify.api.auth.ApiKeyScopes",
+    ],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # DRF's JSON parser plus refusals of NUL, lone surrogates, NaN/inf and deep nesting.
+    "DEFAULT_PARSER_CLASSES": ["notify.api.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "notify.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
@@ -175,6 +188,11 @@ SPECTACULAR_SETTINGS = {
 
 # --- Intake and the outbox relay -----------------------------------------------------------
 NOTIFY_MAX_BODY_BYTES = env_int("NOTIFY_MAX_BODY_BYTES", 64 * 1024, minimum=1024)
+# Request JSON nested deeper than this is refused (400): real payloads are shallow, and
+# deep nesting costs recursion in every layer that walks it.
+NOTIFY_API_MAX_JSON_DEPTH = env_int("NOTIFY_API_MAX_JSON_DEPTH", 32, minimum=2)
+# Lists in request bodies (e.g. feed ids to mark read) hold at most this many items.
+NOTIFY_API_MAX_LIST_ITEMS = env_int("NOTIFY_API_MAX_LIST_ITEMS", 1000, minimum=1)
 NOTIFY_API_RATE_PER_SECOND = env_float("NOTIFY_API_RATE_PER_SECOND", 100.0, minimum=0.01)
 NOTIFY_API_RATE_BURST = env_int("NOTIFY_API_RATE_BURST", 200, minimum=1)
 NOTIFY_DEFAULT_LOCALE = env_str("NOTIFY_DEFAULT_LOCALE", "en")
@@ -192,6 +210,9 @@ NOTIFY_AUTH_CACHE_SECONDS = env_float("NOTIFY_AUTH_CACHE_SECONDS", 5.0, minimum=
 # The relay publishes at most this many outbox rows per round, and looks for rows even
 # without a wake-up this often (a lost NOTIFY, a broker that was away).
 NOTIFY_OUTBOX_BATCH = env_int("NOTIFY_OUTBOX_BATCH", 500, minimum=1)
+# Low-priority rows (campaigns) go out at most this many per round, so the high and
+# medium classes are looked at again every few tens of milliseconds.
+NOTIFY_OUTBOX_LOW_BATCH = env_int("NOTIFY_OUTBOX_LOW_BATCH", 100, minimum=1)
 NOTIFY_OUTBOX_POLL_INTERVAL = env_float("NOTIFY_OUTBOX_POLL_INTERVAL", 1.0, minimum=0.05)
 
 # --- Celery on RabbitMQ: queues, priorities, acknowledgements ------------------------------
@@ -263,9 +284,38 @@ NOTIFY_EMAIL_RETRY_DELAYS = env_float_list(
     "NOTIFY_EMAIL_RETRY_DELAYS", [10.0, 60.0, 300.0, 1800.0, 7200.0]
 )
 NOTIFY_EMAIL_DEADLINE_SECONDS = env_int("NOTIFY_EMAIL_DEADLINE_SECONDS", 24 * 3600, minimum=1)
+# SMS carries what is urgent (codes, alerts): fewer, shorter waits than email, and a text
+# arriving an hour late mostly confuses, hence its short default deadline.
+NOTIFY_SMS_RETRY_DELAYS = env_float_list("NOTIFY_SMS_RETRY_DELAYS", [5.0, 30.0, 120.0, 600.0])
+NOTIFY_SMS_DEADLINE_SECONDS = env_int("NOTIFY_SMS_DEADLINE_SECONDS", 3600, minimum=1)
+# A feed entry stays worth writing longer than a message interrupting the person.
+NOTIFY_INAPP_DEADLINE_SECONDS = env_int("NOTIFY_INAPP_DEADLINE_SECONDS", 7 * 24 * 3600, minimum=1)
+# Every delivery has a deadline: the notification's TTL, else its category's, else this
+# per-channel default. Past it the delivery ends `expired` and is never sent late.
+NOTIFY_CHANNEL_DEADLINE_SECONDS = {
+    "inapp": NOTIFY_INAPP_DEADLINE_SECONDS,
+    "email": NOTIFY_EMAIL_DEADLINE_SECONDS,
+    "webpush": NOTIFY_DEFAULT_TTL_SECONDS,
+    "fcm": NOTIFY_DEFAULT_TTL_SECONDS,
+    "sms": NOTIFY_SMS_DEADLINE_SECONDS,
+}
 # A delivery that has a send message in flight is republished by the sweeper only when
 # it is still unclaimed this long after that publish (the message was probably lost).
 NOTIFY_RETRY_RESWEEP_AFTER = env_float("NOTIFY_RETRY_RESWEEP_AFTER", 600.0, minimum=1)
+# A route task that raises (the database away, a bug) is retried: base doubling to the
+# ceiling, jittered, this many times; then its message is dead-lettered for an operator.
+NOTIFY_ROUTE_RETRY_BASE = env_float("NOTIFY_ROUTE_RETRY_BASE", 2.0, minimum=0.01)
+NOTIFY_ROUTE_RETRY_MAX = env_float("NOTIFY_ROUTE_RETRY_MAX", 120.0, minimum=0.01)
+NOTIFY_ROUTE_MAX_RETRIES = env_int("NOTIFY_ROUTE_MAX_RETRIES", 5, minimum=0)
+# Beat: a notification whose route task was published this long ago and is still not
+# routed (its message was lost, or dead-lettered) has the task published again, at most
+# NOTIFY_ROUTE_SWEEP_MAX_PUBLISHES times in all. Only notifications created within the
+# window are looked at, so the sweep reads a bounded slice of the table.
+NOTIFY_ROUTE_SWEEP_INTERVAL = env_float("NOTIFY_ROUTE_SWEEP_INTERVAL", 60.0, minimum=1)
+NOTIFY_ROUTE_SWEEP_AFTER = env_float("NOTIFY_ROUTE_SWEEP_AFTER", 600.0, minimum=1)
+NOTIFY_ROUTE_SWEEP_WINDOW = env_float("NOTIFY_ROUTE_SWEEP_WINDOW", 7 * 24 * 3600.0, minimum=1)
+NOTIFY_ROUTE_SWEEP_MAX_PUBLISHES = env_int("NOTIFY_ROUTE_SWEEP_MAX_PUBLISHES", 3, minimum=1)
+NOTIFY_ROUTE_SWEEP_BATCH = env_int("NOTIFY_ROUTE_SWEEP_BATCH", 500, minimum=1)
 # --- Email over SMTP --------------------------------------------------------------------
 EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
@@ -286,6 +336,25 @@ WEBPUSH_VAPID_PRIVATE_KEY = secret_text("WEBPUSH_VAPID_PRIVATE_KEY").strip()
 WEBPUSH_VAPID_SUBJECT = env_str("WEBPUSH_VAPID_SUBJECT", "mailto:ops@notify.localhost")
 # A signed VAPID JWT is reused for this long (push services accept up to 24 h).
 WEBPUSH_VAPID_JWT_LIFETIME = env_int("WEBPUSH_VAPID_JWT_LIFETIME", 12 * 3600, minimum=60)
+# Push endpoints are given to us by browsers (i.e. by anyone): we post only to these
+# origins (`scheme://host[:port]`, `*.` for any subdomain), so a registration cannot aim
+# our workers at internal hosts. An address that resolves to loopback, private or
+# link-local space is refused unless its origin is listed exactly (a local push peer).
+WEBPUSH_ALLOWED_ORIGINS = env_list(
+    "WEBPUSH_ALLOWED_ORIGINS",
+    [
+        "https://fcm.googleapis.com",  # Chrome, Edge (Chromium), Opera
+        "https://updates.push.services.mozilla.com",  # Firefox
+        "https://*.notify.windows.com",  # legacy Edge / Windows
+        "https://web.push.apple.com",  # Safari
+        "https://*.push.apple.com",
+    ],
+)
+# Only this much of a push service's answer is read (it lands in last_error).
+WEBPUSH_MAX_RESPONSE_BYTES = env_int("WEBPUSH_MAX_RESPONSE_BYTES", 4096, minimum=64)
+# A provider's Retry-After is believed up to this many seconds (the longest TTL, 28 days):
+# a huge value would overflow the date arithmetic; past the deadline the push expires.
+NOTIFY_PUSH_RETRY_AFTER_MAX = env_float("NOTIFY_PUSH_RETRY_AFTER_MAX", 28 * 24 * 3600.0, minimum=1)
 # Largest clear-text payload one aes128gcm record can carry (4096 - 103 bytes overhead).
 WEBPUSH_MAX_PAYLOAD_BYTES = env_int("WEBPUSH_MAX_PAYLOAD_BYTES", 3993, minimum=64)
 # Path to a service-account JSON for FCM; empty disables the channel.
@@ -377,13 +446,15 @@ SMPP_DLR_MATCH_DELAY = env_float("SMPP_DLR_MATCH_DELAY", 0.2, minimum=0)
 NOTIFY_FALLBACK_FROM_CHANNELS = env_list("NOTIFY_FALLBACK_FROM_CHANNELS", ["sms"])
 # --- Channels ------------------------------------------------------------------------
 # Channels with a working provider here; others are recorded as suppressed, not tried.
-# Unset: in-app and email, plus Web Push once a VAPID key is set and FCM once its
-# credentials are (an explicit list wins).
+# Unset: in-app and email, plus Web Push once a VAPID key is set, FCM once its
+# credentials are, and SMS once SMPP_HOST is set in the environment (its default above
+# only names a local SMSC, which is no sign one is there). An explicit list wins.
 NOTIFY_CHANNELS_ENABLED = env_list(
     "NOTIFY_CHANNELS_ENABLED",
     ["inapp", "email"]
     + (["webpush"] if WEBPUSH_VAPID_PRIVATE_KEY else [])
-    + (["fcm"] if FCM_CREDENTIALS else []),
+    + (["fcm"] if FCM_CREDENTIALS else [])
+    + (["sms"] if "SMPP_HOST" in os.environ else []),
 )
 
 # --- Templates and rendering ---------------------------------------------------------------
@@ -461,12 +532,31 @@ NOTIFY_METRICS_LATENCY_BUCKETS = env_float_list(
 # reads a bounded slice of the table instead of all history.
 NOTIFY_METRICS_LATENCY_WINDOW = env_float("NOTIFY_METRICS_LATENCY_WINDOW", 3600.0, minimum=1)
 
+# --- Campaigns -----------------------------------------------------------------------
+# Recipients fanned out per batch: one INSERT … SELECT for their notifications, one for
+# their outbox rows, then the fan-out task yields (it re-publishes itself on `low`).
+NOTIFY_CAMPAIGN_BATCH_SIZE = env_int("NOTIFY_CAMPAIGN_BATCH_SIZE", 2000, minimum=1)
+# A user-id audience given in one request holds at most this many ids.
+NOTIFY_CAMPAIGN_MAX_USER_IDS = env_int("NOTIFY_CAMPAIGN_MAX_USER_IDS", 100_000, minimum=1)
+# The fan-out's own message priority: below a first attempt's, so the route tasks of one
+# batch go before the next batch is made (the campaign paces itself to routing).
+NOTIFY_CAMPAIGN_FAN_OUT_PRIORITY = env_int("NOTIFY_CAMPAIGN_FAN_OUT_PRIORITY", 1, minimum=0)
+# Beat: how often scheduled campaigns are started, and after how long without a batch a
+# running campaign's fan-out counts as lost (its message or worker) and is published again.
+NOTIFY_CAMPAIGN_START_INTERVAL = env_float("NOTIFY_CAMPAIGN_START_INTERVAL", 5.0, minimum=1)
+NOTIFY_CAMPAIGN_STALL_SECONDS = env_float("NOTIFY_CAMPAIGN_STALL_SECONDS", 600.0, minimum=1)
+
 # --- Periodic jobs (celery beat) ------------------------------------------------------
 # Maintenance runs on `high`: it is small, and recovery must not wait behind a campaign.
 CELERY_BEAT_SCHEDULE = {
     "retry-sweep": {
         "task": "deliveries.sweep_due_retries",
         "schedule": NOTIFY_RETRY_SWEEP_INTERVAL,
+        "options": {"queue": "high"},
+    },
+    "route-sweep": {
+        "task": "deliveries.sweep_unrouted",
+        "schedule": NOTIFY_ROUTE_SWEEP_INTERVAL,
         "options": {"queue": "high"},
     },
     "release-deferred": {
@@ -479,6 +569,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": NOTIFY_UNREAD_RECONCILE_INTERVAL,
         "options": {"queue": "high"},
     },
+    "campaigns-start-due": {
+        "task": "campaigns.start_due",
+        "schedule": NOTIFY_CAMPAIGN_START_INTERVAL,
+        "options": {"queue": "high"},
+    },
 }
 
 LOGGING = {
@@ -489,4 +584,11 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # Celery's own "received"/"succeeded" lines cost a worker about a tenth of its
+    # throughput, twice per event; the delivery outcome line says what happened instead.
+    # NOTIFY_LOG_TASKS=1 brings them back.
+    "loggers": {
+        name: {"level": "INFO" if env_bool("NOTIFY_LOG_TASKS", False) else "WARNING"}
+        for name in ("celery.app.trace", "celery.worker.strategy")
+    },
 }

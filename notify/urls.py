@@ -11,6 +11,7 @@ urlpatterns = [
     path("v1/", include("notify.api.urls")),
     path("v1/", include("deliveries.api.urls")),
     path("v1/", include("preferences.api.urls")),
+    path("v1/", include("campaigns.api.urls")),
     path("", include("preferences.api.public_urls")),
     path("", include("deliveries.ops.urls")),
     path("healthz", ops_views.healthz, name="healthz"),

@@ -7,3 +7,7 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notify.settings")
 
 application = get_wsgi_application()
+
+from notify.checks import secret_key_refuse_weak  # noqa: E402 - needs the settings loaded
+
+secret_key_refuse_weak()

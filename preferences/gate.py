@@ -159,12 +159,30 @@ def _marketing_timing(
     ]
 
 
+def _seal_with(key: str, *, notification_id: object, channel: str, target: str) -> str:
+    message = f"{notification_id}|{channel}|{target}".encode()
+    return hmac.new(key.encode(), message, hashlib.sha256).hexdigest()
+
+
 def gate_seal(*, notification_id: object, channel: str, target: str) -> str:
     """A keyed hash that only the gate's route step writes and the sender verifies."""
-    message = f"{notification_id}|{channel}|{target}".encode()
-    return hmac.new(settings.SECRET_KEY.encode(), message, hashlib.sha256).hexdigest()
+    return _seal_with(
+        settings.SECRET_KEY, notification_id=notification_id, channel=channel, target=target
+    )
 
 
 def gate_seal_valid(*, notification_id: object, channel: str, target: str, seal: str) -> bool:
-    expected = gate_seal(notification_id=notification_id, channel=channel, target=target)
-    return bool(seal) and hmac.compare_digest(expected, seal)
+    """True when `seal` was made by the gate with SECRET_KEY or one of SECRET_KEY_FALLBACKS.
+
+    Deliveries sealed before a key rotation stay sendable while the old key is a fallback.
+    """
+    if not seal:
+        return False
+    keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", ())]
+    return any(
+        hmac.compare_digest(
+            _seal_with(key, notification_id=notification_id, channel=channel, target=target),
+            seal,
+        )
+        for key in keys
+    )

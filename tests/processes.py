@@ -13,6 +13,17 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
 
 
+def stop_child(process: subprocess.Popen | None) -> None:
+    """SIGTERM (a clean shutdown), then SIGKILL if it is not gone in 15 s."""
+    if process and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class WorkerProcess:
     """`celery -A notify worker` as a child process, logging to artifacts/."""
 
@@ -57,13 +68,7 @@ class WorkerProcess:
         raise RuntimeError(f"worker did not answer a ping in {timeout}s; see {self.log_path}")
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_child(self.process)
 
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Return once the worker runs no task (best effort, bounded by `timeout`)."""
@@ -126,13 +131,7 @@ class RelayProcess:
         )  # fmt: skip
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_child(self.process)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""

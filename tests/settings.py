@@ -6,17 +6,35 @@ sees test data. Retry delays are shortened; their shape (growing, jittered) is k
 """
 
 import os
+import socket
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# The local Web Push peer (tests/push/peer.py) listens on this port, chosen once per run
+# and inherited by the worker processes, so its origin can be listed as allowed below.
+os.environ.setdefault("NOTIFY_TEST_PUSH_PORT", str(_free_port()))
 
 _TEST_DEFAULTS = {
     "CELERY_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672/notify_test",
     "REDIS_URL": "redis://127.0.0.1:6379/15",
     "NOTIFY_EMAIL_RETRY_DELAYS": "0.3,0.6,1.2,2.4,4.8",
+    "NOTIFY_SMS_RETRY_DELAYS": "0.3,0.6,1.2",
+    "NOTIFY_ROUTE_RETRY_BASE": "0.1",
+    "NOTIFY_ROUTE_RETRY_MAX": "0.4",
     "NOTIFY_RETRY_SWEEP_GRACE": "1",
     # Each test builds its own keys and categories; in-process caching of them is shown by
     # its own test (with the production setting), not shared across tests.
     "NOTIFY_AUTH_CACHE_SECONDS": "0",
     "NOTIFY_OUTBOX_POLL_INTERVAL": "0.5",
     "NOTIFY_PUBLIC_URL": "http://testserver",
+    # DEBUG is off here as in production, so the web process (uvicorn under the push
+    # tests) needs a key it accepts; a test-only one.
+    "DJANGO_SECRET_KEY": "tests-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
     "LOG_LEVEL": "WARNING",
     # Push: a test-only VAPID key, and the push backoff shortened (same shape).
     "WEBPUSH_VAPID_PRIVATE_KEY": os.path.join(
@@ -25,6 +43,11 @@ _TEST_DEFAULTS = {
     "WEBPUSH_VAPID_SUBJECT": "mailto:tests@notify.example.com",
     "NOTIFY_PUSH_RETRY_BASE": "0.3",
     "NOTIFY_PUSH_RETRY_MAX": "2.4",
+    # The local push peer, listed exactly (it is loopback), and the documentation host
+    # that tests register without ever sending to it.
+    "WEBPUSH_ALLOWED_ORIGINS": (
+        f"http://127.0.0.1:{os.environ['NOTIFY_TEST_PUSH_PORT']},https://push.example"
+    ),
 }
 for _name, _value in _TEST_DEFAULTS.items():
     os.environ.setdefault(_name, _value)

@@ -136,3 +136,25 @@ def test_with_redis_unreachable_the_feed_answers_and_the_count_says_unavailable(
         }
         marked = api.post("/v1/users/alice/feed/read", {"all": True}, format="json")
         assert marked.json() == {"marked": 2}
+
+
+def test_a_title_longer_than_its_column_is_cut_at_a_word_with_an_ellipsis(alice):
+    from deliveries.models import Delivery, DeliveryStatus
+    from deliveries.routing import notification_route
+
+    order_number = " ".join(["ORD-12345"] * 60)  # 599 characters: the title cannot hold it
+    notification = Notification.objects.create(
+        producer=Producer.objects.create(name="long-fields"), event_id="long", recipient=alice,
+        category=Category.objects.get(key="order.shipped"),
+        payload={"order_number": order_number, "delivery_date": "2026-12-01", "items_count": 1},
+        channels=["inapp"], fingerprint="x",
+    )  # fmt: skip
+    notification_route(notification_id=str(notification.pk))
+
+    inapp = Delivery.objects.get(notification=notification, channel="inapp")
+    assert inapp.status == DeliveryStatus.DELIVERED
+    title = alice.feed.get().title
+    assert len(title) <= FeedEntry._meta.get_field("title").max_length
+    assert title.startswith("Order ORD-12345 ORD-12345")
+    # Whole words, then an ellipsis: the person sees it was cut, not a broken word.
+    assert title.endswith("ORD-12345…")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -22,11 +23,16 @@ from redis.exceptions import RedisError
 
 from deliveries.live import device_live_clear, device_live_mark
 from deliveries.models import Device
-from notify.api.errors import error_body
+from notify.api.auth import api_key_scope_refusal
+from notify.api.errors import ApiError, error_body
+from notify.api.lookups import user_id_checked
 from notify.models import FeedEntry, Recipient
 from notify.services import api_key_authenticate
 from notify.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
 from notify.unread import feed_channel
+
+# Feed entry and device ids are bigints: 1 to 18 ASCII digits always fit.
+_ID = re.compile(r"[0-9]{1,18}")
 
 
 def _error(status: int, code: str, message: str, field: str | None = None) -> JsonResponse:
@@ -38,6 +44,10 @@ def _authorized_recipient(request: HttpRequest, user_id: str) -> Recipient | Jso
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         return _error(401, "not_authenticated", "Use 'Authorization: Bearer <token>'.")
+    try:
+        user_id_checked(user_id)
+    except ApiError as error:
+        return _error(400, error.error_code, str(error.detail), error.field)
     recipient = Recipient.objects.filter(user_id=user_id).first()
     if token.startswith(USER_TOKEN_PREFIX):
         owner = user_token_recipient_id(token)
@@ -46,8 +56,12 @@ def _authorized_recipient(request: HttpRequest, user_id: str) -> Recipient | Jso
         if recipient is None or recipient.pk != owner:
             return _error(403, "permission_denied", "This user token may not read this stream.")
         return recipient
-    if api_key_authenticate(key=token) is None:
+    api_key = api_key_authenticate(key=token)
+    if api_key is None:
         return _error(401, "authentication_failed", "Unknown or revoked API key.")
+    refusal = api_key_scope_refusal(api_key, "stream", "GET")
+    if refusal is not None:
+        return _error(403, "missing_scope", refusal)
     if recipient is None:
         return _error(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
     return recipient
@@ -85,13 +99,16 @@ def _prepare(request: HttpRequest, user_id: str):
     raw_device = request.GET.get("device_id", "")
     device = None
     if raw_device:
-        device = Device.objects.filter(
-            pk=int(raw_device) if raw_device.isdigit() else -1, recipient=found
-        ).first()
+        if not _ID.fullmatch(raw_device):
+            return _error(400, "invalid", "device_id must be a device id.", "device_id"), None, None
+        device = Device.objects.filter(pk=int(raw_device), recipient=found).first()
         if device is None:
             return _error(404, "unknown_device", "No such device.", "device_id"), None, None
-    last = request.headers.get("Last-Event-ID", "")
-    cursor = int(last) if last.isdigit() else _newest_id(found.pk)
+    last = request.headers.get("Last-Event-ID", "").strip()
+    if last and not _ID.fullmatch(last):
+        message = "Last-Event-ID must be the id of a feed event."
+        return _error(400, "invalid", message, "Last-Event-ID"), None, None
+    cursor = int(last) if last else _newest_id(found.pk)
     return found, device, cursor
 
 

@@ -4,6 +4,11 @@ from deliveries.api import stream, views
 
 urlpatterns = [
     path(
+        "notifications/<uuid:notification_id>",
+        views.NotificationCancelApi.as_view(),
+        name="notification-cancel",
+    ),
+    path(
         "notifications/<uuid:notification_id>/status",
         views.NotificationStatusApi.as_view(),
         name="notification-status",

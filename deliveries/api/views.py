@@ -9,7 +9,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from deliveries.api import serializers as s
+from deliveries.cancel import Cancelled, notification_cancel
 from deliveries.devices import device_register, device_remove
+from deliveries.push_origins import EndpointRefused
 from deliveries.selectors import notification_status
 from notify.api import serializers as notify_s
 from notify.api.errors import ApiError
@@ -29,17 +31,25 @@ class DeviceRegisterApi(APIView):
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
         keys = data.get("keys") or {}
-        device, _created = device_register(
-            recipient=recipient,
-            kind=data["kind"],
-            endpoint=data.get("endpoint", ""),
-            p256dh=keys.get("p256dh", ""),
-            auth=keys.get("auth", ""),
-            token=data.get("token", ""),
-            platform=data.get("platform", "web" if data["kind"] == "webpush" else ""),
-            installation_id=data["installation_id"],
-            previous=data["previous"],
-        )
+        try:
+            device, _created = device_register(
+                recipient=recipient,
+                kind=data["kind"],
+                endpoint=data.get("endpoint", ""),
+                p256dh=keys.get("p256dh", ""),
+                auth=keys.get("auth", ""),
+                token=data.get("token", ""),
+                platform=data.get("platform", "web" if data["kind"] == "webpush" else ""),
+                installation_id=data["installation_id"],
+                previous=data["previous"],
+            )
+        except EndpointRefused as refused:
+            raise ApiError(
+                400,
+                "endpoint_not_allowed",
+                f"This push endpoint {refused.reason}.",
+                field="endpoint",
+            ) from None
         # 201 either way: the contract promises it, and the id is the same on a repeat.
         return Response({"device_id": device.pk}, status=status.HTTP_201_CREATED)
 
@@ -60,3 +70,24 @@ class NotificationStatusApi(APIView):
         if found is None:
             raise ApiError(404, "not_found", "No such notification.")
         return Response(notify_s.NotificationStatusOut(found).data)
+
+
+class NotificationCancelApi(APIView):
+    @extend_schema(
+        responses={204: None, 404: None, 409: None},
+        summary="Cancel what is not sent yet of a notification.",
+        description=(
+            "Deliveries still waiting (queued, retrying, deferred by quiet hours) become "
+            "`cancelled`; one being sent or already sent is left as it is. 409 when "
+            "nothing was left to cancel."
+        ),
+    )
+    def delete(self, request: Request, notification_id) -> Response:
+        outcome = notification_cancel(
+            producer=request.user.producer, notification_id=notification_id
+        )
+        if outcome is Cancelled.NOT_FOUND:
+            raise ApiError(404, "not_found", "No such notification.")
+        if outcome is Cancelled.NOTHING_LEFT:
+            raise ApiError(409, "already_sent", "Nothing of this notification is left to send.")
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -28,6 +28,9 @@ class SendResult:
     # A transient failure that already spent the channel's own retries (SMPP 0x58 after
     # its in-send pauses): the delivery ends dead instead of being retried.
     give_up: bool = False
+    # A permanent failure that says the address itself is dead (SMTP 5xx on the recipient,
+    # SMPP invalid or barred destination): it is suppressed for this channel.
+    hard_bounce: bool = False
 
     @classmethod
     def delivered(cls, *, provider_message_id: str = "", status_code: str = "", response: str = ""):
@@ -43,8 +46,8 @@ class SendResult:
         )  # fmt: skip
 
     @classmethod
-    def permanent(cls, *, status_code: str = "", response: str = ""):
-        return cls(AttemptOutcome.PERMANENT, status_code, response)
+    def permanent(cls, *, status_code: str = "", response: str = "", hard_bounce: bool = False):
+        return cls(AttemptOutcome.PERMANENT, status_code, response, hard_bounce=hard_bounce)
 
 
 class ChannelProvider(Protocol):

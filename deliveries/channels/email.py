@@ -1,6 +1,7 @@
 """Email over SMTP, through django-templated-mail.
 
-Classification: a recipient refused with 5xx or a 5xx at DATA is permanent;
+Classification: a recipient refused with 5xx (a hard bounce: the address is suppressed)
+or a 5xx at DATA is permanent;
 4xx answers, disconnects, timeouts and refusals of our own sender or login are
 transient (they are about our side or the relay, not about this message).
 """
@@ -35,8 +36,9 @@ def classify_smtp_error(error: Exception) -> SendResult:
         code = answers[0][0] if answers else 0
         text = "; ".join(_decode(message) for _, message in answers)
         permanent = bool(answers) and all(int(c) >= 500 for c, _ in answers)
-        result = SendResult.permanent if permanent else SendResult.transient
-        return result(status_code=str(code), response=text)
+        if permanent:  # the recipient's mailbox refused for good: a hard bounce
+            return SendResult.permanent(status_code=str(code), response=text, hard_bounce=True)
+        return SendResult.transient(status_code=str(code), response=text)
     if isinstance(error, smtplib.SMTPAuthenticationError | smtplib.SMTPSenderRefused):
         return SendResult.transient(
             status_code=str(error.smtp_code), response=_decode(error.smtp_error)
@@ -113,6 +115,11 @@ def _send_on_kept_connection(message: VersionEmailMessage, *, to: str) -> None:
         _drop_kept()
         raise
     _kept.last_used = time.monotonic()
+
+
+def kept_session_close() -> None:
+    """Close this thread's kept SMTP session, if any: the next send opens a fresh one."""
+    _drop_kept()
 
 
 def _drop_kept() -> None:

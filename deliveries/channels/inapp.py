@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from deliveries.channels.base import SendResult
+from notify.models import FeedEntry, Notification
 from notify.services import feed_entry_create
-from templates_admin.rendering import render_version
+from templates_admin.rendering import RenderedMessage, render_version, truncate_at_word
 
 if TYPE_CHECKING:
     from deliveries.models import Delivery
@@ -15,11 +16,23 @@ if TYPE_CHECKING:
 
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
     """Write the feed entry (once per notification) and count it as unread."""
-    message = render_version(version, context)
-    entry = feed_entry_create(
-        notification=delivery.notification,
-        title=message.title,
+    entry = feed_entry_write(
+        notification=delivery.notification, message=render_version(version, context)
+    )
+    return SendResult.delivered(provider_message_id=f"feed:{entry.pk}")
+
+
+def feed_entry_write(*, notification: Notification, message: RenderedMessage) -> FeedEntry:
+    """The feed entry for this rendered message, its title cut to the column at a word.
+
+    A payload field may be any length (a 600-character order number); the reader sees a
+    title ending in whole words and an ellipsis, never a database error. The URL is left
+    whole here: a link cut anywhere is broken, so notify's own cap is all it gets.
+    """
+    title_max = FeedEntry._meta.get_field("title").max_length
+    return feed_entry_create(
+        notification=notification,
+        title=truncate_at_word(message.title, title_max),
         body=message.body,
         url=message.url,
     )
-    return SendResult.delivered(provider_message_id=f"feed:{entry.pk}")

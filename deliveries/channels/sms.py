@@ -14,6 +14,7 @@ the retry policy ends the delivery as dead (see `throttle_exhausted`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,9 @@ logger = logging.getLogger(__name__)
 # The attempt's status code when 0x58 outlasted every in-send retry (dead-lettered).
 THROTTLE_EXHAUSTED = "smpp_throttled_out"
 _REGISTERED_DELIVERY_FINAL = 0x01  # ask the SMSC for a receipt on success and failure
+# Refusals that say the number itself can never be reached (invalid destination address;
+# the receiver rejects it, a blocked or barred number): the address is suppressed.
+HARD_BOUNCE_STATUSES = frozenset({0x0B, 0x66})
 
 
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
@@ -153,8 +157,11 @@ def _submit_part(
             time.sleep(pause)
             continue
         # Any other refusal says nothing about our pace: the rate is left as it is.
-        make = SendResult.permanent if info.kind is StatusKind.PERMANENT else SendResult.transient
-        return make(status_code=status_code(answer.status), response=f"{info.name}: {info.text}")
+        code, text = status_code(answer.status), f"{info.name}: {info.text}"
+        if info.kind is StatusKind.PERMANENT:
+            bounce = answer.status in HARD_BOUNCE_STATUSES
+            return SendResult.permanent(status_code=code, response=text, hard_bounce=bounce)
+        return SendResult.transient(status_code=code, response=text)
 
 
 def throttle_exhausted(result: SendResult) -> bool:
@@ -168,10 +175,5 @@ def _throttle_note(tries: int, pauses: list[float]) -> str:
 
 
 def _with_note(result: SendResult, note: str) -> SendResult:
-    return SendResult(
-        result.outcome,
-        result.status_code,
-        f"{result.response} ({note})",
-        result.provider_message_id,
-        result.retry_after,
-    )
+    # replace() keeps every other field (give_up above all: a part throttled out stays dead).
+    return dataclasses.replace(result, response=f"{result.response} ({note})")

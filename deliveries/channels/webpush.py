@@ -5,14 +5,21 @@ device id), so a browser that re-registered while its notification waited gets i
 the new endpoint. Classification: 2xx delivered; 404/410 the subscription is gone →
 permanent, and the device is deactivated; 413/400 the message is unacceptable →
 permanent; 429 and 5xx, timeouts and connection errors → transient, with the push
-service's Retry-After passed on.
+service's Retry-After passed on (bounded).
+
+The endpoint came from a browser, so before each post it is checked against
+WEBPUSH_ALLOWED_ORIGINS (deliveries/push_origins.py); redirects are never followed, and
+at most WEBPUSH_MAX_RESPONSE_BYTES of the answer is read.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import threading
 import time
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -30,6 +37,7 @@ from pywebpush import WebPusher
 from deliveries.channels.base import SendResult, ttl_left
 from deliveries.devices import devices_deactivate
 from deliveries.models import DeviceKind
+from deliveries.push_origins import EndpointRefused, endpoint_check
 from deliveries.selectors import device_for_delivery
 from templates_admin.rendering import render_version
 
@@ -42,7 +50,38 @@ URGENCY_BY_QUEUE = {"high": "high", "medium": "normal", "low": "low"}
 # Re-sign this long before the JWT's expiry, so no request carries one about to lapse.
 _JWT_RENEW_MARGIN = 300
 
-_session = requests.Session()
+_DELAY_SECONDS = re.compile(r"[0-9]+")
+
+
+class _PushSession(requests.Session):
+    """A session that follows no redirect and reads at most WEBPUSH_MAX_RESPONSE_BYTES.
+
+    pywebpush posts through `requests_session.post` and then reads `response.text`, so
+    the bound has to hold inside the session: the body is read here, and a longer one
+    is cut and its connection dropped instead of read to the end.
+    """
+
+    def request(self, method, url, *args, **kwargs) -> requests.Response:
+        kwargs["allow_redirects"] = False
+        kwargs["stream"] = True
+        response = super().request(method, url, *args, **kwargs)
+        limit = settings.WEBPUSH_MAX_RESPONSE_BYTES
+        try:
+            body = response.raw.read(limit + 1, decode_content=True)
+        except Exception:
+            response.close()
+            raise
+        if len(body) > limit:
+            response.close()  # the rest is never read: drop the connection
+            body = body[:limit]
+        else:
+            response.raw.release_conn()  # read to its end: the connection is reusable
+        response._content = body
+        response._content_consumed = True
+        return response
+
+
+_session = _PushSession()
 _jwt_lock = threading.Lock()
 _jwt_cache: dict[str, tuple[dict[str, str], float]] = {}
 
@@ -109,6 +148,13 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
     device = device_for_delivery(target=delivery.target, kind=DeviceKind.WEBPUSH)
     if device is None:
         return SendResult.permanent(status_code="no_device", response="device gone or inactive")
+    try:
+        endpoint_check(device.endpoint)
+    except EndpointRefused as refused:
+        response = f"endpoint {refused.reason}"
+        if refused.retryable:
+            return SendResult.transient(status_code="endpoint_dns", response=response)
+        return SendResult.permanent(status_code="endpoint_refused", response=response)
     payload = render_payload(version, context, delivery=delivery)
     headers = vapid_headers(device.endpoint)
     headers["Urgency"] = URGENCY_BY_QUEUE.get(delivery.queue, "normal")
@@ -141,7 +187,8 @@ def classify_response(response: requests.Response, *, device: Device) -> SendRes
             response=text,
             retry_after=parse_retry_after(response.headers.get("Retry-After")),
         )
-    if code in (400, 413):
+    if code in (400, 413) or 300 <= code < 400:
+        # A redirect is not followed: a push service answers a push, it never moves it.
         return SendResult.permanent(status_code=str(code), response=text)
     # 401/403 and the like are about our VAPID setup, not this message: retried until
     # fixed or the TTL runs out.
@@ -149,17 +196,28 @@ def classify_response(response: requests.Response, *, device: Device) -> SendRes
 
 
 def parse_retry_after(value: str | None) -> float | None:
-    """Retry-After as seconds (it may be seconds or an HTTP date); None when absent/bad."""
+    """Retry-After as seconds (it may be seconds or an HTTP date); None when absent/bad.
+
+    At most NOTIFY_PUSH_RETRY_AFTER_MAX: a provider's huge value must not overflow the
+    date arithmetic of the retry (a push asked to wait past its deadline expires).
+    """
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (when - timezone.now()).total_seconds())
+    ceiling = settings.NOTIFY_PUSH_RETRY_AFTER_MAX
+    if _DELAY_SECONDS.fullmatch(value):
+        seconds = float(value)  # inf past ~308 digits: bounded below
+    else:
+        try:
+            when = parsedate_to_datetime(value)
+            if when.tzinfo is None:  # "-0000": UTC by RFC 5322
+                when = when.replace(tzinfo=UTC)
+            seconds = (when - timezone.now()).total_seconds()
+        except (TypeError, ValueError, OverflowError, IndexError):
+            return None
+    if not math.isfinite(seconds):
+        return ceiling
+    return min(max(0.0, seconds), ceiling)
 
 
 def _subscription(device: Device) -> dict[str, Any]:

@@ -23,7 +23,10 @@ BREAKER_STATE_PATTERN = "notify:breaker:*:state"
 BREAKER_STATES = {"closed": 0.0, "half_open": 1.0, "half-open": 1.0, "open": 2.0}
 # Statuses where the provider was tried and the story is over: the ratio's denominator.
 TRIED_FINAL_STATUSES = tuple(
-    sorted(FINAL_STATUSES - {DeliveryStatus.SUPPRESSED, DeliveryStatus.SKIPPED_LIVE})
+    sorted(
+        FINAL_STATUSES
+        - {DeliveryStatus.SUPPRESSED, DeliveryStatus.SKIPPED_LIVE, DeliveryStatus.CANCELLED}
+    )
 )
 
 
@@ -124,7 +127,7 @@ def oldest_unpublished_outbox_age(*, now: datetime | None = None) -> float:
     """Seconds since the oldest due outbox row fell due and still waits to be published;
     0 when none (a scheduled notification is not late before its send_at).
 
-    Served by the partial index `outbox_unpublished_due`.
+    Served by the partial index `outbox_unpublished_class_due`.
     """
     now = now or timezone.now()
     oldest = Outbox.objects.filter(published_at__isnull=True, due_at__lte=now).aggregate(

@@ -76,6 +76,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response.status_code = status.HTTP_400_BAD_REQUEST
     else:
         code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), "error")
+        # Raised with a code of its own (e.g. PermissionDenied(code="missing_scope")): keep it.
+        own = getattr(getattr(exc, "detail", None), "code", None)
+        if isinstance(own, str) and own != getattr(exc, "default_code", own):
+            code = own
         response.data = error_body(code, str(getattr(exc, "detail", exc)))
     return response
 

@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import re
+
 from notify.api.errors import ApiError
 from notify.models import Recipient
 from notify.selectors import recipient_get
 
+_USER_ID_MAX = Recipient._meta.get_field("user_id").max_length
+# Control characters and lone surrogates: PostgreSQL refuses NUL, and none is an id.
+_USER_ID_BAD = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def user_id_checked(user_id: str) -> str:
+    """The path's user_id, or a 400 when it cannot be one (too long, control characters)."""
+    if not user_id or len(user_id) > _USER_ID_MAX:
+        raise ApiError(
+            400, "invalid", f"user_id must be 1 to {_USER_ID_MAX} characters.", field="user_id"
+        )
+    if _USER_ID_BAD.search(user_id):
+        raise ApiError(
+            400, "invalid", "user_id may not contain control characters.", field="user_id"
+        )
+    return user_id
+
 
 def recipient_or_404(user_id: str) -> Recipient:
     """The recipient with this product user id, or a 404 `unknown_recipient`."""
-    recipient = recipient_get(user_id=user_id)
+    recipient = recipient_get(user_id=user_id_checked(user_id))
     if recipient is None:
         raise ApiError(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
     return recipient

@@ -14,6 +14,8 @@ from notify.models import Channel
 
 _PHONE = re.compile(r"^\+[1-9]\d{6,14}$")
 _LOCALE = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$")
+# Ids are PostgreSQL bigints: a larger number is no id (and would fail in the database).
+_BIGINT_MAX = 2**63 - 1
 
 
 class NotificationIn(serializers.Serializer):
@@ -22,7 +24,10 @@ class NotificationIn(serializers.Serializer):
     category = serializers.CharField(max_length=100)
     payload = serializers.DictField(default=dict)
     channels = serializers.ListField(
-        child=serializers.ChoiceField(choices=Channel.choices), required=False, allow_empty=False
+        child=serializers.ChoiceField(choices=Channel.choices),
+        required=False,
+        allow_empty=False,
+        max_length=len(Channel.choices),
     )
     ttl_seconds = serializers.IntegerField(min_value=1, max_value=28 * 24 * 3600, required=False)
     send_at = serializers.DateTimeField(
@@ -86,6 +91,7 @@ class NotificationStatusOut(serializers.Serializer):
     category = serializers.CharField()
     created_at = serializers.DateTimeField()
     send_at = serializers.DateTimeField(allow_null=True)
+    cancelled_at = serializers.DateTimeField(allow_null=True)
     deliveries = DeliveryStatusOut(many=True)
 
 
@@ -142,7 +148,11 @@ class FeedPageOut(serializers.Serializer):
 
 
 class FeedReadIn(serializers.Serializer):
-    ids = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False)
+    ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=_BIGINT_MAX),
+        required=False,
+        max_length=settings.NOTIFY_API_MAX_LIST_ITEMS,
+    )
     all = serializers.BooleanField(required=False, default=False)
 
     def validate(self, attrs):

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from notify.api import serializers as s
 from notify.api.auth import ApiKeyRateThrottle
 from notify.api.errors import ApiError, error_body, first_validation_error
-from notify.api.lookups import recipient_or_404
+from notify.api.lookups import recipient_or_404, user_id_checked
 from notify.models import ApiKey
 from notify.payloads import payload_problem
 from notify.selectors import BadCursor, feed_page
@@ -165,7 +165,9 @@ class RecipientUpsertApi(APIView):
     def put(self, request: Request, user_id: str) -> Response:
         data_in = s.RecipientIn(data=request.data)
         data_in.is_valid(raise_exception=True)
-        recipient, created = recipient_upsert(user_id=user_id, fields=dict(data_in.validated_data))
+        recipient, created = recipient_upsert(
+            user_id=user_id_checked(user_id), fields=dict(data_in.validated_data)
+        )
         return Response(
             s.RecipientOut(recipient).data,
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,

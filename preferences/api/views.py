@@ -30,11 +30,11 @@ from preferences.services import (
 from preferences.tokens import unsubscribe_token_read
 
 # A producer may say where a change came from; an end user's token is always the
-# preference center, and `email_link` belongs to the unsubscribe endpoint alone.
+# preference center, `email_link` belongs to the unsubscribe endpoint alone, and
+# `support` to the admin (a staff member's act, which no API key may claim).
 PRODUCER_SOURCES = [
     ConsentSource.SIGNUP,
     ConsentSource.API,
-    ConsentSource.SUPPORT,
     ConsentSource.PREFERENCE_CENTER,
 ]
 
@@ -88,7 +88,10 @@ class PreferencesApi(APIView):
     )
     def put(self, request: Request, user_id: str) -> Response:
         recipient = recipient_or_404(user_id)
-        data_in = PreferencesIn(data=request.data)
+        body = request.data
+        if isinstance(request.user, UserPrincipal) and isinstance(body, dict):
+            body = {key: value for key, value in body.items() if key != "source"}  # ignored
+        data_in = PreferencesIn(data=body)
         data_in.is_valid(raise_exception=True)
         data = data_in.validated_data
         if isinstance(request.user, UserPrincipal):

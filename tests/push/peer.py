@@ -80,7 +80,9 @@ class PushService:
         self.in_flight: dict[str, int] = {}
         self.most_in_flight: dict[str, int] = {}  # by subscriber-name prefix
         self.lock = threading.Lock()
-        self.server = _Server(("127.0.0.1", 0), self._handler())
+        # The port tests/settings.py lists in WEBPUSH_ALLOWED_ORIGINS.
+        port = int(os.environ.get("NOTIFY_TEST_PUSH_PORT", "0"))
+        self.server = _Server(("127.0.0.1", port), self._handler())
         self.port = self.server.server_address[1]
         self.origin = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

@@ -7,6 +7,7 @@ import socket
 import uuid
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import transaction
 
 from tests.sms.smsc import Smsc
@@ -25,6 +26,9 @@ def _free_port() -> int:
 # (Only where the SMSC is; SMS stays off in the worker's gate, so no other test's
 # notification grows an SMS delivery.)
 SMSC_PORT = _free_port()
+# SMPP_HOST in the environment turns SMS on; the worker keeps the channels this process
+# has (SMS off), so only a test that enables SMS itself routes a notification to it.
+os.environ.setdefault("NOTIFY_CHANNELS_ENABLED", ",".join(django_settings.NOTIFY_CHANNELS_ENABLED))
 os.environ.update(
     {
         "SMPP_HOST": "127.0.0.1",

@@ -131,6 +131,21 @@ def test_throttling_on_every_try_gives_up_after_three_retries(smsc, login_code):
     assert "no retries left" in attempt.response
 
 
+def test_a_long_sms_throttled_out_after_its_first_part_ends_dead_not_retried(smsc, login_code):
+    from deliveries.channels.sms import THROTTLE_EXHAUSTED
+
+    # Cyrillic + 80 digits: two UCS-2 parts. Part 1 is accepted, part 2 throttled for good.
+    smsc.answer_next(0, 0x58, 0x58, 0x58, 0x58)
+    delivery = route_and_send(login_code("9" * 80))
+
+    assert [submit.status for submit in smsc.submits] == [0, 0x58, 0x58, 0x58, 0x58]
+    assert delivery.status == DeliveryStatus.DEAD
+    assert delivery.reason == Reason.RETRIES_EXHAUSTED
+    [attempt] = DeliveryAttempt.objects.filter(delivery=delivery)
+    assert attempt.status_code == THROTTLE_EXHAUSTED
+    assert f"after parts {smsc.submits[0].message_id} were accepted" in attempt.response
+
+
 def test_an_invalid_destination_fails_the_sms_at_once(smsc, login_code):
     smsc.always = 0x0B
     delivery = route_and_send(login_code())
@@ -139,6 +154,22 @@ def test_an_invalid_destination_fails_the_sms_at_once(smsc, login_code):
     assert delivery.reason == Reason.REJECTED
     assert delivery.last_error.startswith("0x0000000B ESME_RINVDSTADR")
     assert len(smsc.submits) == 1
+
+
+def test_an_invalid_number_is_suppressed_and_the_next_code_is_not_sent_to_it(smsc, login_code):
+    from deliveries.models import AddressSuppression
+
+    smsc.always = 0x0B
+    first = route_and_send(login_code("111111"))
+    assert first.status == DeliveryStatus.FAILED
+    smsc.always = None
+
+    [entry] = AddressSuppression.objects.all()
+    assert (entry.channel, entry.address) == ("sms", "+79990000000")
+    assert "ESME_RINVDSTADR" in entry.evidence
+    later = route_and_send(login_code("222222"))
+    assert (later.status, later.reason) == (DeliveryStatus.SUPPRESSED, Reason.ADDRESS_SUPPRESSED)
+    assert len(smsc.submits) == 1  # only the first code reached the SMSC
 
 
 def test_an_smsc_system_error_schedules_a_retry(smsc, login_code):

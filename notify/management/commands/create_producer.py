@@ -1,7 +1,9 @@
-"""`manage.py create_producer NAME [--categories a,b]`: a new API key, printed once."""
+"""`manage.py create_producer NAME [--categories a,b] [--scopes a,b]`: a new API key,
+printed once."""
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from notify.models import Scope
 from notify.services import api_key_issue
 
 
@@ -17,13 +19,24 @@ class Command(BaseCommand):
             default="",
             help="Comma-separated category keys this key may send; omitted = all categories.",
         )
+        parser.add_argument(
+            "--scopes",
+            default="",
+            help=f"Comma-separated scopes ({', '.join(Scope.values)}); omitted = all scopes.",
+        )
 
-    def handle(self, *args, name: str, categories: str, **options) -> None:
+    def handle(self, *args, name: str, categories: str, scopes: str, **options) -> None:
         keys = [key.strip() for key in categories.split(",") if key.strip()]
+        scope_list = [scope.strip() for scope in scopes.split(",") if scope.strip()]
         try:
-            issued = api_key_issue(producer_name=name, category_keys=keys or None)
+            issued = api_key_issue(
+                producer_name=name, category_keys=keys or None, scopes=scope_list or None
+            )
         except ValueError as error:
             raise CommandError(str(error)) from None
-        scope = ", ".join(keys) if keys else "all categories"
-        self.stdout.write(f"Producer {name!r}: new API key for {scope}. It is shown only once:")
+        reach = ", ".join(keys) if keys else "all categories"
+        may = ", ".join(issued.api_key.scopes) or "all scopes"
+        self.stdout.write(
+            f"Producer {name!r}: new API key for {reach} ({may}). It is shown only once:"
+        )
         self.stdout.write(issued.key)

@@ -1,7 +1,10 @@
-"""`manage.py create_roles`: (re)create the staff groups the platform defines."""
+"""`manage.py create_roles`: (re)create the staff groups the platform defines.
+
+It lives in the top app because it gathers every app's roles."""
 
 from django.core.management.base import BaseCommand
 
+from campaigns.roles import campaign_manager_group_ensure
 from notify.roles import redrive_group_ensure, support_group_ensure
 from templates_admin.roles import template_editor_group_ensure, template_publisher_group_ensure
 
@@ -9,7 +12,7 @@ from templates_admin.roles import template_editor_group_ensure, template_publish
 class Command(BaseCommand):
     help = (
         "Create or refresh the staff groups: Support (read-only), Support: re-drive, "
-        "template editors and template publishers."
+        "template editors, template publishers and campaign managers."
     )
 
     def handle(self, *args, **options) -> None:
@@ -18,6 +21,7 @@ class Command(BaseCommand):
             redrive_group_ensure(),
             template_editor_group_ensure(),
             template_publisher_group_ensure(),
+            campaign_manager_group_ensure(),
         )
         for group in groups:
             self.stdout.write(f"Group {group.name!r}: {group.permissions.count()} permissions")

@@ -1,0 +1,283 @@
+"""S3: login codes (high queue) delivered by email while a campaign drains on `low`.
+
+The shipped processes run it: scripts/worker.sh high, scripts/worker.sh low and the
+outbox relay (scripts/manage.sh outbox_relay), with email going to an SMTP sink. Each run
+starts them afresh, waits until both workers are ready and one warm-up code went
+through, then POSTs BENCH_LOGIN_CODES `security.login_code` events (email only, to the
+demo user) through the API in-process, one every 100 ms. The figure is the p99 of
+Delivery.finished_at - Notification.created_at over them: first idle (baseline), then
+after a campaign to BENCH_CAMPAIGN_DRAIN consenting recipients (inapp + email) has
+started draining on the low worker (subject). Runs alternate; the processes are stopped
+and the tables emptied between runs, so a campaign's leftovers never reach the next.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from bench.campaign_seed import (
+    BENCH_CAMPAIGN_NAME,
+    CAMPAIGN_CATEGORY,
+    CAMPAIGN_PAYLOAD,
+    campaign_reset,
+    seed_recipients,
+    user_id,
+)
+from bench.config import DEMO_USER, BenchError
+from bench.pipeline_drains import ready_at
+from bench.processes import Proc, start_smtp_sink
+from bench.report import phase, ratio, verdict
+
+if TYPE_CHECKING:  # Django is set up only after the bench has prepared its places
+    from django.test import Client
+
+    from bench.runner import Bench
+
+LOGIN_CATEGORY = "security.login_code"
+INTERVAL = 0.1  # seconds between two login codes
+READY_TIMEOUT = 90.0  # for a worker to start, or the campaign's first email
+
+
+@dataclass(frozen=True)
+class Codes:
+    """One run's login codes: their latencies (s), and how the campaign stood."""
+
+    latencies: list[float]
+    relay_waits: list[float]  # of each code: created -> its route task published
+    campaign_left: int | None = None  # campaign emails not yet sent at the last code
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.latencies, 0.99)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest rank: of 40 values the 99th percentile is the slowest one."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def scenario_s3(bench: Bench) -> None:
+    """Time BENCH_LOGIN_CODES login codes idle and during a campaign, BENCH_RUNS times
+    each, alternating; print both p99s and their ratio."""
+    m = bench.config.campaign_drain
+    with phase(f"S3: seeding {m} campaign recipients"):
+        seed_recipients(bench, m)
+    bench.close_db()
+    sink, env = start_smtp_sink(bench.stack, bench.env)
+    idle: list[Codes] = []
+    busy: list[Codes] = []
+    try:
+        for run in range(bench.config.runs):
+            idle.append(codes_run(bench, env, f"idle{run}", campaign=False))
+            busy.append(codes_run(bench, env, f"busy{run}", campaign=True))
+    finally:
+        bench.stack.stop(sink)
+        campaign_reset(bench)
+
+    idle_p99 = statistics.median(c.p99 for c in idle) * 1000
+    busy_p99 = statistics.median(c.p99 for c in busy) * 1000
+    value = ratio(busy_p99, idle_p99)
+    k = bench.config.login_codes
+    print(
+        f"S3 login code during a campaign: p99 {value:.3g}x idle ({busy_p99:.0f} ms vs "
+        f"{idle_p99:.0f} ms, event -> email delivered, {k} codes 100 ms apart, campaign to "
+        f"{m} (inapp + email) draining on the low worker; {verdict(value, 2, at_least=False)})"
+    )
+    median_idle = statistics.median(percentile(c.latencies, 0.5) for c in idle) * 1000
+    median_busy = statistics.median(percentile(c.latencies, 0.5) for c in busy) * 1000
+    left = [c.campaign_left for c in busy if c.campaign_left is not None]
+    print(
+        f"S3 median login code: {median_busy:.0f} ms during the campaign, {median_idle:.0f} ms "
+        f"idle; campaign emails still unsent at the last code: {left} of {m}"
+    )
+    # Where the time goes: before the relay published the route task, or after it.
+    if all(c.relay_waits for c in idle + busy):
+        relay_busy = statistics.median(percentile(c.relay_waits, 0.5) for c in busy) * 1000
+        relay_idle = statistics.median(percentile(c.relay_waits, 0.5) for c in idle) * 1000
+        print(
+            f"S3 median wait for the relay (created -> route task published): "
+            f"{relay_busy:.0f} ms during the campaign, {relay_idle:.0f} ms idle"
+        )
+    if any(n == 0 for n in left):
+        print("S3: WARNING the campaign was over before the last code; raise BENCH_CAMPAIGN_DRAIN")
+
+
+def codes_run(bench: Bench, env: dict[str, str], name: str, *, campaign: bool) -> Codes:
+    """Start the processes, warm up, optionally launch the campaign, send the codes,
+    wait until each has its email delivery final; stop everything and reset."""
+    from django.test import Client
+
+    campaign_reset(bench)
+    stamp = f"s3-{name}-{time.time_ns()}"
+    keys = {queue: f"bench:ready:{stamp}:{queue}" for queue in ("high", "low")}
+    procs = [
+        bench.stack.start(
+            f"s3-worker-{queue}",
+            ["bash", "scripts/worker.sh", queue],
+            {**env, "BENCH_READY_KEY": key},
+        )
+        for queue, key in keys.items()
+    ]
+    procs.append(bench.stack.start("s3-relay", ["bash", "scripts/manage.sh", "outbox_relay"], env))
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {bench.api_key}")
+    try:
+        wait_ready(list(keys.values()), procs)
+        # One code through the whole path first: relay listening, SMTP connection made.
+        # (Its event id is outside the measured codes' prefix, "<stamp>-".)
+        post_code(client, f"{stamp}:warm", 0)
+        wait_emails(bench, f"{stamp}:warm", 1, procs)
+        prefix = ""
+        if campaign:
+            prefix = campaign_start(bench)
+            wait_campaign_email(bench, prefix, procs)
+        for number in range(bench.config.login_codes):
+            due = time.monotonic() + INTERVAL
+            post_code(client, f"{stamp}-{number}", number)
+            time.sleep(max(0.0, due - time.monotonic()))
+        rows = wait_emails(bench, f"{stamp}-", bench.config.login_codes, procs)
+        last = max(finished for _, _, finished in rows)
+        left = campaign_left(prefix, last, bench.config.campaign_drain) if campaign else None
+    finally:
+        for proc in procs:
+            bench.stack.stop(proc)
+        bench.close_db()
+    return Codes(
+        [(finished - created).total_seconds() for created, _, finished in rows],
+        [(published - created).total_seconds() for created, published, _ in rows if published],
+        left,
+    )
+
+
+def wait_ready(keys: list[str], procs: list[Proc]) -> None:
+    """Return once every worker wrote its ready time (bench.apps), or fail."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not all(ready_at(key) for key in keys):
+        if time.monotonic() > deadline:
+            raise BenchError(f"workers not ready after {READY_TIMEOUT:.0f} s")
+        for proc in procs:
+            proc.check()
+        time.sleep(0.2)
+
+
+def post_code(client: Client, event_id: str, number: int) -> None:
+    """POST one login code (email only) to the demo user; it must be 202."""
+    response = client.post(
+        "/v1/notifications",
+        {
+            "event_id": event_id,
+            "user_id": DEMO_USER,
+            "category": LOGIN_CATEGORY,
+            "channels": ["email"],
+            "payload": {"code": f"{number:06d}"},
+        },
+        content_type="application/json",
+    )
+    if response.status_code != 202:
+        raise BenchError(f"login code POST answered {response.status_code}: {response.content!r}")
+
+
+def campaign_start(bench: Bench) -> str:
+    """Launch the campaign to bench recipients 1..M (it fans out on the low worker);
+    returns its event id prefix."""
+    from campaigns.fanout import campaign_launch
+    from campaigns.models import AudienceKind
+    from notify.models import Category
+
+    members = [user_id(number) for number in range(1, bench.config.campaign_drain + 1)]
+    campaign = campaign_launch(
+        name=f"{BENCH_CAMPAIGN_NAME} s3 {time.time_ns()}",
+        category=Category.objects.get(key=CAMPAIGN_CATEGORY),
+        payload=CAMPAIGN_PAYLOAD,
+        audience_kind=AudienceKind.USER_IDS,
+        audience_spec={"user_ids": members},
+    )
+    return campaign.event_id_prefix
+
+
+def wait_campaign_email(bench: Bench, prefix: str, procs: list[Proc]) -> None:
+    """Wait until the campaign's first email went out: fan-out, relay, routing and the
+    low worker's sends are all under way before the codes start."""
+    from deliveries.models import Delivery
+
+    sent = Delivery.objects.filter(
+        notification__event_id__startswith=prefix, channel="email", finished_at__isnull=False
+    )
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not sent.exists():
+        if time.monotonic() > deadline:
+            raise BenchError(f"no campaign email within {READY_TIMEOUT:.0f} s")
+        check(procs)
+        time.sleep(0.1)
+
+
+def wait_emails(
+    bench: Bench, prefix: str, count: int, procs: list[Proc]
+) -> list[tuple[datetime, datetime | None, datetime]]:
+    """Wait until the `count` login codes under `prefix` have a final email delivery;
+    returns (Notification.created_at, Outbox.published_at, Delivery.finished_at) of each."""
+    from deliveries.models import FINAL_STATUSES, Delivery
+
+    final = Delivery.objects.filter(
+        notification__event_id__startswith=prefix,
+        notification__category__key=LOGIN_CATEGORY,
+        channel="email",
+        status__in=FINAL_STATUSES,
+    )
+    deadline = time.monotonic() + bench.config.pipeline_timeout
+    while True:
+        rows = list(
+            final.values_list(
+                "notification__created_at",
+                "notification__outbox__published_at",
+                "finished_at",
+                "status",
+            )
+        )
+        if len(rows) >= count:
+            break
+        if time.monotonic() > deadline:
+            raise BenchError(f"{len(rows)} of {count} login codes final after the timeout")
+        check(procs)
+        time.sleep(0.1)
+    bad = [status for *_, status in rows if status != "delivered"]
+    if bad:
+        raise BenchError(f"login code emails not delivered: {sorted(set(bad))}")
+    return [(created, published, finished) for created, published, finished, _ in rows]
+
+
+def campaign_left(prefix: str, until: datetime, members: int) -> int:
+    """How many of the campaign's `members` emails had not been sent by `until`."""
+    from deliveries.models import Delivery
+
+    sent = Delivery.objects.filter(
+        notification__event_id__startswith=prefix,
+        channel="email",
+        status="delivered",
+        finished_at__lte=until,
+    ).count()
+    return max(0, members - sent)
+
+
+_dead_checked = [0.0]  # when the dead-letter queue was last looked at (monotonic)
+
+
+def check(procs: list[Proc]) -> None:
+    """Fail early when a process died or (looked at once a second) a task was
+    dead-lettered because it raised."""
+    from notify.celery import app
+
+    for proc in procs:
+        proc.check()
+    if time.monotonic() - _dead_checked[0] < 1.0:
+        return
+    _dead_checked[0] = time.monotonic()
+    with app.connection_for_read() as conn:
+        _, dead, _ = conn.default_channel.queue_declare(queue="dead_letter", passive=True)
+    if dead:
+        raise BenchError(f"{dead} task(s) dead-lettered; see var/bench/s3-*.log")

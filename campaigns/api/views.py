@@ -1,0 +1,166 @@
+"""The campaign API: one class per operation, thin over the campaign services.
+
+Producers authenticate with their API key, as for single events; a campaign belongs to
+the key's producer, and only that producer sees and controls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from campaigns.api import serializers as s
+from campaigns.audience import audience_problem
+from campaigns.control import (
+    CampaignStateError,
+    campaign_cancel,
+    campaign_pause,
+    campaign_resume,
+)
+from campaigns.fanout import campaign_launch
+from campaigns.models import AudienceKind, Campaign
+from campaigns.selectors import campaign_progress
+from notify.api.auth import ApiKeyRateThrottle
+from notify.api.errors import ApiError, first_validation_error
+from notify.payloads import payload_problem
+from notify.services import api_key_may_send, category_by_key
+
+
+def _audience_from(raw: dict) -> tuple[str, dict]:
+    """(kind, spec) from the request's `audience`, which names exactly one kind."""
+    given = [kind for kind in ("user_ids", "segment", "all") if kind in raw]
+    if len(given) != 1:
+        raise ApiError(
+            400, "invalid", 'Give exactly one of "user_ids", "segment" or "all".', field="audience"
+        )
+    kind = given[0]
+    if kind == "all":
+        if raw["all"] is not True:
+            raise ApiError(400, "invalid", '"all" must be true.', field="audience.all")
+        return AudienceKind.ALL, {}
+    spec = {"user_ids": raw["user_ids"]} if kind == "user_ids" else raw["segment"]
+    problem = audience_problem(kind, spec)
+    if problem is not None:
+        raise ApiError(400, "invalid_audience", problem.message, field=problem.field)
+    if kind == "user_ids":  # a repeated id is one member
+        spec = {"user_ids": list(dict.fromkeys(spec["user_ids"]))}
+    return kind, spec
+
+
+class CampaignLaunchApi(APIView):
+    throttle_classes = [ApiKeyRateThrottle]
+
+    @extend_schema(
+        request=s.CampaignIn,
+        responses={202: s.CampaignLaunchedOut},
+        summary="Launch a campaign; answers at once, the fan-out runs as a task.",
+    )
+    def post(self, request: Request) -> Response:
+        data_in = s.CampaignIn(data=request.data)
+        if not data_in.is_valid():
+            field, message, _ = first_validation_error(data_in.errors)
+            raise ApiError(400, "invalid", message, field=field or None)
+        data = data_in.validated_data
+        category = category_by_key(key=data["category"])
+        if category is None:
+            raise ApiError(
+                422, "unknown_category", f"No category {data['category']!r}.", field="category"
+            )
+        if not category.marketing or category.mandatory:
+            raise ApiError(
+                400,
+                "not_marketing",
+                f"Campaigns send marketing categories; {category.key!r} is not one.",
+                field="category",
+            )
+        if not api_key_may_send(api_key=request.user.api_key, category=category):
+            raise ApiError(
+                403,
+                "category_not_allowed",
+                f"This API key may not send {category.key!r}.",
+                field="category",
+            )
+        problem = payload_problem(category.payload_schema, data["payload"])
+        if problem is not None:
+            raise ApiError(400, "invalid_payload", problem.message, field=problem.field)
+        kind, spec = _audience_from(request.data.get("audience") or {})
+        campaign = campaign_launch(
+            name=data["name"],
+            category=category,
+            payload=data["payload"],
+            audience_kind=kind,
+            audience_spec=spec,
+            send_at=data.get("send_at"),
+            producer=request.user.producer,
+        )
+        return Response({"campaign_id": campaign.pk}, status=status.HTTP_202_ACCEPTED)
+
+
+def _own_campaign(request: Request, campaign_id: int) -> Campaign:
+    campaign = (
+        Campaign.objects.select_related("category")
+        .filter(pk=campaign_id, producer=request.user.producer)
+        .first()
+    )
+    if campaign is None:
+        raise ApiError(404, "not_found", f"No campaign {campaign_id}.")
+    return campaign
+
+
+def _campaign_document(campaign: Campaign) -> dict:
+    progress = campaign_progress(campaign)
+    return {
+        "campaign_id": campaign.pk,
+        "name": campaign.name,
+        "category": campaign.category.key,
+        "status": campaign.status,
+        "send_at": campaign.send_at,
+        "launched_at": campaign.launched_at,
+        "audience_size": progress.audience_size,
+        "created": progress.created,
+        "members": progress.members,
+        "deliveries": [
+            {"status": status_, "reason": reason, "count": count}
+            for status_, reason, count in progress.deliveries
+        ],
+    }
+
+
+class CampaignDetailApi(APIView):
+    @extend_schema(responses={200: s.CampaignOut}, summary="A campaign's status and progress.")
+    def get(self, request: Request, campaign_id: int) -> Response:
+        campaign = _own_campaign(request, campaign_id)
+        return Response(s.CampaignOut(_campaign_document(campaign)).data)
+
+
+def _control(request: Request, campaign_id: int, action: Callable[..., int]) -> Response:
+    campaign = _own_campaign(request, campaign_id)
+    try:
+        action(campaign_id=campaign.pk)
+    except CampaignStateError as error:
+        raise ApiError(409, "campaign_state", str(error)) from None
+    campaign.refresh_from_db()
+    return Response(s.CampaignOut(_campaign_document(campaign)).data)
+
+
+class CampaignPauseApi(APIView):
+    @extend_schema(request=None, responses={200: s.CampaignOut}, summary="Pause a campaign.")
+    def post(self, request: Request, campaign_id: int) -> Response:
+        return _control(request, campaign_id, campaign_pause)
+
+
+class CampaignResumeApi(APIView):
+    @extend_schema(request=None, responses={200: s.CampaignOut}, summary="Resume a campaign.")
+    def post(self, request: Request, campaign_id: int) -> Response:
+        return _control(request, campaign_id, campaign_resume)
+
+
+class CampaignCancelApi(APIView):
+    @extend_schema(request=None, responses={200: s.CampaignOut}, summary="Cancel a campaign.")
+    def post(self, request: Request, campaign_id: int) -> Response:
+        return _control(request, campaign_id, campaign_cancel)

@@ -1,0 +1,118 @@
+"""A campaign's audience: checking its spec, and the SQL condition that selects it.
+
+The audience only says who is asked; the gate still decides per channel at routing
+(opt-outs, consent, quiet hours, the daily cap), so "everyone with consent" is a
+narrowing for speed, not the check itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from campaigns.models import AudienceKind, Campaign
+from notify.models import Notification, Recipient
+from preferences.models import ConsentRecord
+
+RECIPIENTS = Recipient._meta.db_table
+SEGMENT_LISTS = ("locale", "timezone")
+SEGMENT_FLAGS = ("has_email", "has_phone")
+EVENT_ID_MAX = Notification._meta.get_field("event_id").max_length
+
+
+@dataclass(frozen=True)
+class AudienceProblem:
+    field: str  # e.g. "audience.segment.locale"
+    message: str
+
+
+def audience_problem(kind: str, spec: dict[str, Any]) -> AudienceProblem | None:
+    """What is wrong with an audience spec, naming the field; None when it is usable."""
+    if kind == AudienceKind.ALL:
+        return None
+    if kind == AudienceKind.USER_IDS:
+        user_ids = spec.get("user_ids")
+        if not isinstance(user_ids, list) or not user_ids:
+            return AudienceProblem("audience.user_ids", "Give a non-empty list of user ids.")
+        if len(user_ids) > settings.NOTIFY_CAMPAIGN_MAX_USER_IDS:
+            return AudienceProblem(
+                "audience.user_ids",
+                f"At most {settings.NOTIFY_CAMPAIGN_MAX_USER_IDS} user ids per campaign.",
+            )
+        if not all(isinstance(u, str) and u for u in user_ids):
+            return AudienceProblem("audience.user_ids", "Every user id is a non-empty string.")
+        return None
+    if kind == AudienceKind.SEGMENT:
+        return _segment_problem(spec)
+    return AudienceProblem("audience", f"Unknown audience kind {kind!r}.")
+
+
+def _segment_problem(spec: dict[str, Any]) -> AudienceProblem | None:
+    if not isinstance(spec, dict) or not spec:
+        return AudienceProblem("audience.segment", "A segment names at least one field.")
+    for name, value in spec.items():
+        where = f"audience.segment.{name}"
+        if name in SEGMENT_LISTS:
+            values = [value] if isinstance(value, str) else value
+            if not isinstance(values, list) or not values:
+                return AudienceProblem(where, "Give a value or a non-empty list of values.")
+            if not all(isinstance(v, str) for v in values):
+                return AudienceProblem(where, "Every value is a string.")
+        elif name in SEGMENT_FLAGS:
+            if not isinstance(value, bool):
+                return AudienceProblem(where, "Must be true or false.")
+        else:
+            known = ", ".join((*SEGMENT_LISTS, *SEGMENT_FLAGS))
+            return AudienceProblem(where, f"Unknown segment field; use one of {known}.")
+    return None
+
+
+def audience_sql(campaign: Campaign) -> tuple[str, dict[str, Any]]:
+    """A WHERE condition on recipient `r` that selects the campaign's audience.
+
+    A user-id list is read from the campaign row inside the statement, so a long list
+    is not sent to the database with every batch. Recipients whose event id would not
+    fit the column are left out (it would fail the whole batch).
+    """
+    params: dict[str, Any] = {
+        "a_campaign": campaign.pk,
+        "a_category": campaign.category_id,
+        "a_uid_max": EVENT_ID_MAX - len(campaign.event_id_prefix),
+    }
+    conditions = ["char_length(r.user_id) <= %(a_uid_max)s"]
+    spec = campaign.audience_spec or {}
+    if campaign.audience_kind == AudienceKind.USER_IDS:
+        conditions.append(
+            f"""r.user_id IN (
+                SELECT jsonb_array_elements_text(c.audience_spec -> 'user_ids')
+                  FROM {Campaign._meta.db_table} c WHERE c.id = %(a_campaign)s)"""
+        )
+    elif campaign.audience_kind == AudienceKind.SEGMENT:
+        for name in SEGMENT_LISTS:
+            if name in spec:
+                value = spec[name]
+                params[f"a_{name}"] = [value] if isinstance(value, str) else list(value)
+                conditions.append(f"r.{name} = ANY(%(a_{name})s)")
+        for name, column in (("has_email", "email"), ("has_phone", "phone")):
+            if name in spec:
+                conditions.append(f"r.{column} {'<>' if spec[name] else '='} ''")
+    elif campaign.audience_kind == AudienceKind.ALL:
+        conditions.append(_consent_sql())
+    return " AND ".join(conditions), params
+
+
+def _consent_sql() -> str:
+    """A grant covering the category (or all marketing) that no later withdrawal of the
+    same or a wider scope took back — on at least one channel."""
+    table = ConsentRecord._meta.db_table
+    return f"""EXISTS (
+        SELECT 1 FROM {table} g
+         WHERE g.recipient_id = r.id AND g.granted
+           AND (g.category_id = %(a_category)s OR g.category_id IS NULL)
+           AND NOT EXISTS (
+               SELECT 1 FROM {table} w
+                WHERE w.recipient_id = r.id AND w.id > g.id AND NOT w.granted
+                  AND (w.category_id = %(a_category)s OR w.category_id IS NULL)
+                  AND (w.channel = '' OR w.channel = g.channel)))"""

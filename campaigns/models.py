@@ -1,0 +1,103 @@
+"""Campaigns: one marketing event for an audience, fanned out into one notification per
+recipient (`event_id = campaign:<id>:<user_id>`). Rules live in fanout.py, control.py
+and selectors.py."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class CampaignStatus(models.TextChoices):
+    SCHEDULED = "scheduled", "Scheduled"
+    RUNNING = "running", "Running"
+    PAUSED = "paused", "Paused"
+    CANCELLED = "cancelled", "Cancelled"
+    DONE = "done", "Done"
+
+
+class AudienceKind(models.TextChoices):
+    USER_IDS = "user_ids", "A list of user ids"
+    SEGMENT = "segment", "A segment of recipient fields"
+    ALL = "all", "Everyone with marketing consent"
+
+
+class Campaign(models.Model):
+    """One event for many recipients, and how far its fan-out has come."""
+
+    name = models.CharField(max_length=200)
+    category = models.ForeignKey(
+        "notify.Category",
+        on_delete=models.PROTECT,
+        related_name="+",
+        limit_choices_to={"marketing": True},
+    )
+    payload = models.JSONField(default=dict)
+    audience_kind = models.CharField(max_length=10, choices=AudienceKind.choices)
+    audience_spec = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"user_ids": [...]}, or a segment such as {"locale": ["de"], '
+        '"has_email": true}; empty for everyone with consent.',
+    )
+    send_at = models.DateTimeField(null=True, blank=True, help_text="Empty: start at once.")
+    status = models.CharField(
+        max_length=10, choices=CampaignStatus.choices, default=CampaignStatus.SCHEDULED
+    )
+    producer = models.ForeignKey("notify.Producer", on_delete=models.PROTECT, related_name="+")
+    launched_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    launched_at = models.DateTimeField(auto_now_add=True)
+    # Fixed by the first batch: the audience is the matching recipients up to this id,
+    # so people who sign up during a long fan-out do not stretch it.
+    audience_until = models.BigIntegerField(null=True, blank=True, editable=False)
+    audience_size = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    created_count = models.PositiveIntegerField(default=0, editable=False)
+    checkpoint = models.BigIntegerField(
+        default=0, editable=False, help_text="The last recipient id fanned out."
+    )
+    fanned_out_at = models.DateTimeField(null=True, blank=True, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        permissions = [("launch_campaign", "Can launch campaigns")]
+        indexes = [models.Index(fields=["status", "send_at"], name="campaign_status_due")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def event_id_prefix(self) -> str:
+        """Every notification of the campaign has an event id that starts so."""
+        return f"campaign:{self.pk}:"
+
+
+class CampaignHold(models.Model):
+    """What a pause holds back, and the state to give it back on resume.
+
+    `delivery` empty: a notification that was not routed yet (its route is held);
+    otherwise a delivery that was not sent yet.
+    """
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="holds")
+    notification = models.ForeignKey(
+        "notify.Notification", on_delete=models.CASCADE, related_name="+"
+    )
+    delivery = models.OneToOneField(
+        "deliveries.Delivery", on_delete=models.CASCADE, null=True, related_name="+"
+    )
+    previous_status = models.CharField(max_length=16, blank=True)
+    previous_reason = models.CharField(max_length=32, blank=True)
+    previous_next_attempt_at = models.DateTimeField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["notification"],
+                condition=models.Q(delivery__isnull=True),
+                name="uniq_campaign_hold_route",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"hold of {self.delivery_id or self.notification_id} ({self.campaign_id})"

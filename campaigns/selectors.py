@@ -1,0 +1,120 @@
+"""Reads of campaigns: progress, where every audience member is counted exactly once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+
+from campaigns.models import Campaign, CampaignStatus
+from deliveries.models import Delivery, DeliveryStatus
+from notify.models import Notification
+
+NOTIFICATIONS = Notification._meta.db_table
+DELIVERIES = Delivery._meta.db_table
+
+
+def campaign_notifications_sql(alias: str = "n") -> str:
+    """WHERE condition on notification `alias` for the campaign's notifications
+    (params `c_producer`, `c_like`); the second LIKE lets the partial index serve it."""
+    return (
+        f"{alias}.producer_id = %(c_producer)s AND {alias}.event_id LIKE %(c_like)s "
+        f"AND {alias}.event_id LIKE 'campaign:%%'"
+    )
+
+
+def campaign_params(campaign: Campaign) -> dict[str, Any]:
+    """The parameters `campaign_notifications_sql` and the control statements use."""
+    return {
+        "c_producer": campaign.producer_id,
+        "c_like": campaign.event_id_prefix + "%",
+        "c_campaign": campaign.pk,
+        "c_now": timezone.now(),
+    }
+
+
+# A member with several deliveries (one per channel) is counted under the first of these
+# that any of its deliveries has: reached them somewhere, still on its way, held back,
+# and only then how it ended.
+MEMBER_ORDER = (
+    DeliveryStatus.DELIVERED,
+    DeliveryStatus.SENDING,
+    DeliveryStatus.RETRYING,
+    DeliveryStatus.QUEUED,
+    DeliveryStatus.DEFERRED,
+    DeliveryStatus.CANCELLED,
+    DeliveryStatus.SKIPPED_LIVE,
+    DeliveryStatus.FAILED,
+    DeliveryStatus.DEAD,
+    DeliveryStatus.EXPIRED,
+    DeliveryStatus.SUPPRESSED,
+)
+NOT_CREATED = "not_created"  # the fan-out has not reached them (yet)
+NOT_ROUTED = "not_routed"  # a notification without deliveries yet
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a campaign has come.
+
+    `members` counts each audience member under exactly one status and sums to
+    `audience_size` (a cancelled campaign counts those it never reached as cancelled);
+    `deliveries` counts delivery rows by (status, reason).
+    """
+
+    audience_size: int
+    created: int
+    members: dict[str, int] = field(default_factory=dict)
+    deliveries: list[tuple[str, str, int]] = field(default_factory=list)
+
+
+def campaign_progress(campaign: Campaign) -> Progress:
+    """The campaign's progress, read in one aggregate query."""
+    order = [status.value for status in MEMBER_ORDER]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH n AS (
+                SELECT n.id FROM {NOTIFICATIONS} n WHERE {campaign_notifications_sql()}
+            ), d AS (
+                SELECT d.notification_id, d.status, d.reason
+                  FROM {DELIVERIES} d JOIN n ON n.id = d.notification_id
+            ), m AS (
+                SELECT min(array_position(%(order)s::text[], d.status)) AS rank
+                  FROM n LEFT JOIN d ON d.notification_id = n.id
+                 GROUP BY n.id
+            )
+            SELECT 'd', status, reason, count(*) FROM d GROUP BY status, reason
+            UNION ALL
+            SELECT 'm', coalesce((%(order)s::text[])[rank], %(not_routed)s), '', count(*)
+              FROM m GROUP BY rank
+            """,
+            {**campaign_params(campaign), "order": order, "not_routed": NOT_ROUTED},
+        )
+        rows = cursor.fetchall()
+    members: dict[str, int] = {}
+    deliveries: list[tuple[str, str, int]] = []
+    for kind, status, reason, count in rows:
+        if kind == "d":
+            deliveries.append((status, reason, count))
+        else:
+            members[status] = members.get(status, 0) + count
+    created = sum(members.values())
+    audience = max(campaign.audience_size or 0, created)
+    if audience > created:
+        members[NOT_CREATED] = audience - created
+    if campaign.status == CampaignStatus.CANCELLED:
+        # Never to be created or routed: cancelled with the campaign.
+        for name in (NOT_CREATED, NOT_ROUTED):
+            if name in members:
+                members[DeliveryStatus.CANCELLED.value] = members.get(
+                    DeliveryStatus.CANCELLED.value, 0
+                ) + members.pop(name)
+    return Progress(
+        audience_size=audience,
+        created=created,
+        members=dict(sorted(members.items())),
+        deliveries=sorted(deliveries),
+    )

@@ -1,0 +1,126 @@
+"""Which Web Push endpoints we may post to (WEBPUSH_ALLOWED_ORIGINS): no SSRF.
+
+A Web Push endpoint is a URL a browser hands us, so anyone can register one. We post
+only to listed origins: `scheme://host[:port]`, or `scheme://*.domain[:port]` for any
+subdomain of `domain`. A host reached through a wildcard (or any name not listed
+exactly) must also resolve to public addresses only: loopback, private, link-local and
+other special-purpose space is refused unless the origin is listed exactly, which is how
+a local push peer is allowed. Checked at registration (a 400) and again before each send
+(the setting or DNS may have changed since).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+Resolver = Callable[[str, int], list[str]]
+
+
+class EndpointRefused(Exception):
+    """The endpoint is not one we may post to; `retryable` when only DNS failed."""
+
+    def __init__(self, reason: str, *, retryable: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
+
+
+@dataclass(frozen=True)
+class AllowedOrigin:
+    scheme: str
+    host: str  # lower case; for a wildcard, the domain after `*.`
+    port: int
+    wildcard: bool
+
+    def matches(self, scheme: str, host: str, port: int) -> bool:
+        if (scheme, port) != (self.scheme, self.port):
+            return False
+        return host.endswith("." + self.host) if self.wildcard else host == self.host
+
+
+@lru_cache(maxsize=8)
+def allowed_origins(entries: tuple[str, ...]) -> tuple[AllowedOrigin, ...]:
+    """WEBPUSH_ALLOWED_ORIGINS parsed; a malformed entry stops the process loudly."""
+    origins = []
+    for entry in entries:
+        parts = urlsplit(entry.strip())
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        host = (parts.hostname or "").lower()
+        if (
+            parts.scheme not in _DEFAULT_PORTS
+            or not host
+            or port == -1
+            or parts.path.strip("/")
+            or parts.username
+        ):
+            raise ImproperlyConfigured(
+                f"WEBPUSH_ALLOWED_ORIGINS: {entry!r} is not scheme://host[:port] (http/https)"
+            )
+        wildcard = host.startswith("*.")
+        origins.append(
+            AllowedOrigin(
+                scheme=parts.scheme,
+                host=host[2:] if wildcard else host,
+                port=port or _DEFAULT_PORTS[parts.scheme],
+                wildcard=wildcard,
+            )
+        )
+    return tuple(origins)
+
+
+def resolve_addresses(host: str, port: int) -> list[str]:
+    """Every address `host` resolves to (the system resolver)."""
+    infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    return [info[4][0] for info in infos]
+
+
+def _is_public(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+def endpoint_check(
+    endpoint: str,
+    *,
+    origins: Sequence[str] | None = None,
+    resolve: Resolver = resolve_addresses,
+) -> None:
+    """Raise EndpointRefused unless we may post to `endpoint` (see the module docstring)."""
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port
+    except ValueError:
+        raise EndpointRefused("not a valid URL") from None
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in _DEFAULT_PORTS or not host:
+        raise EndpointRefused("must be an http(s) URL with a host")
+    if parts.username is not None or parts.password is not None:
+        raise EndpointRefused("must not carry credentials")
+    port = port or _DEFAULT_PORTS[scheme]
+    entries = tuple(settings.WEBPUSH_ALLOWED_ORIGINS if origins is None else origins)
+    matched = [o for o in allowed_origins(entries) if o.matches(scheme, host, port)]
+    if not matched:
+        raise EndpointRefused("is not a push service this server sends to")
+    if any(not origin.wildcard for origin in matched):
+        return  # listed exactly: the operator vouches for it, local or not
+    try:
+        addresses = resolve(host, port)
+    except (OSError, UnicodeError):
+        raise EndpointRefused("its host does not resolve", retryable=True) from None
+    if not addresses or not all(_is_public(address) for address in addresses):
+        raise EndpointRefused("resolves to a non-public address")
