@@ -212,7 +212,7 @@ NOTIFY_AUTH_CACHE_SECONDS = env_float("NOTIFY_AUTH_CACHE_SECONDS", 5.0, minimum=
 NOTIFY_OUTBOX_BATCH = env_int("NOTIFY_OUTBOX_BATCH", 500, minimum=1)
 # Low-priority rows (campaigns) go out at most this many per round, so the high and
 # medium classes are looked at again every few tens of milliseconds.
-NOTIFY_OUTBOX_LOW_BATCH = env_int("NOTIFY_OUTBOX_LOW_BATCH", 100, minimum=1)
+NOTIFY_OUTBOX_LOW_BATCH = env_int("NOTIFY_OUTBOX_LOW_BATCH", 25, minimum=1)
 NOTIFY_OUTBOX_POLL_INTERVAL = env_float("NOTIFY_OUTBOX_POLL_INTERVAL", 1.0, minimum=0.05)
 
 # --- Celery on RabbitMQ: queues, priorities, acknowledgements ------------------------------

@@ -23,6 +23,12 @@ export DATABASE_POOL_MAX_SIZE=${DATABASE_POOL_MAX_SIZE:-$((WORKER_CONCURRENCY + 
 # Gossip and mingle only chat with the other workers at start and every second; nothing
 # here reads them, and they slow startup with many workers.
 celery=$(tool celery)
-exec "$celery" -A notify worker -Q "$queue" -n "$queue@%h" \
+# Campaign work must not slow a login code down: on a shared host the low worker yields
+# the CPU to the others (WORKER_LOW_NICE, 0 to turn off).
+nice=()
+if [ "$queue" = low ] && [ "${WORKER_LOW_NICE:-10}" != 0 ]; then
+    nice=(nice -n "${WORKER_LOW_NICE:-10}")
+fi
+exec "${nice[@]}" "$celery" -A notify worker -Q "$queue" -n "$queue@%h" \
     --pool threads --concurrency "$WORKER_CONCURRENCY" \
     -l "${LOG_LEVEL:-INFO}" --without-gossip --without-mingle "$@"
