@@ -4,9 +4,31 @@ Support's pages for recipients and notifications show deliveries too, so they li
 the deliveries app (deliveries/support.py).
 """
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
 
 from notify.models import ApiKey, Category, FeedEntry, Outbox, Producer
+from notify.payloads import schema_problem
+
+
+class CategoryForm(forms.ModelForm):
+    """Refuses a payload schema that is not valid JSON Schema, or samples that break it."""
+
+    class Meta:
+        model = Category
+        fields = [
+            "key", "description", "queue", "mandatory", "marketing", "payload_schema",
+            "sample_payloads", "default_channels", "fallback_channel", "ttl_seconds",
+        ]  # fmt: skip
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        problem = schema_problem(data.get("payload_schema") or {}, data.get("sample_payloads"))
+        if problem is not None:
+            self.add_error(problem.field, problem.message)
+        return data
 
 
 @admin.register(Producer)
@@ -25,6 +47,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
 @admin.register(Category)
 class CategoryAdmin(admin.ModelAdmin):
+    form = CategoryForm
     list_display = ("key", "queue", "mandatory", "marketing", "default_channels")
     list_filter = ("queue", "mandatory", "marketing")
     search_fields = ("key",)

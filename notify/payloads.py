@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import ValidationError
+from jsonschema.exceptions import SchemaError, ValidationError
 
 
 @dataclass(frozen=True)
@@ -87,3 +87,27 @@ def payload_masked(payload: dict[str, Any], schema: dict[str, Any]) -> dict[str,
     """The payload as support may see it: sensitive values replaced by a mask."""
     hidden = sensitive_fields(schema)
     return {key: (MASK if key in hidden else value) for key, value in payload.items()}
+
+
+def schema_problem(schema: Any, sample_payloads: Any) -> PayloadProblem | None:
+    """What is wrong with a category's payload schema (JSON Schema, Draft 2020-12) and
+    its sample payloads, naming the field; None when the schema is valid and every sample
+    fits it. A broken schema would otherwise turn every event of the category into an
+    error."""
+    if not isinstance(schema, dict):
+        return PayloadProblem("payload_schema", "The schema must be a JSON object.")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as error:
+        where = "/".join(str(part) for part in error.absolute_path) or "(root)"
+        return PayloadProblem("payload_schema", f"Not a valid JSON Schema at {where}: "
+                              f"{error.message}")  # fmt: skip
+    if not isinstance(sample_payloads, list):
+        return PayloadProblem("sample_payloads", "The sample payloads must be a JSON list.")
+    for number, sample in enumerate(sample_payloads, start=1):
+        problem = payload_problem(schema, sample) if isinstance(sample, dict) else None
+        if not isinstance(sample, dict) or problem is not None:
+            why = problem.message if problem else "it is not a JSON object."
+            return PayloadProblem("sample_payloads", f"Sample payload #{number} does not "
+                                  f"fit the schema: {why}")  # fmt: skip
+    return None

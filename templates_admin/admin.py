@@ -22,12 +22,14 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from notify.models import Channel
+from notify.admin import CategoryAdmin, CategoryForm
+from notify.models import Category, Channel
 from templates_admin.mail import VersionEmailMessage
 from templates_admin.models import Template, TemplatePublication, TemplateVersion
 from templates_admin.rendering import build_context, render_version
 from templates_admin.services import (
     TemplateInvalid,
+    published_templates_broken_by,
     template_version_draft,
     template_version_problems,
     template_version_publish,
@@ -370,3 +372,32 @@ class TemplatePublicationAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class CategoryTemplatesForm(CategoryForm):
+    """The category form, refusing a schema change that would break a published
+    template — it names the template, so the editor knows what to change first."""
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.instance.pk is None or self.errors:
+            return data
+        for template, problems in published_templates_broken_by(
+            category=self.instance,
+            schema=data.get("payload_schema") or {},
+            sample_payloads=data.get("sample_payloads") or [],
+        ):
+            self.add_error(
+                "payload_schema",
+                f"The published template {template} would break: {problems[0]}",
+            )
+        return data
+
+
+class CategoryTemplatesAdmin(CategoryAdmin):
+    form = CategoryTemplatesForm
+
+
+# The core registers categories; their templates live here, so this app adds the check.
+admin.site.unregister(Category)
+admin.site.register(Category, CategoryTemplatesAdmin)

@@ -9,7 +9,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from templates_admin.models import Template, TemplatePublication, TemplateVersion
-from templates_admin.validation import Problem, template_version_check
+from templates_admin.validation import CHANNEL_FIELDS, Problem, template_version_check
 
 VERSION_FIELDS = ("subject", "html_body", "text_body", "title", "body", "url")
 
@@ -70,3 +70,27 @@ def template_version_publish(*, version: TemplateVersion, published_by: Any = No
         if version.published_at is None:
             TemplateVersion.objects.filter(pk=version.pk).update(published_at=timezone.now())
         TemplatePublication.objects.create(version=version, published_by=published_by)
+
+
+def published_templates_broken_by(
+    *, category: Any, schema: dict[str, Any], sample_payloads: list[dict[str, Any]]
+) -> list[tuple[Template, list[Problem]]]:
+    """The category's published templates that a new schema or new samples would break
+    (a variable the schema no longer has, a sample that no longer renders or fits)."""
+    broken = []
+    for template in Template.objects.filter(
+        category=category, published_version__isnull=False
+    ).select_related("published_version"):
+        version = template.published_version
+        problems = template_version_check(
+            channel=template.channel,
+            locale=template.locale,
+            fields={
+                name: getattr(version, name) for name in CHANNEL_FIELDS.get(template.channel, ())
+            },
+            schema=schema,
+            sample_payloads=sample_payloads,
+        )
+        if problems:
+            broken.append((template, problems))
+    return broken
