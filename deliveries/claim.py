@@ -20,6 +20,7 @@ from deliveries.fairness import push_slot_member, push_slot_release
 from deliveries.live import device_is_live
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus
 from deliveries.retry import PUSH_CHANNELS
+from notify.models import Notification
 from templates_admin.models import TemplateVersion
 from templates_admin.selectors import (
     published_choices_sql,
@@ -43,7 +44,7 @@ def delivery_load(*, delivery_id: int) -> Loaded | None:
         Delivery.objects.select_related("notification__recipient", "notification__category")
         .annotate(
             published=published_choices_sql(
-                category_column=f'"{_table("notify", "Notification")}"."category_id"',
+                category_column=f'"{Notification._meta.db_table}"."category_id"',
                 channel_column=f'"{Delivery._meta.db_table}"."channel"',
             )
         )
@@ -59,10 +60,6 @@ def delivery_load(*, delivery_id: int) -> Loaded | None:
             delivery.published, locale=delivery.notification.recipient.locale
         )
     return Loaded(delivery, version)
-
-
-def _table(app_label: str, model_name: str) -> str:
-    return Delivery._meta.apps.get_model(app_label, model_name)._meta.db_table
 
 
 def delivery_claim(*, delivery: Delivery, now: datetime, version: TemplateVersion | None) -> bool:

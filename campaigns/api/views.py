@@ -27,8 +27,7 @@ from campaigns.models import AudienceKind, Campaign
 from campaigns.selectors import campaign_progress
 from notify.api.auth import ApiKeyRateThrottle
 from notify.api.errors import ApiError, first_validation_error
-from notify.payloads import payload_problem
-from notify.services import api_key_may_send, category_by_key
+from notify.api.lookups import category_allowed, category_or_422, payload_fits
 
 
 def _audience_from(raw: dict) -> tuple[str, dict]:
@@ -66,11 +65,7 @@ class CampaignLaunchApi(APIView):
             field, message, _ = first_validation_error(data_in.errors)
             raise ApiError(400, "invalid", message, field=field or None)
         data = data_in.validated_data
-        category = category_by_key(key=data["category"])
-        if category is None:
-            raise ApiError(
-                422, "unknown_category", f"No category {data['category']!r}.", field="category"
-            )
+        category = category_or_422(data["category"])
         if not category.marketing or category.mandatory:
             raise ApiError(
                 400,
@@ -78,16 +73,8 @@ class CampaignLaunchApi(APIView):
                 f"Campaigns send marketing categories; {category.key!r} is not one.",
                 field="category",
             )
-        if not api_key_may_send(api_key=request.user.api_key, category=category):
-            raise ApiError(
-                403,
-                "category_not_allowed",
-                f"This API key may not send {category.key!r}.",
-                field="category",
-            )
-        problem = payload_problem(category.payload_schema, data["payload"])
-        if problem is not None:
-            raise ApiError(400, "invalid_payload", problem.message, field=problem.field)
+        category_allowed(request.user.api_key, category)
+        payload_fits(category, data["payload"])
         kind, spec = _audience_from(request.data.get("audience") or {})
         campaign = campaign_launch(
             name=data["name"],

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 
 from notify.api.errors import ApiError
-from notify.models import Recipient
+from notify.models import ApiKey, Category, Recipient
+from notify.payloads import payload_problem
 from notify.selectors import recipient_get
+from notify.services import api_key_may_send, category_by_key
 
 _USER_ID_MAX = Recipient._meta.get_field("user_id").max_length
 # Control characters and lone surrogates: PostgreSQL refuses NUL, and none is an id.
@@ -32,3 +34,29 @@ def recipient_or_404(user_id: str) -> Recipient:
     if recipient is None:
         raise ApiError(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
     return recipient
+
+
+def category_or_422(key: str) -> Category:
+    """The category with this key, or a 422 `unknown_category` naming the field."""
+    category = category_by_key(key=key)
+    if category is None:
+        raise ApiError(422, "unknown_category", f"No category {key!r}.", field="category")
+    return category
+
+
+def category_allowed(api_key: ApiKey, category: Category) -> None:
+    """A 403 `category_not_allowed` unless this key may send the category."""
+    if not api_key_may_send(api_key=api_key, category=category):
+        raise ApiError(
+            403,
+            "category_not_allowed",
+            f"This API key may not send {category.key!r}.",
+            field="category",
+        )
+
+
+def payload_fits(category: Category, payload: dict) -> None:
+    """A 400 `invalid_payload` naming the field unless the payload fits the schema."""
+    problem = payload_problem(category.payload_schema, payload)
+    if problem is not None:
+        raise ApiError(400, "invalid_payload", problem.message, field=problem.field)

@@ -12,17 +12,20 @@ from rest_framework.views import APIView
 from notify.api import serializers as s
 from notify.api.auth import ApiKeyRateThrottle
 from notify.api.errors import ApiError, error_body, first_validation_error
-from notify.api.lookups import recipient_or_404, user_id_checked
+from notify.api.lookups import (
+    category_allowed,
+    category_or_422,
+    payload_fits,
+    recipient_or_404,
+    user_id_checked,
+)
 from notify.models import ApiKey
-from notify.payloads import payload_problem
 from notify.selectors import BadCursor, feed_page
 from notify.services import (
     Accepted,
     Event,
     IntakeConflict,
     UnknownRecipient,
-    api_key_may_send,
-    category_by_key,
     feed_mark_read,
     notifications_accept,
     recipient_upsert,
@@ -50,21 +53,9 @@ def _event_from(raw: object, api_key: ApiKey) -> Event:
         field, message, _ = first_validation_error(data_in.errors)
         raise ApiError(400, "invalid", message, field=field or None)
     data = data_in.validated_data
-    category = category_by_key(key=data["category"])
-    if category is None:
-        raise ApiError(
-            422, "unknown_category", f"No category {data['category']!r}.", field="category"
-        )
-    if not api_key_may_send(api_key=api_key, category=category):
-        raise ApiError(
-            403,
-            "category_not_allowed",
-            f"This API key may not send {category.key!r}.",
-            field="category",
-        )
-    problem = payload_problem(category.payload_schema, data["payload"])
-    if problem is not None:
-        raise ApiError(400, "invalid_payload", problem.message, field=problem.field)
+    category = category_or_422(data["category"])
+    category_allowed(api_key, category)
+    payload_fits(category, data["payload"])
     return Event(
         event_id=data["event_id"],
         user_id=data["user_id"],
