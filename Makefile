@@ -34,9 +34,12 @@ fmt: bootstrap
 bench: bootstrap services
 	$(VENV)/bin/python -m bench
 
-## flower: Celery monitoring on http://127.0.0.1:5555 (needs the workers from `make run`)
+## flower: Celery monitoring on http://127.0.0.1:5555 (needs the workers from `make run`),
+## behind basic auth: FLOWER_BASIC_AUTH=user:password (required)
 flower: bootstrap services
-	$(VENV)/bin/celery -A notify flower --address=127.0.0.1 --port=5555
+	@[ -n "$${FLOWER_BASIC_AUTH:-}" ] || { echo "set FLOWER_BASIC_AUTH=user:password" >&2; exit 2; }
+	$(VENV)/bin/celery -A notify flower --address=127.0.0.1 --port=5555 \
+		--basic_auth="$$FLOWER_BASIC_AUTH"
 
 bootstrap:
 	@bash scripts/bootstrap.sh

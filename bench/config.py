@@ -53,6 +53,7 @@ class Config:
     load_connections: int
     load_seconds: float
     events: int
+    event_recipients: int
     pipeline_timeout: float
     wrk_threads: int
     smtp_rate: str
@@ -79,6 +80,7 @@ class Config:
             load_connections=env_int("BENCH_LOAD_CONNECTIONS", 64),
             load_seconds=env_float("BENCH_LOAD_SECONDS", 60.0),
             events=max(1, env_int("BENCH_EVENTS", 1000)),
+            event_recipients=max(1, env_int("BENCH_S2_RECIPIENTS", 100)),
             pipeline_timeout=env_float("BENCH_PIPELINE_TIMEOUT", 240.0),
             wrk_threads=max(1, env_int("BENCH_WRK_THREADS", 1)),
             smtp_rate=os.environ.get("BENCH_SMTP_RATE", "1000000:1000000"),

@@ -43,7 +43,8 @@ def scenario_s2(bench: Bench) -> None:
     relay_note = "worker + outbox_relay" if has_relay else "worker alone (no outbox_relay yet)"
     print(
         f"S2 pipeline: {value:.3g}x no-op ({pipe_rate:.0f} events/s, inapp + email to an "
-        f"SMTP sink, vs {noop_rate:.0f} no-op tasks/s; {n} each, timed from worker start; "
+        f"SMTP sink, {n} events over {bench.config.event_recipients} recipient(s), vs "
+        f"{noop_rate:.0f} no-op tasks/s; {n} each, timed from worker start; "
         f"{relay_note}; {verdict(value, 0.12, at_least=True)})"
     )
     # The no-op run is short, so the worker's start-up weighs more on it: the same

@@ -1,10 +1,17 @@
-"""Campaigns in admin: launch (with `launch_campaign`), progress, pause, resume, cancel."""
+"""Campaigns in admin: launch (with `launch_campaign`), progress, pause, resume, cancel;
+and support's recipient page, where deleting a person is erasing them."""
 
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.views.decorators.http import require_POST
 
 from campaigns.audience import audience_problem
 from campaigns.control import (
@@ -13,25 +20,47 @@ from campaigns.control import (
     campaign_pause,
     campaign_resume,
 )
+from campaigns.erasure import person_erase
 from campaigns.fanout import campaign_launch
 from campaigns.models import AudienceKind, Campaign
 from campaigns.selectors import campaign_progress
+from campaigns.upload import audience_upload_load, unknown_user_ids, upload_problem
+from deliveries.support import SupportRecipientAdmin
+from notify.models import ErasureVia, Recipient
 from notify.payloads import payload_problem
 
-LAUNCH_FIELDS = ("name", "category", "payload", "audience_kind", "audience_spec", "send_at")
+LAUNCH_FIELDS = ("name", "category", "payload", "audience_kind", "audience_spec",
+                 "audience_file", "send_at")  # fmt: skip
 # A launched campaign shows its audience as a summary (a user-id list may be 100,000 long).
 SHOWN_FIELDS = ("name", "category", "payload", "audience", "send_at", "status", "producer",
                 "launched_by", "launched_at", "audience_size", "created_count", "checkpoint",
                 "fanned_out_at", "progress")  # fmt: skip
+# While a campaign can still change, its page refreshes the progress this often (ms).
+CONTROLS = {"pause": campaign_pause, "resume": campaign_resume, "cancel": campaign_cancel}
+CONTROL_DONE = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}
 
 
 class CampaignLaunchForm(forms.ModelForm):
+    audience_file = forms.FileField(
+        required=False,
+        label="Audience file",
+        help_text="For an uploaded audience: a CSV with one user id per line (an optional "
+        "`user_id` header). Ids that name nobody are counted and listed, not refused.",
+    )
+
     class Meta:
         model = Campaign
-        fields = LAUNCH_FIELDS
+        fields = [name for name in LAUNCH_FIELDS if name != "audience_file"]
 
     def clean(self) -> dict:
         data = super().clean()
+        upload = data.get("audience_file")
+        if data.get("audience_kind") == AudienceKind.UPLOAD:
+            problem = "Choose a CSV file of user ids." if upload is None else upload_problem(upload)
+            if problem is not None:
+                self.add_error("audience_file", problem)
+        elif upload is not None:
+            self.add_error("audience_file", "A file is only read for an uploaded audience.")
         category = data.get("category")
         if category is not None:
             problem = payload_problem(category.payload_schema, data.get("payload") or {})
@@ -89,7 +118,64 @@ class CampaignAdmin(admin.ModelAdmin):
             send_at=obj.send_at,
             launched_by=request.user,
         )
+        if launched.audience_kind == AudienceKind.UPLOAD:
+            # In the admin's transaction: the fan-out is published only after commit.
+            audience_upload_load(launched, form.cleaned_data["audience_file"])
         obj.pk = launched.pk  # the admin redirects to it
+
+    def response_add(self, request, obj, post_url_continue=None):
+        # After a launch, marketing watches it: its page, with live progress and controls.
+        return HttpResponseRedirect(reverse("admin:campaigns_campaign_change", args=[obj.pk]))
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("<int:campaign_id>/progress/", view(self.progress_view),
+                 name="campaigns_campaign_progress"),
+            path("<int:campaign_id>/control/<str:action>/", view(self.control_view),
+                 name="campaigns_campaign_control"),
+            path("<int:campaign_id>/unknown-ids.csv", view(self.unknown_ids_view),
+                 name="campaigns_campaign_unknown_ids"),
+            *super().get_urls(),
+        ]  # fmt: skip
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = {
+            **(extra_context or {}),
+            "controls": list(CONTROLS) if self.has_control_permission(request) else [],
+            "progress_poll_ms": int(settings.NOTIFY_CAMPAIGN_PROGRESS_POLL * 1000),
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def progress_view(self, request: HttpRequest, campaign_id: int) -> HttpResponse:
+        """The progress block alone, for the page's live refresh."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return HttpResponse(self.progress(get_object_or_404(Campaign, pk=campaign_id)))
+
+    def control_view(self, request: HttpRequest, campaign_id: int, action: str) -> HttpResponse:
+        """Pause, resume or cancel from the campaign's page (POST), then back to it."""
+        return require_POST(self._control)(request, campaign_id, action)
+
+    def _control(self, request: HttpRequest, campaign_id: int, action: str) -> HttpResponse:
+        if action not in CONTROLS or not self.has_control_permission(request):
+            raise PermissionDenied
+        self._apply(request, Campaign.objects.filter(pk=campaign_id), CONTROLS[action],
+                    CONTROL_DONE[action])  # fmt: skip
+        return HttpResponseRedirect(reverse("admin:campaigns_campaign_change", args=[campaign_id]))
+
+    def unknown_ids_view(self, request: HttpRequest, campaign_id: int) -> HttpResponse:
+        """The uploaded ids that name nobody, as a CSV, streamed."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        campaign = get_object_or_404(Campaign, pk=campaign_id)
+        response = StreamingHttpResponse(
+            (f"{user_id}\n" for user_id in unknown_user_ids(campaign)), content_type="text/csv"
+        )
+        response["Content-Disposition"] = (
+            f'attachment; filename="campaign-{campaign.pk}-unknown.csv"'
+        )
+        return response
 
     @admin.display(description="Audience")
     def audience(self, obj: Campaign) -> str:
@@ -98,13 +184,23 @@ class CampaignAdmin(admin.ModelAdmin):
             return f"{len(spec.get('user_ids', []))} user ids"
         if obj.audience_kind == AudienceKind.SEGMENT:
             return ", ".join(f"{name}={value}" for name, value in sorted(spec.items()))
+        if obj.audience_kind == AudienceKind.UPLOAD and obj.uploaded_count is not None:
+            if not obj.unknown_count:
+                return f"{obj.uploaded_count} uploaded user ids, all known"
+            url = reverse("admin:campaigns_campaign_unknown_ids", args=[obj.pk])
+            return format_html(
+                '{} uploaded user ids; {} name nobody (<a href="{}">list</a>)',
+                obj.uploaded_count, obj.unknown_count, url,
+            )  # fmt: skip
         return obj.get_audience_kind_display()
 
     @admin.display(description="Progress")
     def progress(self, obj: Campaign) -> str:
         progress = campaign_progress(obj)
         members = format_html_join(
-            "", "<tr><td>{}</td><td>{}</td></tr>", sorted(progress.members.items())
+            "",
+            '<tr data-member="{}"><td>{}</td><td class="nt-count">{}</td></tr>',
+            ((status, status, count) for status, count in sorted(progress.members.items())),
         )
         deliveries = format_html_join(
             "",
@@ -112,9 +208,13 @@ class CampaignAdmin(admin.ModelAdmin):
             ((status, reason or "—", count) for status, reason, count in progress.deliveries),
         )
         return format_html(
-            "<p>Audience {} · created {}</p>"
+            '<div id="campaign-progress" data-status="{}"><p>Status <b class="nt-status">{}</b>'
+            ' · audience <b>{}</b> · created <b class="nt-created">{}</b></p>'
             "<table><tr><th>Members by status</th><th></th></tr>{}</table>"
-            "<table><tr><th>Deliveries: status</th><th>reason</th><th></th></tr>{}</table>",
+            "<table><tr><th>Deliveries: status</th><th>reason</th><th></th></tr>{}</table>"
+            "</div>",
+            obj.status,
+            obj.get_status_display(),
             progress.audience_size,
             progress.created,
             members,
@@ -143,3 +243,50 @@ class CampaignAdmin(admin.ModelAdmin):
     @admin.action(description="Cancel (end what is not sent yet)", permissions=["control"])
     def cancel(self, request, queryset) -> None:
         self._apply(request, queryset, campaign_cancel, "Cancelled")
+
+
+@admin.register(Recipient)
+class ErasableRecipientAdmin(SupportRecipientAdmin):
+    """Support's recipient page. Deleting a person here (one, or several selected) erases
+    them (campaigns.erasure): a plain delete would cascade away the consent history and
+    leave their Redis keys behind. Both need the `erase_recipient` permission."""
+
+    actions = ["erase"]
+
+    def has_erase_permission(self, request) -> bool:
+        return request.user.has_perm("notify.erase_recipient")
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return self.has_erase_permission(request)
+
+    @admin.action(description="Erase (personal data everywhere; consent kept under a hash)",
+                  permissions=["erase"])  # fmt: skip
+    def erase(self, request, queryset) -> None:
+        erased = self._erase(request, queryset)
+        self.message_user(request, f"Erased: {erased}.", messages.SUCCESS)
+
+    def get_deleted_objects(self, objs, request):
+        # The confirmation lists the people only: their rows are erased, not cascaded,
+        # and their consent records are kept (Django's list would show them going).
+        names = [str(obj) for obj in objs]
+        perms_needed = set() if self.has_erase_permission(request) else {"recipient (erase)"}
+        return names, {"recipients (erased)": len(names)}, perms_needed, []
+
+    def log_deletions(self, request, queryset):
+        return []  # the erasure ledger records it; an admin log entry would keep the user id
+
+    def delete_model(self, request, obj) -> None:
+        self._erase(request, [obj])
+
+    def delete_queryset(self, request, queryset) -> None:
+        self._erase(request, queryset)
+
+    def _erase(self, request, recipients) -> int:
+        user_ids = [recipient.user_id for recipient in recipients]
+        for user_id in user_ids:
+            person_erase(
+                user_id=user_id,
+                via=ErasureVia.ADMIN,
+                requested_by=f"admin {request.user.get_username()}",
+            )
+        return len(user_ids)

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
-from campaigns.models import AudienceKind, Campaign
+from campaigns.models import AudienceKind, Campaign, CampaignMember
 from notify.models import Notification, Recipient
 from preferences.models import ConsentRecord
 
@@ -30,7 +30,7 @@ class AudienceProblem:
 
 def audience_problem(kind: str, spec: dict[str, Any]) -> AudienceProblem | None:
     """What is wrong with an audience spec, naming the field; None when it is usable."""
-    if kind == AudienceKind.ALL:
+    if kind in (AudienceKind.ALL, AudienceKind.UPLOAD):  # an upload is checked as a file
         return None
     if kind == AudienceKind.USER_IDS:
         user_ids = spec.get("user_ids")
@@ -88,6 +88,12 @@ def audience_sql(campaign: Campaign) -> tuple[str, dict[str, Any]]:
             f"""r.user_id IN (
                 SELECT jsonb_array_elements_text(c.audience_spec -> 'user_ids')
                   FROM {Campaign._meta.db_table} c WHERE c.id = %(a_campaign)s)"""
+        )
+    elif campaign.audience_kind == AudienceKind.UPLOAD:
+        conditions.append(
+            f"""r.user_id IN (
+                SELECT m.user_id FROM {CampaignMember._meta.db_table} m
+                 WHERE m.campaign_id = %(a_campaign)s)"""
         )
     elif campaign.audience_kind == AudienceKind.SEGMENT:
         for name in SEGMENT_LISTS:

@@ -17,6 +17,7 @@ class CampaignStatus(models.TextChoices):
 
 class AudienceKind(models.TextChoices):
     USER_IDS = "user_ids", "A list of user ids"
+    UPLOAD = "upload", "An uploaded CSV of user ids"
     SEGMENT = "segment", "A segment of recipient fields"
     ALL = "all", "Everyone with marketing consent"
 
@@ -52,6 +53,10 @@ class Campaign(models.Model):
     # so people who sign up during a long fan-out do not stretch it.
     audience_until = models.BigIntegerField(null=True, blank=True, editable=False)
     audience_size = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # An uploaded audience: distinct user ids in the file, and how many of them name
+    # nobody (they are listed in admin, not fatal).
+    uploaded_count = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    unknown_count = models.PositiveIntegerField(null=True, blank=True, editable=False)
     created_count = models.PositiveIntegerField(default=0, editable=False)
     checkpoint = models.BigIntegerField(
         default=0, editable=False, help_text="The last recipient id fanned out."
@@ -70,6 +75,21 @@ class Campaign(models.Model):
     def event_id_prefix(self) -> str:
         """Every notification of the campaign has an event id that starts so."""
         return f"campaign:{self.pk}:"
+
+
+class CampaignMember(models.Model):
+    """One user id of an uploaded audience, as uploaded: it may name nobody (yet)."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    user_id = models.CharField(max_length=255)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "user_id"], name="uniq_campaign_member")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} ({self.campaign_id})"
 
 
 class CampaignHold(models.Model):

@@ -46,6 +46,7 @@ MEMBER_ORDER = (
     DeliveryStatus.DEFERRED,
     DeliveryStatus.CANCELLED,
     DeliveryStatus.SKIPPED_LIVE,
+    DeliveryStatus.SUPERSEDED,
     DeliveryStatus.FAILED,
     DeliveryStatus.DEAD,
     DeliveryStatus.EXPIRED,

@@ -19,16 +19,25 @@ from django.utils import timezone
 from deliveries.channels import provider_for
 from deliveries.channels.base import SendResult
 from deliveries.claim import (
+    Refusal,
     delivery_claim,
-    delivery_early_or_taken,
+    delivery_claim_refused,
     delivery_load,
     delivery_skip_if_live,
 )
 from deliveries.fcm_batch import fcm_send_with_siblings
 from deliveries.models import AttemptOutcome, Delivery, Reason
+from deliveries.ordering import (
+    delivery_hold,
+    delivery_supersede,
+    held_ms,
+    newer_delivered,
+    successor_wake,
+)
 from deliveries.outcome import AttemptReport, AttemptResult, attempt_record
 from deliveries.pressure import delivery_postpone, provider_admission, provider_outcome
 from preferences.gate import gate_seal_valid
+from templates_admin.bounds import RenderLimitExceeded
 from templates_admin.models import TemplateVersion
 from templates_admin.rendering import build_context
 
@@ -47,12 +56,19 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
     if delivery_skip_if_live(delivery=delivery, claimed_at=None):
         return AttemptReport(AttemptResult.SKIPPED_LIVE, delivery_id)
     if not delivery_claim(delivery=delivery, now=now, version=version):
-        early = delivery_early_or_taken(delivery_id=delivery_id, now=now)
+        refusal = delivery_claim_refused(delivery_id=delivery_id, now=now)
+        if refusal is Refusal.HELD and delivery_hold(delivery=delivery, now=now):
+            return AttemptReport(AttemptResult.HELD, delivery_id)
         return AttemptReport(
-            AttemptResult.EARLY if early else AttemptResult.NOT_CLAIMED, delivery_id
+            AttemptResult.EARLY if refusal is Refusal.EARLY else AttemptResult.NOT_CLAIMED,
+            delivery_id,
         )
     if delivery_skip_if_live(delivery=delivery, claimed_at=now):
         return AttemptReport(AttemptResult.SKIPPED_LIVE, delivery_id)
+    # An older event than one the person already got here about the same subject.
+    if newer_delivered(delivery=delivery) and delivery_supersede(delivery=delivery, claimed_at=now):
+        successor_wake(delivery=delivery)
+        return AttemptReport(AttemptResult.SUPERSEDED, delivery_id)
 
     started_at = timezone.now()
     clock = time.monotonic()
@@ -77,7 +93,9 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
             status_code="deadline", response="past its deadline; not sent"
         )
     else:
-        admission = provider_admission(channel=delivery.channel, queue=delivery.queue)
+        admission = provider_admission(
+            channel=delivery.channel, queue=delivery.queue, target=delivery.target
+        )
         if not admission.allowed:
             delivery_postpone(
                 delivery=delivery,
@@ -96,9 +114,9 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
             },
         )
         result, reason = _call_provider(delivery, version, context)
-        provider_outcome(provider=admission.provider, outcome=result.outcome)
+        provider_outcome(breaker=admission.breaker, outcome=result.outcome)
         probe_failed = admission.probe and result.outcome == AttemptOutcome.TRANSIENT
-    return attempt_record(
+    report = attempt_record(
         delivery,
         result,
         reason=reason,
@@ -106,7 +124,10 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
         started_at=started_at,
         duration=int((time.monotonic() - clock) * 1000),
         uncharged=probe_failed,
+        held=held_ms(delivery=delivery, now=now),
     )
+    successor_wake(delivery=delivery)  # it is no longer on its way: the next may go
+    return report
 
 
 def _past_deadline(delivery: Delivery, now: datetime) -> bool:
@@ -121,6 +142,8 @@ def _call_provider(
         if delivery.channel == "fcm":
             return fcm_send_with_siblings(delivery, version, context), ""
         return provider_for(delivery.channel).send(delivery, version, context), ""
+    except RenderLimitExceeded as error:  # before TemplateSyntaxError, its base
+        return SendResult.permanent(response=f"template error: {error}"), Reason.RENDER_LIMIT
     except TemplateSyntaxError as error:
         return SendResult.permanent(response=f"template error: {error}"), Reason.RENDER_ERROR
     except Exception as error:  # a bug or an unclassified failure: recorded, then retried

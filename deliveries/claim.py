@@ -1,14 +1,17 @@
 """Claiming a delivery for one attempt, and the checks around the claim.
 
 A sender claims a delivery with a conditional UPDATE (`queued|retrying → sending`), so a
-duplicate or early message never sends twice. A push to a device that is live on the
-stream is not sent at all: the notification reached it there.
+duplicate or early message never sends twice; the same UPDATE holds it back while an
+earlier delivery to the same person on its channel is on its way (deliveries/ordering.py).
+A push whose feed entry was written to its device's live stream is not sent at all: the
+notification reached it there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 from django.conf import settings
@@ -17,10 +20,11 @@ from django.utils import timezone
 
 from deliveries.enqueue import delivery_enqueue
 from deliveries.fairness import push_slot_member, push_slot_release
-from deliveries.live import device_is_live
+from deliveries.live import device_is_live, feed_entry_seen
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus
+from deliveries.ordering import order_clear
 from deliveries.retry import PUSH_CHANNELS
-from notify.models import Notification
+from notify.models import FeedEntry, Notification
 from templates_admin.models import TemplateVersion
 from templates_admin.selectors import (
     published_choices_sql,
@@ -63,10 +67,12 @@ def delivery_load(*, delivery_id: int) -> Loaded | None:
 
 
 def delivery_claim(*, delivery: Delivery, now: datetime, version: TemplateVersion | None) -> bool:
-    """Take the delivery for one attempt; False when it is not ours to send now.
+    """Take the delivery for one attempt; False when it is not ours to send now (taken,
+    early, or held for an earlier delivery: see `delivery_claim_refused`).
 
     The claim pins the template version on the first attempt, so retries and history
-    show the text that was used. On success `delivery` reflects the claim.
+    show the text that was used. On success `delivery` reflects the claim; its
+    `held_since` is left as loaded, for the attempt row (the row's is cleared).
     """
     changes: dict[str, Any] = {}
     if delivery.template_version_id is None and version is not None:
@@ -74,9 +80,11 @@ def delivery_claim(*, delivery: Delivery, now: datetime, version: TemplateVersio
     claimed = (
         Delivery.objects.filter(pk=delivery.pk, status__in=CLAIMABLE_STATUSES)
         .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+        .filter(order_clear(now=now))
         .update(
             status=DeliveryStatus.SENDING,
             claimed_at=now,
+            held_since=None,
             attempts=F("attempts") + 1,
             updated_at=now,
             **changes,
@@ -93,13 +101,27 @@ def delivery_claim(*, delivery: Delivery, now: datetime, version: TemplateVersio
 
 
 def delivery_skip_if_live(*, delivery: Delivery, claimed_at: datetime | None) -> bool:
-    """End a push delivery as `skipped_live` if its device is connected to the stream.
+    """End a push delivery as `skipped_live` if the person got it on the live stream:
+    its device is connected and the notification's feed entry was written to it.
 
-    With `claimed_at` the caller holds the claim and gives it back (the attempt it
-    counted is undone); without, only an unclaimed delivery is skipped. Costs nothing
-    for other channels, and a Redis read for a push.
+    A live device still gets the push when there is no feed entry (push-only channels,
+    no in-app in the category, in-app opted out or failed). Without `claimed_at` (before
+    the claim) the sender waits up to NOTIFY_LIVE_SEEN_WAIT for the stream to write an
+    entry that exists; with it the caller holds the claim and gives it back (the attempt
+    it counted is undone). Costs nothing for other channels, and a Redis read for a push
+    to a device that is not live.
     """
     if delivery.channel not in PUSH_CHANNELS or not device_is_live(device_id=delivery.target):
+        return False
+    entry_id = (
+        FeedEntry.objects.filter(notification_id=delivery.notification_id)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    wait = settings.NOTIFY_LIVE_SEEN_WAIT if claimed_at is None else 0.0
+    if entry_id is None or not feed_entry_seen(
+        device_id=delivery.target, entry_id=entry_id, wait_seconds=wait
+    ):
         return False
     now = timezone.now()
     rows = Delivery.objects.filter(pk=delivery.pk)
@@ -127,9 +149,17 @@ def delivery_skip_if_live(*, delivery: Delivery, claimed_at: datetime | None) ->
     return bool(skipped)
 
 
-def delivery_early_or_taken(*, delivery_id: int, now: datetime) -> bool:
-    """After a failed claim: True when the message came early (and was put back), False
-    when someone else has the delivery or it is already final."""
+class Refusal(Enum):
+    """Why a claim was refused."""
+
+    EARLY = "early"  # before next_attempt_at: the message was put back
+    TAKEN = "taken"  # someone else has it, or it is already final
+    HELD = "held"  # an earlier delivery to the same person on this channel is on its way
+
+
+def delivery_claim_refused(*, delivery_id: int, now: datetime) -> Refusal:
+    """After a failed claim: why. An early message is put back here; a held delivery is
+    left to the caller (`delivery_hold`)."""
     row = (
         Delivery.objects.filter(pk=delivery_id)
         .values("status", "next_attempt_at", "channel", "queue")
@@ -137,17 +167,19 @@ def delivery_early_or_taken(*, delivery_id: int, now: datetime) -> bool:
     )
     if row is None:
         raise Delivery.DoesNotExist(f"delivery {delivery_id} does not exist")
+    if row["status"] not in CLAIMABLE_STATUSES:
+        return Refusal.TAKEN
     due = row["next_attempt_at"]
-    if row["status"] in CLAIMABLE_STATUSES and due is not None and due > now:
-        remaining = (due - now).total_seconds()
-        if remaining <= settings.NOTIFY_RETRY_COUNTDOWN_MAX:
-            # A redelivered countdown message (worker restart) arrives early: put it back.
-            delivery_enqueue(
-                delivery_id=delivery_id,
-                channel=row["channel"],
-                queue=row["queue"],
-                countdown=remaining,
-                retry=True,
-            )
-        return True
-    return False
+    if due is None or due <= now:
+        return Refusal.HELD  # claimable and due: only the order check refused it
+    remaining = (due - now).total_seconds()
+    if remaining <= settings.NOTIFY_RETRY_COUNTDOWN_MAX:
+        # A redelivered countdown message (worker restart) arrives early: put it back.
+        delivery_enqueue(
+            delivery_id=delivery_id,
+            channel=row["channel"],
+            queue=row["queue"],
+            countdown=remaining,
+            retry=True,
+        )
+    return Refusal.EARLY

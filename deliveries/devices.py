@@ -24,7 +24,8 @@ logger = logging.getLogger(__name__)
 # listed here — e.g. FCM's generic INVALID_ARGUMENT, which is about the message — never
 # deactivates a device.
 PERMANENT_DEVICE_CODES: dict[str, frozenset[str]] = {
-    DeviceKind.WEBPUSH: frozenset({"404", "410"}),
+    # 404/410: unsubscribed; 401/403: the subscription is bound to another VAPID key.
+    DeviceKind.WEBPUSH: frozenset({"401", "403", "404", "410"}),
     DeviceKind.FCM: frozenset({"UNREGISTERED", "SENDER_ID_MISMATCH"}),
 }
 

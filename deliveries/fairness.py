@@ -39,7 +39,8 @@ return 1
 """
 
 
-def _slots_key(recipient_id: int) -> str:
+def push_slots_key(recipient_id: int) -> str:
+    """The sorted set of the recipient's held push slots (lease end as the score)."""
     return f"notify:push:slots:{recipient_id}"
 
 
@@ -65,7 +66,7 @@ def push_slot_take(*, recipient_id: int, member: str, hold_for: float = 0.0) -> 
         taken = _redis().eval(
             _TAKE,
             1,
-            _slots_key(recipient_id),
+            push_slots_key(recipient_id),
             now,
             lease_end,
             settings.NOTIFY_PUSH_PER_RECIPIENT_LIMIT,
@@ -81,14 +82,14 @@ def push_slot_take(*, recipient_id: int, member: str, hold_for: float = 0.0) -> 
 def push_slot_release(*, recipient_id: int, member: str) -> None:
     """The job is over (delivered, failed, expired, or waiting for a retry)."""
     try:
-        _redis().zrem(_slots_key(recipient_id), member)
+        _redis().zrem(push_slots_key(recipient_id), member)
     except RedisError:
         logger.warning("push fairness: could not release a slot; its lease will lapse")
 
 
 def push_slots_held(*, recipient_id: int) -> int:
     """How many of the recipient's slots are held now (for tests and the admin)."""
-    key = _slots_key(recipient_id)
+    key = push_slots_key(recipient_id)
     return int(_redis().zcount(key, time.time(), "+inf"))
 
 

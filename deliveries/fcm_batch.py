@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db.models import F, Q
+from django.template import TemplateSyntaxError
 from django.utils import timezone
 
 from deliveries.channels import fcm
@@ -17,6 +19,7 @@ from deliveries.claim import delivery_skip_if_live
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
 from deliveries.outcome import attempt_record
 from preferences.gate import gate_seal_valid
+from templates_admin.bounds import RenderLimitExceeded
 from templates_admin.models import TemplateVersion
 
 logger = logging.getLogger(__name__)
@@ -73,6 +76,14 @@ def fcm_send_with_siblings(
     clock = time.monotonic()
     try:
         results = fcm.send_batch([delivery, *gated], version, context)
+    except TemplateSyntaxError as error:
+        # The one rendered message is broken for every device: each sibling fails with
+        # the reason this delivery gets from the caller, not retried.
+        reason = (
+            Reason.RENDER_LIMIT if isinstance(error, RenderLimitExceeded) else Reason.RENDER_ERROR
+        )
+        _record_render_failure(siblings, gated, error, reason, claimed_at)
+        raise
     except Exception as error:  # recorded for every sibling as well, then retried
         logger.exception("delivery %s: FCM batch raised", delivery.pk)
         text = "".join(traceback.format_exception_only(error)).strip()
@@ -90,3 +101,23 @@ def fcm_send_with_siblings(
             duration=duration,
         )
     return results[delivery.pk]
+
+
+def _record_render_failure(
+    siblings: list[Delivery],
+    gated: list[Delivery],
+    error: Exception,
+    reason: str,
+    claimed_at: datetime,
+) -> None:
+    failed = SendResult.permanent(response=f"template error: {error}")
+    refused = SendResult.permanent(response="refused: this delivery did not pass the gate")
+    for sibling in siblings:
+        attempt_record(
+            sibling,
+            failed if sibling in gated else refused,
+            reason=reason if sibling in gated else Reason.NOT_GATED,
+            claimed_at=claimed_at,
+            started_at=claimed_at,
+            duration=0,
+        )

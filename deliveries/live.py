@@ -4,17 +4,26 @@ A Redis key per device, holding the id of the connection that owns it, expiring 
 NOTIFY_LIVE_TTL unless the stream's heartbeat renews it — so a server that dies with
 open streams cannot leave devices "live" and pushless for long. Disconnect deletes the
 key only if it still belongs to that connection (a quick reconnect keeps its own).
+
+Being live is not enough to skip a push: the stream also records, per device, the feed
+entries it has written to it, and the push sender skips only when the notification's
+entry is among them (a push-only notification, or one whose in-app entry was never
+written, is pushed to a live device too).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from django.conf import settings
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 logger = logging.getLogger(__name__)
+
+# How often a waiting push sender looks again; short, as the wait is bounded anyway.
+_SEEN_POLL_SECONDS = 0.05
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -26,6 +35,10 @@ return 0
 
 def live_key(device_id: object) -> str:
     return f"notify:live:device:{device_id}"
+
+
+def seen_key(device_id: object) -> str:
+    return f"notify:live:device:{device_id}:seen"
 
 
 def _redis():
@@ -53,5 +66,33 @@ def device_is_live(*, device_id: object) -> bool:
     a duplicate push is better than a lost one."""
     try:
         return bool(_redis().exists(live_key(device_id)))
+    except RedisError:
+        return False
+
+
+def feed_entry_mark_seen(*, device_id: int, entry_id: int) -> None:
+    """The stream wrote feed entry `entry_id` to this device (called after each write)."""
+    try:
+        with _redis().pipeline(transaction=False) as pipe:
+            pipe.sadd(seen_key(device_id), entry_id)
+            pipe.expire(seen_key(device_id), settings.NOTIFY_LIVE_SEEN_TTL)
+            pipe.execute()
+    except RedisError:
+        logger.warning("live registry: could not record entry %s on device %s", entry_id,
+                       device_id)  # fmt: skip
+
+
+def feed_entry_seen(*, device_id: object, entry_id: int, wait_seconds: float = 0.0) -> bool:
+    """Whether the stream wrote feed entry `entry_id` to the device, waiting up to
+    `wait_seconds` for it (the entry is committed; the stream's wake-up may still be on
+    its way). Unknown (Redis down) counts as not seen: the push goes out."""
+    deadline = time.monotonic() + wait_seconds
+    try:
+        while True:
+            if _redis().sismember(seen_key(device_id), entry_id):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_SEEN_POLL_SECONDS)
     except RedisError:
         return False

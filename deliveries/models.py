@@ -26,6 +26,7 @@ class DeliveryStatus(models.TextChoices):
     DEFERRED = "deferred", "Deferred"
     SKIPPED_LIVE = "skipped_live", "Skipped (device live)"
     CANCELLED = "cancelled", "Cancelled"
+    SUPERSEDED = "superseded", "Superseded (a newer event about it got there first)"
 
 
 FINAL_STATUSES = frozenset(
@@ -37,6 +38,7 @@ FINAL_STATUSES = frozenset(
         DeliveryStatus.SUPPRESSED,
         DeliveryStatus.SKIPPED_LIVE,
         DeliveryStatus.CANCELLED,
+        DeliveryStatus.SUPERSEDED,
     }
 )
 CLAIMABLE_STATUSES = (DeliveryStatus.QUEUED, DeliveryStatus.RETRYING)
@@ -59,9 +61,11 @@ class Reason(models.TextChoices):
     NO_ADDRESS = _gate(GateReason.NO_ADDRESS)
     UNSUBSCRIBED = _gate(GateReason.UNSUBSCRIBED)
     CHANNEL_UNAVAILABLE = _gate(GateReason.CHANNEL_UNAVAILABLE)
+    ERASURE_HOLD = _gate(GateReason.ERASURE_HOLD)
     NOT_GATED = "not_gated", "Created outside the gate; refused by the sender"
     NO_TEMPLATE = "no_template", "No published template for this category and channel"
     RENDER_ERROR = "render_error", "The template could not be rendered"
+    RENDER_LIMIT = "render_limit", "Rendering the template took too long or grew too large"
     REJECTED = "rejected", "The provider refused it permanently"
     RETRIES_EXHAUSTED = "retries_exhausted", "Every retry failed"
     DEADLINE_PASSED = "deadline_passed", "The next retry would fall past the deadline"
@@ -71,6 +75,10 @@ class Reason(models.TextChoices):
     ADDRESS_SUPPRESSED = (
         "address_suppressed",
         "The address bounced hard before (see Address suppressions); not tried again",
+    )
+    NEWER_DELIVERED = (
+        "newer_delivered",
+        "A newer event about the same subject already reached the person on this channel",
     )
 
 
@@ -114,6 +122,21 @@ class Delivery(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Copied from the notification when routed, so the sender's order check (an earlier
+    # delivery to the same person on this channel still on its way) is one index probe.
+    recipient = models.ForeignKey(
+        "notify.Recipient",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        db_index=False,
+        related_name="+",
+    )
+    occurred_at = models.DateTimeField(null=True, blank=True)
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    held_since = models.DateTimeField(
+        null=True, blank=True, help_text="First held back for an earlier delivery; see attempts."
+    )
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -137,6 +160,13 @@ class Delivery(models.Model):
                 name="delivery_delivered_recent",
                 condition=Q(status="delivered"),
             ),
+            # The order check: an earlier one to the same person and channel on its way
+            # (deliveries/ordering.py ON_ITS_WAY says which).
+            models.Index(
+                fields=["recipient", "channel", "occurred_at", "accepted_at", "notification"],
+                name="delivery_order_pending",
+                condition=Q(status__in=["queued", "sending"]) | Q(status="retrying", attempts=0),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -159,6 +189,11 @@ class DeliveryAttempt(models.Model):
     outcome = models.CharField(max_length=10, choices=AttemptOutcome.choices)
     status_code = models.CharField(max_length=32, blank=True)
     response = models.TextField(blank=True)
+    held_ms = models.PositiveIntegerField(
+        default=0,
+        help_text="How long it was held back for an earlier delivery to the same person on "
+        "this channel (NOTIFY_ORDER_WAIT_MAX bounds it).",
+    )
 
     class Meta:
         ordering = ["delivery", "number"]
@@ -257,3 +292,71 @@ class AddressSuppression(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel} {self.address}"
+
+
+class DeadLetter(models.Model):
+    """A message RabbitMQ dead-lettered, drained from the `dead_letter` queue into a row.
+
+    One row per message identity (the Celery task id): a message dead-lettered again
+    after a re-drive updates its row (count, last seen) and opens it again. The message
+    is kept as it was published (body, headers, properties), so a re-drive publishes the
+    same task again; the queue itself stays empty.
+    """
+
+    message_id = models.CharField(
+        max_length=255, unique=True, help_text="The Celery task id (else a hash of the body)."
+    )
+    task = models.CharField(max_length=255, blank=True)
+    arguments = models.JSONField(default=dict, help_text="The task's args and kwargs.")
+    reason = models.CharField(
+        max_length=32, help_text="RabbitMQ's: rejected, expired, maxlen or delivery_limit."
+    )
+    queue = models.CharField(max_length=255, help_text="The queue it died in.")
+    exchange = models.CharField(max_length=255, blank=True)
+    routing_key = models.CharField(max_length=255)
+    death_headers = models.JSONField(default=list, help_text="The x-death header, as received.")
+    headers = models.JSONField(default=dict, help_text="Its own headers, republished as is.")
+    body = models.TextField()
+    content_type = models.CharField(max_length=100)
+    content_encoding = models.CharField(max_length=50)
+    priority = models.PositiveSmallIntegerField(null=True, blank=True)
+    count = models.PositiveIntegerField(default=1, help_text="Times it reached dead_letter.")
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    redriven_at = models.DateTimeField(null=True, blank=True)
+    redriven_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+        indexes = [
+            # /metrics counts the open ones at every scrape.
+            models.Index(
+                fields=["last_seen_at"],
+                name="dead_letter_open",
+                condition=Q(redriven_at__isnull=True),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task or 'message'} {self.message_id} ({self.reason})"
+
+
+class TemplateTestSend(models.Model):
+    """The marker of a staff member's "Send test to me": its notification skipped the gate
+    (no preferences, quiet hours or daily cap) under a test seal, for this version."""
+
+    notification = models.OneToOneField(
+        "notify.Notification", on_delete=models.CASCADE, related_name="template_test_send"
+    )
+    version = models.ForeignKey(
+        "templates_admin.TemplateVersion", on_delete=models.CASCADE, related_name="+"
+    )
+    requested_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"test send of {self.version_id} by {self.requested_by_id}"

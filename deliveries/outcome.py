@@ -36,6 +36,8 @@ class AttemptResult(Enum):
     EARLY = "early"  # the message arrived before next_attempt_at
     SKIPPED_LIVE = "skipped_live"  # the device is on the live stream: no push
     POSTPONED = "postponed"  # breaker open or no rate token: back later, not charged
+    HELD = "held"  # an earlier delivery to the same person on this channel is on its way
+    SUPERSEDED = "superseded"  # a newer event about the same subject got there first
 
 
 @dataclass(frozen=True)
@@ -53,12 +55,14 @@ def attempt_record(
     started_at: datetime,
     duration: int,
     uncharged: bool = False,
+    held: int = 0,
 ) -> AttemptReport:
     """Write the attempt row and the delivery's next state in one transaction.
 
     `uncharged`: a failed half-open probe. The provider is still down, so the delivery
     waits out another cool-down like the others, and the try is not counted against
     its budget (a long outage must not kill whichever delivery happened to probe).
+    `held`: milliseconds it was held back for an earlier delivery before this try.
     """
     now = timezone.now()
     outcome, changes, countdown = _next_state(delivery, result, reason, uncharged, now)
@@ -79,6 +83,7 @@ def attempt_record(
             outcome=result.outcome,
             status_code=result.status_code[:32],
             response=result.response,
+            held_ms=held,
         )
         # Only the holder of the current claim writes the outcome; a sweeper may have
         # given a stale claim to someone else meanwhile.

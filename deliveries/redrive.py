@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from deliveries.enqueue import delivery_enqueue
-from deliveries.models import Delivery, DeliveryRedrive, DeliveryStatus
-from notify.models import Channel
+from deliveries.enqueue import SEND_TASK, delivery_enqueue
+from deliveries.models import DeadLetter, Delivery, DeliveryRedrive, DeliveryStatus
+from deliveries.routing import delivery_ttl_seconds
 
 # Expired pushes are not re-driven: their usefulness (TTL) is over by definition.
 REDRIVABLE = (DeliveryStatus.DEAD, DeliveryStatus.FAILED)
@@ -21,28 +20,28 @@ REDRIVABLE = (DeliveryStatus.DEAD, DeliveryStatus.FAILED)
 def deliveries_redrive(*, delivery_ids: Iterable[int], by) -> int:
     """Queue dead or failed deliveries again with a fresh attempt budget; returns how many.
 
-    Each re-drive is recorded with who did it and the state it left. The send messages
-    are published after commit; the claim makes a double click harmless.
+    Each re-drive is recorded with who did it and the state it left, and the dead
+    letters of their send messages are closed (the fresh send replaces them). The send
+    messages are published after commit; the claim makes a double click harmless.
     """
     now = timezone.now()
     with transaction.atomic():
         rows = list(
-            Delivery.objects.select_for_update()
+            Delivery.objects.select_for_update(of=("self",))
+            .select_related("notification__category")
             .filter(pk__in=list(delivery_ids), status__in=REDRIVABLE)
-            .values("pk", "status", "reason", "attempts", "channel", "queue")
         )
         DeliveryRedrive.objects.bulk_create(
             DeliveryRedrive(
-                delivery_id=row["pk"],
+                delivery_id=row.pk,
                 by=by,
-                previous_status=row["status"],
-                previous_reason=row["reason"],
-                previous_attempts=row["attempts"],
+                previous_status=row.status,
+                previous_reason=row.reason,
+                previous_attempts=row.attempts,
             )
             for row in rows
         )
-        ids = [row["pk"] for row in rows]
-        Delivery.objects.filter(pk__in=ids).update(
+        Delivery.objects.filter(pk__in=[row.pk for row in rows]).update(
             status=DeliveryStatus.QUEUED,
             reason="",
             next_attempt_at=now,
@@ -52,13 +51,28 @@ def deliveries_redrive(*, delivery_ids: Iterable[int], by) -> int:
             attempt_budget_from=F("attempts"),
             updated_at=now,
         )
-        Delivery.objects.filter(pk__in=ids, channel=Channel.EMAIL).update(
-            deadline=now + timedelta(seconds=settings.NOTIFY_EMAIL_DEADLINE_SECONDS)
-        )
+        # Every channel gets a fresh deadline, counted from the re-drive by the same rule
+        # as at routing: the old one has usually passed, and the delivery would expire unsent.
+        for row in rows:
+            row.deadline = now + timedelta(
+                seconds=delivery_ttl_seconds(row.notification, row.channel)
+            )
+        Delivery.objects.bulk_update(rows, ["deadline"])
+        send_letters_close(delivery_ids=[row.pk for row in rows], by=by, now=now)
         for row in rows:
             transaction.on_commit(
                 lambda row=row: delivery_enqueue(
-                    delivery_id=row["pk"], channel=row["channel"], queue=row["queue"], retry=True
+                    delivery_id=row.pk, channel=row.channel, queue=row.queue, retry=True
                 )
             )
     return len(rows)
+
+
+def send_letters_close(*, delivery_ids: list[int], by, now) -> int:
+    """Mark the open dead letters of these deliveries' send messages re-driven; returns
+    how many. (A send message carries its delivery id as its one argument.)"""
+    if not delivery_ids:
+        return 0
+    return DeadLetter.objects.filter(
+        task=SEND_TASK, redriven_at__isnull=True, arguments__args__0__in=delivery_ids
+    ).update(redriven_at=now, redriven_by=by)

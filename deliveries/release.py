@@ -14,6 +14,7 @@ from django.utils import timezone
 from deliveries.enqueue import delivery_enqueue
 from deliveries.models import Delivery, DeliveryStatus, Reason
 from deliveries.routing import gate_decide
+from deliveries.suppression import suppressed_addresses_sql, suppression_key
 from notify.models import Notification
 
 logger = logging.getLogger(__name__)
@@ -22,9 +23,10 @@ logger = logging.getLogger(__name__)
 def deferred_release(*, now: datetime | None = None) -> int:
     """Beat: deferred deliveries whose quiet window ended pass the gate again.
 
-    Past its deadline → `expired` (never sent late); allowed → `queued` and enqueued;
-    declined → `suppressed` with the reason; still quiet → deferred to the new window
-    end. Returns how many were enqueued.
+    Past its deadline → `expired` (never sent late); allowed but to an address on the
+    hard-bounce list (it may have bounced while this one waited) → `suppressed`; allowed →
+    `queued` and enqueued; declined → `suppressed` with the reason; still quiet →
+    deferred to the new window end. Returns how many were enqueued.
     """
     now = now or timezone.now()
     enqueue: list[tuple[int, str, str]] = []
@@ -37,8 +39,10 @@ def deferred_release(*, now: datetime | None = None) -> int:
         by_notification: dict[object, list[Delivery]] = {}
         for delivery in due:
             by_notification.setdefault(delivery.notification_id, []).append(delivery)
-        notifications = Notification.objects.select_related("recipient", "category").in_bulk(
-            list(by_notification)
+        notifications = (
+            Notification.objects.select_related("recipient", "category")
+            .annotate(suppressed=suppressed_addresses_sql())
+            .in_bulk(list(by_notification))
         )
         for notification_id, deliveries in by_notification.items():
             notification = notifications[notification_id]
@@ -47,13 +51,21 @@ def deferred_release(*, now: datetime | None = None) -> int:
                 (d.channel, d.target): d
                 for d in gate_decide(notification, channels=channels, now=now)
             }
+            bounced = frozenset(notification.suppressed or ())
             for delivery in deliveries:
                 verdict = verdicts.get((delivery.channel, delivery.target))
+                # It may have bounced hard (on another notification) while this one waited.
+                listed = suppression_key(channel=delivery.channel, address=delivery.target)
                 delivery.updated_at = now
                 if delivery.deadline is not None and delivery.deadline <= now:
                     # The quiet window outlasted its TTL: too late to be useful, not sent.
                     delivery.status = DeliveryStatus.EXPIRED
                     delivery.reason = Reason.DEADLINE_PASSED
+                    delivery.next_attempt_at = None
+                    delivery.finished_at = now
+                elif verdict is not None and verdict.allowed and listed in bounced:
+                    delivery.status = DeliveryStatus.SUPPRESSED
+                    delivery.reason = Reason.ADDRESS_SUPPRESSED
                     delivery.next_attempt_at = None
                     delivery.finished_at = now
                 elif verdict is not None and verdict.allowed:

@@ -86,7 +86,10 @@ def decide_retry(
         base = delays[attempt - 1]
     delay = jittered(base, jitter=settings.NOTIFY_RETRY_JITTER, rng=rng)
     if retry_after is not None and retry_after > delay:
-        delay = retry_after
+        # A provider's wait is believed up to a ceiling, so the date arithmetic below
+        # cannot overflow (NaN never gets here); past the deadline the delivery expires.
+        ceiling = settings.NOTIFY_PUSH_RETRY_AFTER_MAX
+        delay = retry_after if retry_after < ceiling else ceiling
     next_attempt_at = now + timedelta(seconds=delay)
     if deadline is not None and next_attempt_at > deadline:
         return RetryDecision(RetryKind.PAST_DEADLINE, delay, next_attempt_at)

@@ -168,6 +168,9 @@ def _deliveries_create(
             gate_seal=gate_seal(
                 notification_id=notification.pk, channel=decision.channel, target=decision.target
             ),
+            recipient_id=notification.recipient_id,
+            occurred_at=notification.occurred_at,
+            accepted_at=notification.created_at,
         )
         if live and decision.channel == Channel.INAPP and not rerun:
             attempt = _inapp_write(notification, row, now)
@@ -299,10 +302,15 @@ def delivery_deadline(notification: Notification, channel: str) -> datetime:
     Counted from when the notification was due: a scheduled one's `send_at`, else its
     creation (a scheduled login code must not be born expired).
     """
-    ttl = (
+    due = max(notification.created_at, notification.send_at or notification.created_at)
+    return due + timedelta(seconds=delivery_ttl_seconds(notification, channel))
+
+
+def delivery_ttl_seconds(notification: Notification, channel: str) -> int:
+    """How long a delivery on `channel` stays worth sending: the notification's TTL, else
+    its category's, else the channel's default."""
+    return (
         notification.ttl_seconds
         or notification.category.ttl_seconds
         or settings.NOTIFY_CHANNEL_DEADLINE_SECONDS[channel]
     )
-    due = max(notification.created_at, notification.send_at or notification.created_at)
-    return due + timedelta(seconds=ttl)

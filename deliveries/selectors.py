@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Prefetch, Q
+from django.db.models import OuterRef, Prefetch, Q, Subquery
 
 from deliveries.models import Delivery, DeliveryAttempt, Device, DeviceKind
 from notify.models import Notification, Producer, Recipient
@@ -72,13 +72,18 @@ def notification_status(*, producer: Producer, notification_id: Any) -> dict[str
     )
     if notification is None:
         return None
-    deliveries = Delivery.objects.filter(notification=notification).select_related(
-        "template_version"
+    last_held = DeliveryAttempt.objects.filter(delivery=OuterRef("pk")).order_by("-number")
+    deliveries = (
+        Delivery.objects.filter(notification=notification)
+        .select_related("template_version")
+        .annotate(held_ms=Subquery(last_held.values("held_ms")[:1]))
     )
     return {
         "notification_id": notification.pk,
         "category": notification.category.key,
         "created_at": notification.created_at,
+        "occurred_at": notification.occurred_at,
+        "subject": notification.subject,
         "send_at": notification.send_at,
         "cancelled_at": notification.cancelled_at,
         "deliveries": [
@@ -93,6 +98,7 @@ def notification_status(*, producer: Producer, notification_id: Any) -> dict[str
                     delivery.template_version.number if delivery.template_version else None
                 ),
                 "next_attempt_at": delivery.next_attempt_at,
+                "held_ms": delivery.held_ms or 0,
                 "created_at": delivery.created_at,
                 "updated_at": delivery.updated_at,
             }

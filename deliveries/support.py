@@ -82,14 +82,15 @@ class DeliveryInline(admin.TabularInline):
 class SupportNotificationAdmin(admin.ModelAdmin):
     """One event: its payload (sensitive fields masked) and every delivery."""
 
-    list_display = ("id", "category", "recipient", "producer", "event_id", "created_at",
-                    "routed_at")  # fmt: skip
+    list_display = ("id", "category", "recipient", "producer", "event_id", "subject",
+                    "occurred_at", "created_at", "routed_at")  # fmt: skip
     list_filter = ("category",)
     search_fields = ("=id", "=event_id", "=recipient__user_id")
     list_select_related = ("category", "recipient", "producer")
     show_full_result_count = False
-    fields = ("id", "producer", "event_id", "recipient", "category", "masked_payload",
-              "channels", "ttl_seconds", "created_at", "routed_at")  # fmt: skip
+    fields = ("id", "producer", "event_id", "recipient", "category", "subject",
+              "masked_payload", "channels", "ttl_seconds", "occurred_at", "created_at",
+              "routed_at")  # fmt: skip
     readonly_fields = fields
     inlines = [DeliveryInline]
 

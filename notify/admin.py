@@ -8,8 +8,10 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db.models import Q
 
-from notify.models import ApiKey, Category, FeedEntry, Outbox, Producer
+from notify.erasure import user_hash
+from notify.models import ApiKey, Category, Erasure, FeedEntry, Outbox, Producer
 from notify.payloads import schema_problem
 
 
@@ -61,6 +63,36 @@ class OutboxAdmin(admin.ModelAdmin):
 
 @admin.register(FeedEntry)
 class FeedEntryAdmin(admin.ModelAdmin):
-    list_display = ("id", "recipient", "category", "title", "created_at", "read_at")
+    list_display = ("id", "recipient", "category", "title", "occurred_at", "created_at", "read_at")
     raw_id_fields = ("recipient", "notification")
     list_select_related = ("recipient",)
+
+
+@admin.register(Erasure)
+class ErasureAdmin(admin.ModelAdmin):
+    """The erasure ledger (docs/erasure.md): evidence, so nobody adds, edits or deletes it
+    here; erasing is done from Recipients, the API or `manage.py erase_user`."""
+
+    list_display = ("erased_at", "via", "requested_by", "recipient_pk", "user_hash")
+    list_filter = ("via",)
+    search_fields = ("user_hash",)  # see get_search_results
+    search_help_text = "The person's user id (matched by its keyed hash) or a recipient id."
+    readonly_fields = ("user_hash", "recipient_pk", "via", "requested_by", "erased_at", "removed")
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        match = Q(user_hash=user_hash(term))
+        if term.isdigit():
+            match |= Q(recipient_pk=int(term))
+        return queryset.filter(match), False
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -50,3 +50,18 @@ def check_secret_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     """`check --deploy`: the same rule as the web process applies at start."""
     problem = _current_problem()
     return [] if problem is None else [checks.Error(problem, id="notify.E001")]
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def check_erasure_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """`check --deploy`: erasure hashes must not be made with the built-in key (anyone who
+    knows it could test a guessed user id or email against the kept consent records)."""
+    if settings.DEBUG or settings.NOTIFY_ERASURE_KEY != settings.NOTIFY_ERASURE_KEY_DEFAULT:
+        return []
+    return [
+        checks.Error(
+            "NOTIFY_ERASURE_KEY is the built-in development key; set it to a long random "
+            "value once, and never change it.",
+            id="notify.E002",
+        )
+    ]

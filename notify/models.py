@@ -7,6 +7,7 @@ import uuid
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 
@@ -33,6 +34,7 @@ class Scope(models.TextChoices):
     USERS_TOKENS = "users:tokens", "Issue end-user tokens"
     PREFERENCES_WRITE = "preferences:write", "Change preferences and consent"
     DEVICES_WRITE = "devices:write", "Register and remove push devices"
+    USERS_ERASE = "users:erase", "Erase a person's data on request"
 
 
 class Producer(models.Model):
@@ -124,10 +126,17 @@ class Recipient(models.Model):
     phone = models.CharField(max_length=32, blank=True)
     locale = models.CharField(max_length=35, blank=True)
     timezone = models.CharField(max_length=64, default="UTC")
+    erasure_hold_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Registered with a user id or address that was erased before: nothing is "
+        "sent until the person gives fresh consent.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        permissions = [("erase_recipient", "Can erase a person on request")]
         # Support searches by exact value or prefix (`LIKE 'x%'`), which needs the
         # pattern operator classes. The case-insensitive email index, on
         # lower(email) text_pattern_ops, is created in SQL by migration 0002.
@@ -168,12 +177,36 @@ class Notification(models.Model):
     cancelled_at = models.DateTimeField(
         null=True, blank=True, help_text="The producer cancelled it; what was not sent is not."
     )
+    # When the event happened, as the producer says (else when it was accepted): the
+    # recipient's feed and each channel's sends follow this order.
+    occurred_at = models.DateTimeField(db_default=Now())
+    subject = models.CharField(
+        max_length=200,
+        blank=True,
+        db_default="",
+        help_text="What the event is about (order:A-1001): an older event is not sent on "
+        "push, SMS or email once a newer one about it reached the person there.",
+    )
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["producer", "event_id"], name="uniq_producer_event")
         ]
-        indexes = [models.Index(fields=["recipient", "-created_at"], name="notif_recipient_time")]
+        indexes = [
+            models.Index(fields=["recipient", "-created_at"], name="notif_recipient_time"),
+            # The sender's order check: an earlier event of the person not routed yet.
+            models.Index(
+                fields=["recipient", "occurred_at"],
+                name="notif_unrouted_order",
+                condition=Q(routed_at__isnull=True),
+            ),
+            # The sender's stale check: a newer event about the same subject.
+            models.Index(
+                fields=["recipient", "subject"],
+                name="notif_recipient_subject",
+                condition=~Q(subject=""),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.category_id}:{self.event_id}"
@@ -222,11 +255,19 @@ class FeedEntry(models.Model):
     url = models.CharField(max_length=2000, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     read_at = models.DateTimeField(null=True, blank=True)
+    # Copied from the notification: the feed is ordered by when events happened, ties
+    # by when they were accepted.
+    occurred_at = models.DateTimeField(db_default=Now())
+    accepted_at = models.DateTimeField(db_default=Now())
 
     class Meta:
         verbose_name_plural = "feed entries"
         indexes = [
             models.Index(fields=["recipient", "-id"], name="feed_recipient_newest"),
+            models.Index(
+                fields=["recipient", "-occurred_at", "-accepted_at", "-id"],
+                name="feed_recipient_occurred",
+            ),
             models.Index(
                 fields=["recipient"],
                 name="feed_recipient_unread",
@@ -236,3 +277,58 @@ class FeedEntry(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+class ErasureVia(models.TextChoices):
+    API = "api", "API (DELETE /v1/users/{user_id})"
+    ADMIN = "admin", "Admin"
+    COMMAND = "command", "Management command"
+
+
+class Erasure(models.Model):
+    """The ledger: one row per erasure request, who asked and when, and what was removed.
+
+    It holds no personal data: the person is named by the keyed hash of their user id
+    and by the internal recipient id their rows had. Restoring archived history must drop
+    the rows of every recipient id listed here (docs/erasure.md).
+    """
+
+    user_hash = models.CharField(
+        max_length=64, db_index=True, help_text="Keyed hash of the user id (erasure_hash)."
+    )
+    recipient_pk = models.BigIntegerField(
+        null=True, blank=True, help_text="The recipient id the erased rows had; empty if none."
+    )
+    via = models.CharField(max_length=10, choices=ErasureVia.choices)
+    requested_by = models.CharField(max_length=200)
+    erased_at = models.DateTimeField(auto_now_add=True)
+    removed = models.JSONField(default=dict, blank=True, help_text="Rows removed, per kind.")
+
+    class Meta:
+        ordering = ["-erased_at"]
+
+    def __str__(self) -> str:
+        return f"erasure {self.user_hash[:12]}… by {self.requested_by} at {self.erased_at:%Y-%m-%d}"
+
+
+class SuppressedKind(models.TextChoices):
+    USER_ID = "user_id", "User id"
+    EMAIL = "email", "Email address"
+    PHONE = "phone", "Phone number"
+
+
+class ErasureSuppression(models.Model):
+    """An erased user id, email or phone, as a keyed hash: a recipient registered again
+    with it is held (`Recipient.erasure_hold_since`) until fresh consent."""
+
+    kind = models.CharField(max_length=10, choices=SuppressedKind.choices)
+    key = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "key"], name="uniq_erasure_suppression")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.key[:12]}…"

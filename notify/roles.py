@@ -6,6 +6,7 @@ from django.contrib.auth.models import Group, Permission
 
 SUPPORT_GROUP = "Support"
 REDRIVE_GROUP = "Support: re-drive"
+PRIVACY_GROUP = "Privacy officers"
 SUPPORT_APPS = ("notify", "deliveries", "preferences", "templates_admin", "campaigns")
 
 
@@ -21,13 +22,26 @@ def support_group_ensure() -> Group:
 
 
 def redrive_group_ensure() -> Group:
-    """Added to a support person who may also act on deliveries: re-drive dead ones, and
-    lift a hard-bounce suppression (delete the entry) once the person fixed their address."""
+    """Added to a support person who may also act on deliveries: re-drive dead ones (and
+    dead-lettered messages), and lift a hard-bounce suppression (delete the entry) once
+    the person fixed their address."""
     group, _ = Group.objects.get_or_create(name=REDRIVE_GROUP)
     group.permissions.set(
         Permission.objects.filter(
             content_type__app_label="deliveries",
-            codename__in=("redrive_delivery", "delete_addresssuppression"),
+            codename__in=("redrive_delivery", "delete_addresssuppression", "view_deadletter"),
+        )
+    )
+    return group
+
+
+def privacy_group_ensure() -> Group:
+    """Added to a support person who handles erasure requests: erase a person from
+    Recipients in admin (the erase action, or delete, which erases) and read the ledger."""
+    group, _ = Group.objects.get_or_create(name=PRIVACY_GROUP)
+    group.permissions.set(
+        Permission.objects.filter(
+            content_type__app_label="notify", codename__in=("erase_recipient", "view_erasure")
         )
     )
     return group

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Lower
@@ -16,18 +17,37 @@ class BadCursor(ValueError):
     """The cursor was not one we issued."""
 
 
-def encode_cursor(entry_id: int) -> str:
-    return base64.urlsafe_b64encode(f"f:{entry_id}".encode()).decode().rstrip("=")
+# A cursor is the position of the last entry seen: (occurred_at, accepted_at, id), the
+# times in microseconds since the epoch. Cursors from before the feed followed
+# occurred_at ("f:<id>") still work: the entry they name gives the position.
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def decode_cursor(cursor: str) -> int:
+def _micros(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def _moment(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def encode_cursor(entry: FeedEntry) -> str:
+    raw = f"o:{_micros(entry.occurred_at)}:{_micros(entry.accepted_at)}:{entry.id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, datetime, int] | int:
+    """The position a cursor names, or (an older cursor) the id of its entry."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         kind, _, value = raw.partition(":")
-        if kind != "f":
+        if kind == "f":
+            return int(value)
+        if kind != "o":
             raise ValueError(kind)
-        return int(value)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+        occurred, accepted, entry_id = (int(part) for part in value.split(":"))
+        return _moment(occurred), _moment(accepted), entry_id
+    except (binascii.Error, UnicodeDecodeError, ValueError, OverflowError):
         raise BadCursor(cursor) from None
 
 
@@ -38,14 +58,32 @@ class FeedPage:
 
 
 def feed_page(*, recipient: Recipient, cursor: str | None, limit: int) -> FeedPage:
-    """Newest first. The cursor is the last id seen, so inserts never shift a page."""
-    entries = FeedEntry.objects.filter(recipient=recipient).order_by("-id")
+    """Latest event first: by occurred_at, ties by acceptance, then id.
+
+    The cursor is the position of the last entry seen, so an entry written later (a
+    late event) lands in its place: before the cursor it is not repeated, after it it
+    is on a next page, and nothing already listed shifts.
+    """
+    entries = FeedEntry.objects.filter(recipient=recipient).order_by(
+        "-occurred_at", "-accepted_at", "-id"
+    )
     if cursor:
-        entries = entries.filter(id__lt=decode_cursor(cursor))
+        position = decode_cursor(cursor)
+        if isinstance(position, int):
+            anchor = FeedEntry.objects.filter(recipient=recipient, pk=position).first()
+            if anchor is None:
+                raise BadCursor(cursor)
+            position = (anchor.occurred_at, anchor.accepted_at, anchor.id)
+        occurred, accepted, entry_id = position
+        entries = entries.filter(
+            Q(occurred_at__lt=occurred)
+            | Q(occurred_at=occurred, accepted_at__lt=accepted)
+            | Q(occurred_at=occurred, accepted_at=accepted, id__lt=entry_id)
+        )
     page = list(entries[: limit + 1])
     has_more = len(page) > limit
     page = page[:limit]
-    return FeedPage(page, encode_cursor(page[-1].id) if has_more else None)
+    return FeedPage(page, encode_cursor(page[-1]) if has_more else None)
 
 
 def recipient_get(*, user_id: str) -> Recipient | None:

@@ -18,17 +18,16 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from notify.cache import TtlCache
+from notify.erasure import erasure_hold_needed, erasure_hold_start
 from notify.models import (
     ApiKey,
     Category,
-    FeedEntry,
     Notification,
     Outbox,
     Producer,
     Recipient,
     Scope,
 )
-from notify.unread import unread_decrement, unread_increment
 
 logger = logging.getLogger(__name__)
 
@@ -137,12 +136,21 @@ def category_by_key(*, key: str) -> Category | None:
 
 
 def recipient_upsert(*, user_id: str, fields: dict[str, str]) -> tuple[Recipient, bool]:
-    """Create or update a recipient's contact data; returns (recipient, created)."""
+    """Create or update a recipient's contact data; returns (recipient, created).
+
+    A user id, email or phone that was erased before puts the recipient on hold: nothing
+    is sent to them until fresh consent (notify.erasure).
+    """
     recipient, created = Recipient.objects.get_or_create(user_id=user_id, defaults=fields)
     if not created and fields:
         for name, value in fields.items():
             setattr(recipient, name, value)
         recipient.save(update_fields=[*fields, "updated_at"])
+    contact_given = created or bool({"email", "phone"} & set(fields))
+    if contact_given and erasure_hold_needed(
+        user_id=user_id, email=recipient.email, phone=recipient.phone
+    ):
+        erasure_hold_start(recipient=recipient)
     return recipient, created
 
 
@@ -165,6 +173,8 @@ def request_fingerprint(
     channels: list[str] | None,
     ttl_seconds: int | None,
     send_at: datetime | None = None,
+    occurred_at: datetime | None = None,
+    subject: str = "",
 ) -> str:
     """A stable hash of what was asked, to tell an honest retry from a conflicting reuse."""
     asked = {
@@ -176,6 +186,10 @@ def request_fingerprint(
     }
     if send_at is not None:  # absent otherwise, so older fingerprints still match
         asked["send_at"] = send_at.isoformat()
+    if occurred_at is not None:  # likewise
+        asked["occurred_at"] = occurred_at.isoformat()
+    if subject:
+        asked["subject"] = subject
     canonical = json.dumps(
         asked,
         sort_keys=True,
@@ -206,6 +220,8 @@ class Event:
     channels: list[str] | None = None
     ttl_seconds: int | None = None
     send_at: datetime | None = None  # scheduled: routed at this time, not before
+    occurred_at: datetime | None = None  # when it happened; None: when accepted
+    subject: str = ""  # what it is about, e.g. order:A-1001
 
 
 def notification_accept(
@@ -218,10 +234,14 @@ def notification_accept(
     channels: list[str] | None,
     ttl_seconds: int | None,
     send_at: datetime | None = None,
+    occurred_at: datetime | None = None,
+    subject: str = "",
 ) -> Accepted:
     """Store one notification and its outbox row; raises IntakeConflict or
     UnknownRecipient (see `notifications_accept`)."""
-    event = Event(event_id, user_id, category, payload, channels, ttl_seconds, send_at)
+    event = Event(
+        event_id, user_id, category, payload, channels, ttl_seconds, send_at, occurred_at, subject
+    )
     result = notifications_accept(producer=producer, events=[event])[0]
     if isinstance(result, Exception):
         raise result
@@ -253,6 +273,8 @@ def notifications_accept(
             channels=e.channels,
             ttl_seconds=e.ttl_seconds,
             send_at=e.send_at,
+            occurred_at=e.occurred_at,
+            subject=e.subject,
         )
         for e in events
     ]
@@ -264,15 +286,18 @@ def notifications_accept(
                     %(ids)s::uuid[], %(event_ids)s::text[], %(users)s::text[],
                     %(categories)s::bigint[], %(payloads)s::text[], %(channels)s::text[],
                     %(ttls)s::integer[], %(fingerprints)s::text[], %(queues)s::text[],
-                    %(send_ats)s::timestamptz[]
+                    %(send_ats)s::timestamptz[], %(occurred_ats)s::timestamptz[],
+                    %(subjects)s::text[]
                 ) WITH ORDINALITY AS e(id, event_id, user_id, category_id, payload, channels,
-                                       ttl, fingerprint, queue, send_at, ord)
+                                       ttl, fingerprint, queue, send_at, occurred_at, subject,
+                                       ord)
             ), n AS (
                 INSERT INTO {Notification._meta.db_table}
                     (id, producer_id, event_id, recipient_id, category_id, payload, channels,
-                     ttl_seconds, send_at, fingerprint, created_at)
+                     ttl_seconds, send_at, fingerprint, created_at, occurred_at, subject)
                 SELECT e.id, %(producer)s, e.event_id, r.id, e.category_id, e.payload::jsonb,
-                       e.channels::jsonb, e.ttl, e.send_at, e.fingerprint, %(now)s
+                       e.channels::jsonb, e.ttl, e.send_at, e.fingerprint, %(now)s,
+                       COALESCE(e.occurred_at, %(now)s), e.subject
                   FROM e JOIN {Recipient._meta.db_table} r ON r.user_id = e.user_id
                  ORDER BY e.ord
                 ON CONFLICT (producer_id, event_id) DO NOTHING
@@ -298,6 +323,8 @@ def notifications_accept(
                 "fingerprints": fingerprints,
                 "queues": [e.category.queue for e in events],
                 "send_ats": [e.send_at for e in events],
+                "occurred_ats": [e.occurred_at for e in events],
+                "subjects": [e.subject for e in events],
                 "producer": producer.pk,
                 "now": now,
             },
@@ -331,56 +358,3 @@ def notifications_accept(
         else:
             answers.append(Accepted(stored.pk, created=False))
     return answers
-
-
-# --- Feed -----------------------------------------------------------------------------
-
-
-def feed_entry_create(*, notification: Notification, title: str, body: str, url: str) -> FeedEntry:
-    """The notification's feed entry (one per notification); counted unread once.
-
-    One INSERT … ON CONFLICT DO NOTHING: a second call (a retried send) finds the entry
-    that exists and counts nothing.
-    """
-    entry = FeedEntry(
-        notification=notification,
-        recipient_id=notification.recipient_id,
-        category=notification.category.key,
-        title=title[: FeedEntry._meta.get_field("title").max_length],
-        body=body,
-        url=url[: FeedEntry._meta.get_field("url").max_length],
-        created_at=timezone.now(),
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            INSERT INTO {FeedEntry._meta.db_table}
-                (recipient_id, notification_id, category, title, body, url, created_at)
-            VALUES (%s, %s, %s, %s, %s, %s, %s)
-            ON CONFLICT (notification_id) DO NOTHING
-            RETURNING id
-            """,
-            [entry.recipient_id, notification.pk, entry.category, entry.title, entry.body,
-             entry.url, entry.created_at],
-        )  # fmt: skip
-        row = cursor.fetchone()
-    if row is None:
-        return FeedEntry.objects.get(notification=notification)
-    entry.pk = row[0]
-    recipient_id = notification.recipient_id
-    transaction.on_commit(lambda: unread_increment(recipient_id=recipient_id))
-    return entry
-
-
-def feed_mark_read(
-    *, recipient: Recipient, entry_ids: list[int] | None = None, everything: bool = False
-) -> int:
-    """Mark entries read; returns how many changed (and the counter drops by exactly that)."""
-    entries = FeedEntry.objects.filter(recipient=recipient, read_at__isnull=True)
-    if not everything:
-        entries = entries.filter(pk__in=entry_ids or [])
-    with transaction.atomic():
-        marked = entries.update(read_at=timezone.now())
-        if marked:
-            transaction.on_commit(lambda: unread_decrement(recipient_id=recipient.pk, by=marked))
-    return marked

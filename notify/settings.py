@@ -35,12 +35,45 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY_DEFAULT = "dev-only-insecure-key-change-me-in-any-deployment"
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", SECRET_KEY_DEFAULT)
 SECRET_KEY_FALLBACKS = env_list("DJANGO_SECRET_KEY_FALLBACKS", [])
+# Erasure keeps consent records and suppression entries under an HMAC of the user id (and
+# of the email and phone) made with this key. It is not SECRET_KEY and is never rotated:
+# a new key would make every erased person's consent history unfindable and their
+# suppression ineffective. `check --deploy` refuses the built-in value (docs/erasure.md).
+NOTIFY_ERASURE_KEY_DEFAULT = "dev-only-erasure-key-change-me-in-any-deployment"
+NOTIFY_ERASURE_KEY = env_str("NOTIFY_ERASURE_KEY", NOTIFY_ERASURE_KEY_DEFAULT)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver", "web"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 # Absolute base for links we put in messages (unsubscribe, tracking).
 NOTIFY_PUBLIC_URL = env_url(
     "NOTIFY_PUBLIC_URL", "http://127.0.0.1:8000", schemes=("http", "https")
 ).rstrip("/")
+
+# --- HTTPS and the proxy in front ----------------------------------------------------------
+# Off by default so `make run` works over plain http on 127.0.0.1. A deployment served
+# over HTTPS sets DJANGO_HTTPS=1, which turns on each setting below (each can still be
+# set on its own): redirect http to https, HSTS for a year (subdomains, preload), and
+# cookies sent over HTTPS only. README "Deploying" lists them.
+DJANGO_HTTPS = env_bool("DJANGO_HTTPS", False)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", DJANGO_HTTPS)
+# Probes and scrapes come over plain http from inside the network: never redirected.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int(
+    "DJANGO_SECURE_HSTS_SECONDS", 365 * 24 * 3600 if DJANGO_HTTPS else 0, minimum=0
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", DJANGO_HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", DJANGO_HTTPS)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", DJANGO_HTTPS)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", DJANGO_HTTPS)
+# Behind a proxy that ends TLS, the request reaches us as http: name the header the proxy
+# sets to "https" (e.g. X-Forwarded-Proto). Only when the proxy always sets or strips
+# it: a client could otherwise claim https itself. Empty: no header is trusted.
+_PROXY_SSL_HEADER = env_str("DJANGO_SECURE_PROXY_SSL_HEADER", "").strip()
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + _PROXY_SSL_HEADER.upper().replace("-", "_"), "https") if _PROXY_SSL_HEADER else None
+)
+# Take the host from X-Forwarded-Host (a proxy that rewrites Host); ALLOWED_HOSTS still
+# applies to it.
+USE_X_FORWARDED_HOST = env_bool("DJANGO_USE_X_FORWARDED_HOST", False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -169,7 +202,10 @@ REST_FRAMEWORK = {
     # DRF's JSON parser plus refusals of NUL, lone surrogates, NaN/inf and deep nesting.
     "DEFAULT_PARSER_CLASSES": ["notify.api.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "notify.api.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Every operation draws from its caller's token bucket (per API key, per end user).
+    "DEFAULT_THROTTLE_CLASSES": ["notify.api.auth.ApiRateThrottle"],
+    # Adds the error answers every operation shares, the auth schemes and id constraints.
+    "DEFAULT_SCHEMA_CLASS": "notify.api.schema.NotifyAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -184,6 +220,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],
+    # Enums stay inline: the enum hook would turn each `{"enum": [...]}` of a rule (e.g.
+    # "kind webpush needs endpoint and keys") into a shared component of all the values.
+    # Ours adds the links from a created resource to the operations on it.
+    "POSTPROCESSING_HOOKS": ["notify.api.schema.add_links"],
 }
 
 # --- Intake and the outbox relay -----------------------------------------------------------
@@ -193,8 +233,18 @@ NOTIFY_MAX_BODY_BYTES = env_int("NOTIFY_MAX_BODY_BYTES", 64 * 1024, minimum=1024
 NOTIFY_API_MAX_JSON_DEPTH = env_int("NOTIFY_API_MAX_JSON_DEPTH", 32, minimum=2)
 # Lists in request bodies (e.g. feed ids to mark read) hold at most this many items.
 NOTIFY_API_MAX_LIST_ITEMS = env_int("NOTIFY_API_MAX_LIST_ITEMS", 1000, minimum=1)
+# Rate limits, one token bucket in Redis per API key (every operation it makes; a key's
+# own rate in admin wins) and one per end user's token (a browser or app polling its
+# feed, count and preferences): over it, 429 with Retry-After.
 NOTIFY_API_RATE_PER_SECOND = env_float("NOTIFY_API_RATE_PER_SECOND", 100.0, minimum=0.01)
 NOTIFY_API_RATE_BURST = env_int("NOTIFY_API_RATE_BURST", 200, minimum=1)
+NOTIFY_USER_RATE_PER_SECOND = env_float("NOTIFY_USER_RATE_PER_SECOND", 5.0, minimum=0.01)
+NOTIFY_USER_RATE_BURST = env_int("NOTIFY_USER_RATE_BURST", 30, minimum=1)
+# With Redis down the limiter cannot count. Open (the default) lets requests through:
+# Redis holds only the buckets and caches, intake needs only PostgreSQL, and a Redis
+# outage must not become an API outage. Closed (0) answers 503 with Retry-After
+# instead, for deployments that face producers they do not trust.
+NOTIFY_API_RATE_LIMIT_FAIL_OPEN = env_bool("NOTIFY_API_RATE_LIMIT_FAIL_OPEN", True)
 NOTIFY_DEFAULT_LOCALE = env_str("NOTIFY_DEFAULT_LOCALE", "en")
 NOTIFY_DEFAULT_TTL_SECONDS = env_int("NOTIFY_DEFAULT_TTL_SECONDS", 24 * 3600, minimum=1)
 # A scheduled notification (send_at) may be at most this far ahead.
@@ -202,8 +252,15 @@ NOTIFY_SEND_AT_MAX_DAYS = env_int("NOTIFY_SEND_AT_MAX_DAYS", 90, minimum=1)
 # A batch request carries at most this many events, in a body of at most this size.
 NOTIFY_BATCH_MAX_EVENTS = env_int("NOTIFY_BATCH_MAX_EVENTS", 1000, minimum=1)
 NOTIFY_BATCH_MAX_BODY_BYTES = env_int("NOTIFY_BATCH_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
+# A campaign launched over the API may carry its audience as a list of user ids
+# (NOTIFY_CAMPAIGN_MAX_USER_IDS of them, ~150 characters each): its body may be this large.
+NOTIFY_CAMPAIGN_MAX_BODY_BYTES = env_int(
+    "NOTIFY_CAMPAIGN_MAX_BODY_BYTES", 16 * 1024 * 1024, minimum=1024
+)
 # Bodies past those limits get our own 413; this only bounds what Django buffers.
-DATA_UPLOAD_MAX_MEMORY_SIZE = max(NOTIFY_MAX_BODY_BYTES, NOTIFY_BATCH_MAX_BODY_BYTES) * 2
+DATA_UPLOAD_MAX_MEMORY_SIZE = (
+    max(NOTIFY_MAX_BODY_BYTES, NOTIFY_BATCH_MAX_BODY_BYTES, NOTIFY_CAMPAIGN_MAX_BODY_BYTES) * 2
+)
 # API keys, their categories and the categories themselves are kept in each process for
 # this long, so a revoked key or a changed category takes effect within it (seconds).
 NOTIFY_AUTH_CACHE_SECONDS = env_float("NOTIFY_AUTH_CACHE_SECONDS", 5.0, minimum=0)
@@ -225,6 +282,9 @@ NOTIFY_PRIORITY_RETRY = env_int("NOTIFY_PRIORITY_RETRY", 3, minimum=0)
 NOTIFY_EXCHANGE = Exchange("notify", type="direct", durable=True)
 NOTIFY_DEAD_LETTER_EXCHANGE = Exchange("dead_letter", type="direct", durable=True)
 NOTIFY_QUEUE_NAMES = ("high", "medium", "low")
+# The dead-letter consumer (a process of its own) moves each dead-lettered message into a
+# table; with the queue empty it looks again this often (seconds).
+NOTIFY_DEAD_LETTER_POLL_INTERVAL = env_float("NOTIFY_DEAD_LETTER_POLL_INTERVAL", 1.0, minimum=0.05)
 
 
 def _work_queue(name: str) -> Queue:
@@ -316,6 +376,14 @@ NOTIFY_ROUTE_SWEEP_AFTER = env_float("NOTIFY_ROUTE_SWEEP_AFTER", 600.0, minimum=
 NOTIFY_ROUTE_SWEEP_WINDOW = env_float("NOTIFY_ROUTE_SWEEP_WINDOW", 7 * 24 * 3600.0, minimum=1)
 NOTIFY_ROUTE_SWEEP_MAX_PUBLISHES = env_int("NOTIFY_ROUTE_SWEEP_MAX_PUBLISHES", 3, minimum=1)
 NOTIFY_ROUTE_SWEEP_BATCH = env_int("NOTIFY_ROUTE_SWEEP_BATCH", 500, minimum=1)
+# --- Per-recipient order -----------------------------------------------------------------
+# An event's occurred_at may be at most this far ahead of our clock (seconds).
+NOTIFY_OCCURRED_AT_MAX_SKEW = env_float("NOTIFY_OCCURRED_AT_MAX_SKEW", 60.0, minimum=0)
+# A delivery is not handed to its provider while an earlier one to the same person on
+# the same channel is on its way: it is looked at again after a short countdown that
+# grows with the wait, and goes anyway once held this long (seconds).
+NOTIFY_ORDER_WAIT_MAX = env_float("NOTIFY_ORDER_WAIT_MAX", 30.0, minimum=0)
+NOTIFY_ORDER_RECHECK = env_float("NOTIFY_ORDER_RECHECK", 0.1, minimum=0.01)
 # --- Email over SMTP --------------------------------------------------------------------
 EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
@@ -370,6 +438,16 @@ NOTIFY_PUSH_RETRY_MAX = env_float("NOTIFY_PUSH_RETRY_MAX", 3600.0, minimum=0.01)
 # Provider call timeouts: vendors answer in seconds; these cap a stuck sender.
 NOTIFY_PUSH_CONNECT_TIMEOUT = env_float("NOTIFY_PUSH_CONNECT_TIMEOUT", 3.0, minimum=0.1)
 NOTIFY_PUSH_REQUEST_TIMEOUT = env_float("NOTIFY_PUSH_REQUEST_TIMEOUT", 5.0, minimum=0.1)
+# The timeouts above are per read: a peer that drips a byte at a time never trips them.
+# Every provider call also has a total deadline (seconds, NOTIFY_CALL_DEADLINE_<PROVIDER>):
+# past it the call is cut off and ends as a transient failure (a timeout). SMPP needs
+# none: its submits wait at most SMPP_RESPONSE_TIMEOUT for the answer on the bind.
+NOTIFY_PROVIDER_CALL_DEADLINES = {
+    provider: env_float(f"NOTIFY_CALL_DEADLINE_{provider.upper()}", default, minimum=0.1)
+    for provider, default in {"webpush": 10.0, "fcm": 10.0, "smtp": 30.0}.items()
+}
+# Only this much of an FCM answer is read (its error bodies are well under 2 KiB).
+NOTIFY_FCM_MAX_RESPONSE_BYTES = env_int("NOTIFY_FCM_MAX_RESPONSE_BYTES", 16384, minimum=1024)
 NOTIFY_PUSH_SENDERS = env_int("NOTIFY_PUSH_SENDERS", 8, minimum=1)
 # At most this many push jobs per recipient queued + in flight (push fairness).
 NOTIFY_PUSH_PER_RECIPIENT_LIMIT = env_int("NOTIFY_PUSH_PER_RECIPIENT_LIMIT", 4, minimum=1)
@@ -385,6 +463,26 @@ NOTIFY_STREAM_SAFETY_POLL = env_float("NOTIFY_STREAM_SAFETY_POLL", 15.0, minimum
 NOTIFY_STREAM_POLL_INTERVAL = env_float("NOTIFY_STREAM_POLL_INTERVAL", 1.0, minimum=0.05)
 # How many missed entries a reconnect with Last-Event-ID replays at most.
 NOTIFY_STREAM_REPLAY_MAX = env_int("NOTIFY_STREAM_REPLAY_MAX", 100, minimum=1)
+# Open streams allowed at once per user and per API key; the next one gets 429.
+NOTIFY_STREAM_MAX_PER_USER = env_int("NOTIFY_STREAM_MAX_PER_USER", 5, minimum=1)
+NOTIFY_STREAM_MAX_PER_KEY = env_int("NOTIFY_STREAM_MAX_PER_KEY", 1000, minimum=1)
+# A stream ends after this long (seconds, shortened by up to the jitter fraction); the
+# client reconnects and is authenticated again, so a revoked key stops streaming.
+NOTIFY_STREAM_MAX_LIFETIME = env_float("NOTIFY_STREAM_MAX_LIFETIME", 3600.0, minimum=1)
+# The SSE `retry:` reconnect advice (milliseconds), spread by ±the jitter fraction.
+NOTIFY_STREAM_RETRY_MS = env_int("NOTIFY_STREAM_RETRY_MS", 3000, minimum=1)
+NOTIFY_STREAM_RETRY_JITTER = env_float("NOTIFY_STREAM_RETRY_JITTER", 0.5, minimum=0)
+# Connections in the one Redis pool a web process's streams share (each open stream
+# holds one for its pub/sub); past it a stream falls back to polling the database.
+NOTIFY_STREAM_REDIS_MAX_CONNECTIONS = env_int(
+    "NOTIFY_STREAM_REDIS_MAX_CONNECTIONS", 1000, minimum=2
+)
+# A push is skipped for a live device only when the notification's feed entry was
+# written to that device's stream: the stream remembers what it wrote for this long
+# (seconds), and the push sender waits at most NOTIFY_LIVE_SEEN_WAIT (seconds) for the
+# stream to write an entry that exists but is not out yet; after that it pushes.
+NOTIFY_LIVE_SEEN_TTL = env_int("NOTIFY_LIVE_SEEN_TTL", 3600, minimum=1)
+NOTIFY_LIVE_SEEN_WAIT = env_float("NOTIFY_LIVE_SEEN_WAIT", 2.0, minimum=0.0)
 # --- SMS over SMPP -------------------------------------------------------------------------
 # The SMSC and our account there (DESIGN.md §12 names). One bind_transceiver per sender
 # process; its deliver_sm receipts arrive on the same bind.
@@ -465,6 +563,15 @@ NOTIFY_SMS_MAX_SEGMENTS = env_int("NOTIFY_SMS_MAX_SEGMENTS", 3, minimum=1)
 # Used by the money filter when the payload names no currency.
 NOTIFY_DEFAULT_CURRENCY = env_str("NOTIFY_DEFAULT_CURRENCY", "EUR")
 NOTIFY_DEFAULT_TIMEZONE = env_str("NOTIFY_DEFAULT_TIMEZONE", "UTC")
+# Rendering bounds, the same in validation, preview and sending (one field at a time):
+# past them the render stops; at send the delivery fails with reason `render_limit`.
+NOTIFY_TEMPLATE_RENDER_SECONDS = env_float("NOTIFY_TEMPLATE_RENDER_SECONDS", 1.0, minimum=0.01)
+NOTIFY_TEMPLATE_MAX_OUTPUT_CHARS = env_int("NOTIFY_TEMPLATE_MAX_OUTPUT_CHARS", 262144, minimum=1024)
+# Loops inside loops inside loops cost the product of list sizes no sample shows: refused.
+NOTIFY_TEMPLATE_MAX_LOOP_DEPTH = env_int("NOTIFY_TEMPLATE_MAX_LOOP_DEPTH", 2, minimum=1)
+# floatformat precision, and the exponent of any number a filter formats.
+NOTIFY_TEMPLATE_MAX_DECIMALS = env_int("NOTIFY_TEMPLATE_MAX_DECIMALS", 20, minimum=0)
+NOTIFY_TEMPLATE_MAX_NUMBER_DIGITS = env_int("NOTIFY_TEMPLATE_MAX_NUMBER_DIGITS", 100, minimum=20)
 
 # --- Preferences, consent, quiet hours, caps, user tokens ----------------------------------
 # Unsubscribe links must keep working in old emails: two years by default.
@@ -536,8 +643,13 @@ NOTIFY_METRICS_LATENCY_WINDOW = env_float("NOTIFY_METRICS_LATENCY_WINDOW", 3600.
 # Recipients fanned out per batch: one INSERT … SELECT for their notifications, one for
 # their outbox rows, then the fan-out task yields (it re-publishes itself on `low`).
 NOTIFY_CAMPAIGN_BATCH_SIZE = env_int("NOTIFY_CAMPAIGN_BATCH_SIZE", 2000, minimum=1)
+# A campaign's admin page refreshes its progress this often (seconds) while it can change.
+NOTIFY_CAMPAIGN_PROGRESS_POLL = env_float("NOTIFY_CAMPAIGN_PROGRESS_POLL", 2.0, minimum=0.1)
 # A user-id audience given in one request holds at most this many ids.
 NOTIFY_CAMPAIGN_MAX_USER_IDS = env_int("NOTIFY_CAMPAIGN_MAX_USER_IDS", 100_000, minimum=1)
+# A CSV uploaded in admin holds at most this many user ids (read as a stream, loaded
+# with COPY; never held in memory).
+NOTIFY_CAMPAIGN_MAX_UPLOAD_IDS = env_int("NOTIFY_CAMPAIGN_MAX_UPLOAD_IDS", 1_000_000, minimum=1)
 # The fan-out's own message priority: below a first attempt's, so the route tasks of one
 # batch go before the next batch is made (the campaign paces itself to routing).
 NOTIFY_CAMPAIGN_FAN_OUT_PRIORITY = env_int("NOTIFY_CAMPAIGN_FAN_OUT_PRIORITY", 1, minimum=0)

@@ -32,6 +32,8 @@ from preferences.selectors import GateInputs, gate_inputs, quiet_until, recipien
 from preferences.services import marketing_cap_take
 
 FEED_TARGET = "feed"
+# Prefixed to the key of a test send's seal (`test_send_seal`).
+_TEST_SEND = "template-test-send:"
 
 
 class Verdict(models.TextChoices):
@@ -52,6 +54,10 @@ class GateReason(models.TextChoices):
     FREQUENCY_CAP = "frequency_cap", "Daily marketing cap reached"
     NO_ADDRESS = "no_address", "The recipient has no address for this channel"
     CHANNEL_UNAVAILABLE = "channel_unavailable", "This channel is not enabled on the platform"
+    ERASURE_HOLD = (
+        "erasure_hold",
+        "This user id or address was erased on request; nothing is sent before fresh consent",
+    )
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,13 @@ def decide_deliveries(
     now = now or timezone.now()
     recipient = notification.recipient
     category = notification.category
+    if recipient.erasure_hold_since is not None:
+        # Registered again after an erasure: not even mandatory categories go out before
+        # the person consents afresh (docs/erasure.md).
+        return [
+            ChannelDecision(channel, "", Verdict.SUPPRESS, GateReason.ERASURE_HOLD)
+            for channel in channels
+        ]
     inputs = gate_inputs(recipient=recipient, category=category)
     decisions: list[ChannelDecision] = []
     for channel in channels:
@@ -171,8 +184,21 @@ def gate_seal(*, notification_id: object, channel: str, target: str) -> str:
     )
 
 
+def test_send_seal(*, notification_id: object, channel: str, target: str) -> str:
+    """The seal of a staff member's "Send test to me" delivery, the one kind that skips
+    the gate (preferences, quiet hours, the daily cap). Made with a key of its own, so
+    a test seal is never a gate's seal and the test marker cannot be forged either."""
+    return _seal_with(
+        _TEST_SEND + settings.SECRET_KEY,
+        notification_id=notification_id,
+        channel=channel,
+        target=target,
+    )
+
+
 def gate_seal_valid(*, notification_id: object, channel: str, target: str, seal: str) -> bool:
-    """True when `seal` was made by the gate with SECRET_KEY or one of SECRET_KEY_FALLBACKS.
+    """True when `seal` was made by the gate (or, for a test send, by `test_send_seal`)
+    with SECRET_KEY or one of SECRET_KEY_FALLBACKS.
 
     Deliveries sealed before a key rotation stay sendable while the old key is a fallback.
     """
@@ -184,5 +210,5 @@ def gate_seal_valid(*, notification_id: object, channel: str, target: str, seal:
             _seal_with(key, notification_id=notification_id, channel=channel, target=target),
             seal,
         )
-        for key in keys
+        for key in [*keys, *(_TEST_SEND + key for key in keys)]
     )

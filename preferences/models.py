@@ -52,10 +52,21 @@ class ConsentRecord(models.Model):
     """Append-only: a grant or withdrawal, who made it, where, under which text.
 
     `category` empty means all marketing; `channel` empty means every channel. The app
-    never updates or deletes these rows (erasure is the only exception).
+    never deletes these rows. Erasure detaches them from the person: `recipient` empty,
+    `user_hash` the keyed hash of their user id, the IP address and user agent cleared.
+    Deleting a recipient any other way leaves them too (detached), never cascades.
     """
 
-    recipient = models.ForeignKey(Recipient, on_delete=models.CASCADE, related_name="consents")
+    recipient = models.ForeignKey(
+        Recipient, on_delete=models.SET_NULL, null=True, blank=True, related_name="consents"
+    )
+    user_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        db_index=True,
+        help_text="After erasure: the keyed hash of the person's user id, the record's only "
+        "link to them.",
+    )
     category = models.ForeignKey(
         Category, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )

@@ -9,6 +9,7 @@ from datetime import date, time
 from django.conf import settings
 from django.db import connection, transaction
 
+from notify.erasure import recipient_hold_lift
 from notify.models import Category, Channel, Recipient
 from preferences.models import ConsentRecord, ConsentSource, Preference, QuietHours
 from preferences.selectors import consent_granted
@@ -65,7 +66,9 @@ def preferences_update(
     in the same transaction. Returns how many cells changed.
 
     Raises MandatoryCategory (nothing changes) for an attempt to turn off a mandatory
-    cell, and UnknownCell for an unknown category or channel.
+    cell, and UnknownCell for an unknown category or channel. A recipient on erasure hold
+    (registered again after an erasure) has every cell counted as off, so a cell granted
+    now writes its consent record; that fresh consent lifts the hold.
     """
     categories = {c.key: c for c in Category.objects.filter(key__in=list(cells))}
     for key, channels in cells.items():
@@ -78,6 +81,7 @@ def preferences_update(
             if category.mandatory and not enabled:
                 raise MandatoryCategory(key, channel)
     changed = 0
+    granted = False
     with transaction.atomic():
         # One writer per recipient at a time: the history stays in the order it happened.
         Recipient.objects.select_for_update().filter(pk=recipient.pk).first()
@@ -94,6 +98,8 @@ def preferences_update(
                     current = consent_granted(
                         recipient=recipient, category=category, channel=channel
                     )
+                if recipient.erasure_hold_since is not None:
+                    current = False  # nothing given before the erasure counts
                 if current == enabled:
                     continue  # no change, no record
                 Preference.objects.update_or_create(
@@ -107,12 +113,21 @@ def preferences_update(
                     granted=enabled, origin=origin,
                 )  # fmt: skip
                 changed += 1
+                granted = granted or enabled
+        if granted:
+            recipient_hold_lift(recipient=recipient)
     return changed
 
 
 def marketing_consent_grant(*, recipient: Recipient, origin: RequestOrigin) -> ConsentRecord:
-    """Consent to all marketing on every channel (e.g. a signup checkbox)."""
-    return _record(recipient=recipient, category=None, channel="", granted=True, origin=origin)
+    """Consent to all marketing on every channel (e.g. a signup checkbox); fresh consent
+    that lifts an erasure hold."""
+    with transaction.atomic():
+        record = _record(
+            recipient=recipient, category=None, channel="", granted=True, origin=origin
+        )
+        recipient_hold_lift(recipient=recipient)
+    return record
 
 
 @dataclass(frozen=True)

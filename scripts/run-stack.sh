@@ -2,7 +2,8 @@
 # The whole local stack with demo data: installs what it needs, starts the local
 # services, prepares the database, starts a dev-only SMTP sink (var/log/smtp.log), then
 # runs exactly the Procfile's processes with honcho (web, one Celery worker per queue,
-# beat, the outbox relay), their logs on stdout. Ctrl-C stops all; so does any exit.
+# beat, the outbox relay, the dead-letter consumer), their logs on stdout. Ctrl-C stops
+# all; so does any exit.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

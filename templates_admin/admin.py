@@ -15,7 +15,6 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.core.mail import get_connection
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -24,9 +23,13 @@ from django.utils.html import format_html
 
 from notify.admin import CategoryAdmin, CategoryForm
 from notify.models import Category, Channel
-from templates_admin.mail import VersionEmailMessage
 from templates_admin.models import Template, TemplatePublication, TemplateVersion
 from templates_admin.rendering import build_context, render_version
+from templates_admin.send_to_me import (
+    SendTestRefused,
+    SendTestRequest,
+    template_version_send_test,
+)
 from templates_admin.services import (
     TemplateInvalid,
     published_templates_broken_by,
@@ -286,7 +289,8 @@ class TemplateAdmin(admin.ModelAdmin):
         )
 
     def send_test_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        """Send this version through the real email channel to the staff member's address."""
+        """ "Send test to me" on the version's channel (see `send_to_me`): email to the
+        staff member's address, the other channels to the recipient linked to them."""
         if request.method != "POST":
             return HttpResponse(status=405)
         # Authors only (editors and publishers), not every reader of the admin.
@@ -295,35 +299,17 @@ class TemplateAdmin(admin.ModelAdmin):
         version = get_object_or_404(
             TemplateVersion.objects.select_related("template__category"), pk=pk
         )
-        back = reverse("admin:templates_admin_template_preview", args=[version.pk])
-        if version.template.channel != Channel.EMAIL:
-            messages.error(request, "Test sends are available for email templates.")
-            return HttpResponseRedirect(back)
-        if not request.user.email:
-            messages.error(request, "Your staff account has no email address; add one first.")
-            return HttpResponseRedirect(back)
         preview = self._preview(version, PreviewForm(request.POST))
-        context = build_context(
-            preview["payload"],
-            recipient={
-                "user_id": request.user.get_username(),
-                "locale": preview["locale"],
-                "timezone": settings.NOTIFY_DEFAULT_TIMEZONE,
-            },
-        )
-        message = VersionEmailMessage(
-            version=version,
-            context=context,
-            locale=preview["locale"],
-            connection=get_connection(fail_silently=False),
+        ask = SendTestRequest(
+            version=version, payload=preview["payload"], locale=preview["locale"], user=request.user
         )
         try:
-            message.send(to=[request.user.email])
-        except Exception as error:  # the relay's answer is what the marketer needs to see
-            messages.error(request, f"The test email was not sent: {error}")
-        else:
-            messages.success(request, f"Test email sent to {request.user.email}.")
-        return HttpResponseRedirect(back)
+            messages.success(request, template_version_send_test(ask))
+        except SendTestRefused as refusal:
+            messages.error(request, str(refusal))
+        return HttpResponseRedirect(
+            reverse("admin:templates_admin_template_preview", args=[version.pk])
+        )
 
     def diff_view(self, request: HttpRequest, a: int, b: int) -> HttpResponse:
         """Side-by-side differences between two versions of the same template."""

@@ -1,6 +1,7 @@
 """Rendering one field of a template version with the channel's escaping: the engines
 and compiled-template cache shared by every channel's rendering (`rendering`) and by
-email through templated-mail (`mail`)."""
+email through templated-mail (`mail`). Each field renders within the time and output
+bounds of `templates_admin.bounds` (validation, preview and sending alike)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.template.base import Template as DjangoTemplate
 from django.utils.html import strip_tags
 from django.utils.text import normalize_newlines
 
+from templates_admin.bounds import bounded_template, render_budget
 from templates_admin.filters import recipient_settings, safe_engine
 
 if TYPE_CHECKING:
@@ -28,7 +30,7 @@ _TEXT_ENGINE = safe_engine(autoescape=False)
 @lru_cache(maxsize=4096)
 def _compiled(version_id: int | None, field: str, source: str, html: bool) -> DjangoTemplate:
     engine = _HTML_ENGINE if html else _TEXT_ENGINE
-    return engine.from_string(source)
+    return bounded_template(engine.from_string(source))
 
 
 def _recipient_locale(context: dict[str, Any], locale: str | None, timezone: str | None):
@@ -53,7 +55,7 @@ def render_field(
     if not source:
         return ""
     lang, zone = _recipient_locale(context, locale, timezone)
-    with recipient_settings(locale=lang, timezone=zone):
+    with recipient_settings(locale=lang, timezone=zone), render_budget():
         template = _compiled(version.pk, field, source, html)
         return template.render(Context(context, autoescape=html)).strip()
 

@@ -27,6 +27,8 @@ from django import template
 from django.conf import settings
 from django.template import defaultfilters, defaulttags
 
+from templates_admin.bounds import bounded_for, decimals_checked, number_checked
+
 register = template.Library()
 
 # Tags an author may use. `comment` lets them leave notes; `with` names a long expression.
@@ -44,6 +46,16 @@ for _name in ALLOWED_TAGS:
     register.tag(_name, defaulttags.register.tags[_name])
 for _name in ALLOWED_DJANGO_FILTERS:
     register.filters[_name] = defaultfilters.register.filters[_name]
+# Loops check the render budget at every iteration (templates_admin.bounds).
+register.tag("for", bounded_for)
+
+
+@register.filter(name="floatformat", is_safe=True)
+def floatformat(value: Any, arg: Any = -1) -> str:
+    """Django's floatformat, refusing precisions and numbers it cannot format quickly."""
+    decimals_checked(arg)
+    number_checked(value)
+    return defaultfilters.floatformat(value, arg)
 
 
 _recipient: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
@@ -92,6 +104,7 @@ def plural_form(count: Any, forms: str, *, locale: Locale | None = None) -> str:
     ru "заказ,заказа,заказов" (one, few, many).
     """
     locale = locale or current_locale()
+    number_checked(count)  # CLDR operands of a 10**9-digit number would take forever
     options = [part.strip() for part in str(forms).split(",")]
     try:
         number = Decimal(str(count))
@@ -170,6 +183,7 @@ def money(value: Any, currency: str = "") -> str:
         amount = Decimal(str(value))
     except (InvalidOperation, ValueError):
         return str(value or "")
+    number_checked(amount)
     code = (currency or settings.NOTIFY_DEFAULT_CURRENCY).upper()
     return format_currency(amount, code, locale=current_locale())
 

@@ -7,7 +7,10 @@ Four checks, every problem reported in the marketer's words with the field (and 
    field or a loop variable); a variable the schema does not require must be tested with
    `{% if %}` or given a `|default:"…"`;
 4. channel limits, rendered with each of the category's sample payloads: push title and
-   body lengths, SMS segments (GSM-7 vs UCS-2).
+   body lengths, SMS segments (GSM-7 vs UCS-2);
+and the render bounds that hold whatever the data (`templates_admin.bounds`): loop
+nesting and floatformat precision. Sample renders run under the same time and output
+bounds as sending.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from django.template.base import FilterExpression, Lexer, TokenType, Variable, V
 from django.template.defaulttags import FirstOfNode, ForNode, IfNode, TemplateLiteral, WithNode
 
 from notify.models import Channel
+from templates_admin.bounds import static_bound_problems
 from templates_admin.filters import ALLOWED_FILTERS, ALLOWED_TAGS, DEFAULTING_FILTERS, safe_engine
 from templates_admin.models import Template, TemplateVersion
 from templates_admin.rendering import build_context, render_version
@@ -306,7 +310,11 @@ def template_source_check(*, field: str, source: str, schema: dict[str, Any]) ->
     compiled, problems = _compile(field, source)
     if problems:
         return problems
-    return _schema_problems(field, compiled, schema)
+    bounds = [
+        Problem(field, f"line {line}: {text}" if line else text)
+        for line, text in static_bound_problems(compiled)
+    ]
+    return bounds + _schema_problems(field, compiled, schema)
 
 
 # --- 4: channel limits over the sample payloads ------------------------------------------

@@ -138,3 +138,42 @@ class RelayProcess:
         if self.process and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+class WebProcess:
+    """`scripts/web.sh` (the production web command: uvicorn, ASGI) as a child process on
+    a free loopback port, logging to artifacts/."""
+
+    def __init__(self, env: dict[str, str], *, name: str = "web") -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.env = {**env, "HOST": "127.0.0.1", "PORT": str(self.port), "WEB_CONCURRENCY": "1"}
+        self.process: subprocess.Popen | None = None
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.log_path = ARTIFACTS / f"{name}.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
+        self.process = subprocess.Popen(
+            ["bash", "scripts/web.sh"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"web exited at start; see {self.log_path}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"web did not listen in {timeout}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        stop_child(self.process)

@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
+from notify.feed import feed_entry_create, feed_mark_read
 from notify.models import Category, FeedEntry, Notification, Producer, Recipient
-from notify.services import feed_entry_create, feed_mark_read
 from notify.unread import unread_count, unread_key, unread_reconcile
 
 
@@ -44,7 +44,8 @@ def test_feed_is_newest_first_and_the_cursor_is_stable_under_inserts(api, alice)
     assert [e["title"] for e in third["results"]] == ["title 0"]
     assert third["next_cursor"] is None
     assert set(first["results"][0]) == {
-        "id", "notification_id", "category", "title", "body", "url", "created_at", "read_at",
+        "id", "notification_id", "category", "title", "body", "url", "created_at",
+        "occurred_at", "read_at",
     }  # fmt: skip
 
 

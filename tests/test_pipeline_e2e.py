@@ -213,5 +213,6 @@ def test_a_scheduled_event_is_routed_at_its_send_at_not_before(api, pipeline):
 def test_a_send_at_too_far_ahead_is_refused(api, db, demo_data):
     register(api, "u-far", email="far@example.com")
     response = post_event(api, user_id="u-far", send_at="2099-01-01T00:00:00Z")
-    assert response.status_code == 400
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "out_of_window"
     assert response.json()["error"]["field"] == "send_at"

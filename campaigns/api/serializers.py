@@ -2,18 +2,53 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from rest_framework import serializers
 
+from campaigns.audience import SEGMENT_FLAGS, SEGMENT_LISTS
+from notify.api.strict import StrictSerializer
 
-class AudienceIn(serializers.Serializer):
+
+class AudienceIn(StrictSerializer):
     # Exactly one of the three; the view says which is missing or extra. Lists are
     # checked by `campaigns.audience.audience_problem` (its bound is a setting).
-    user_ids = serializers.ListField(required=False, help_text="Up to 100,000 user ids.")
+    user_ids = serializers.ListField(
+        required=False, help_text="Up to NOTIFY_CAMPAIGN_MAX_USER_IDS user ids."
+    )
     segment = serializers.DictField(required=False)
     all = serializers.BooleanField(required=False)
 
+    @property
+    def openapi_extra(self) -> dict:
+        """The rules of the view and `audience_problem`, for the OpenAPI schema."""
+        values = {
+            "anyOf": [
+                {"type": "string"},
+                {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            ]
+        }
+        return {
+            "oneOf": [{"required": [kind]} for kind in ("user_ids", "segment", "all")],
+            "properties": {
+                "user_ids": {
+                    "items": {"type": "string", "minLength": 1},
+                    "minItems": 1,
+                    "maxItems": settings.NOTIFY_CAMPAIGN_MAX_USER_IDS,
+                },
+                "segment": {
+                    "properties": {
+                        **{name: values for name in SEGMENT_LISTS},
+                        **{name: {"type": "boolean"} for name in SEGMENT_FLAGS},
+                    },
+                    "additionalProperties": False,
+                    "minProperties": 1,
+                },
+                "all": {"enum": [True]},
+            },
+        }
 
-class CampaignIn(serializers.Serializer):
+
+class CampaignIn(StrictSerializer):
     name = serializers.CharField(max_length=200)
     category = serializers.CharField(max_length=100)
     payload = serializers.DictField(default=dict)

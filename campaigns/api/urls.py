@@ -1,8 +1,10 @@
 from django.urls import path
 
-from campaigns.api import views
+from campaigns.api import erasure, views
 
 urlpatterns = [
+    # PUT (upsert contact data, notify's view) and DELETE (erase the person) on one path.
+    path("users/<str:user_id>", erasure.RecipientApi.as_view(), name="recipient"),
     path("campaigns", views.CampaignLaunchApi.as_view(), name="campaign-launch"),
     path("campaigns/<int:campaign_id>", views.CampaignDetailApi.as_view(), name="campaign-detail"),
     path("campaigns/<int:campaign_id>/pause", views.CampaignPauseApi.as_view(),

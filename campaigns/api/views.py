@@ -25,9 +25,9 @@ from campaigns.control import (
 from campaigns.fanout import campaign_launch
 from campaigns.models import AudienceKind, Campaign
 from campaigns.selectors import campaign_progress
-from notify.api.auth import ApiKeyRateThrottle
 from notify.api.errors import ApiError, first_validation_error
 from notify.api.lookups import category_allowed, category_or_422, payload_fits
+from notify.api.schema import error_responses
 
 
 def _audience_from(raw: dict) -> tuple[str, dict]:
@@ -52,11 +52,12 @@ def _audience_from(raw: dict) -> tuple[str, dict]:
 
 
 class CampaignLaunchApi(APIView):
-    throttle_classes = [ApiKeyRateThrottle]
+    # An audience of user ids is large: the body limit is the campaign's own.
+    body_limit_setting = "NOTIFY_CAMPAIGN_MAX_BODY_BYTES"
 
     @extend_schema(
         request=s.CampaignIn,
-        responses={202: s.CampaignLaunchedOut},
+        responses={202: s.CampaignLaunchedOut, **error_responses(422)},
         summary="Launch a campaign; answers at once, the fan-out runs as a task.",
     )
     def post(self, request: Request) -> Response:
@@ -136,18 +137,30 @@ def _control(request: Request, campaign_id: int, action: Callable[..., int]) -> 
 
 
 class CampaignPauseApi(APIView):
-    @extend_schema(request=None, responses={200: s.CampaignOut}, summary="Pause a campaign.")
+    @extend_schema(
+        request=None,
+        responses={200: s.CampaignOut, **error_responses(409)},
+        summary="Pause a campaign.",
+    )
     def post(self, request: Request, campaign_id: int) -> Response:
         return _control(request, campaign_id, campaign_pause)
 
 
 class CampaignResumeApi(APIView):
-    @extend_schema(request=None, responses={200: s.CampaignOut}, summary="Resume a campaign.")
+    @extend_schema(
+        request=None,
+        responses={200: s.CampaignOut, **error_responses(409)},
+        summary="Resume a campaign.",
+    )
     def post(self, request: Request, campaign_id: int) -> Response:
         return _control(request, campaign_id, campaign_resume)
 
 
 class CampaignCancelApi(APIView):
-    @extend_schema(request=None, responses={200: s.CampaignOut}, summary="Cancel a campaign.")
+    @extend_schema(
+        request=None,
+        responses={200: s.CampaignOut, **error_responses(409)},
+        summary="Cancel a campaign.",
+    )
     def post(self, request: Request, campaign_id: int) -> Response:
         return _control(request, campaign_id, campaign_cancel)

@@ -4,12 +4,19 @@ Runs under ASGI as an async view. Each event's `id` is the feed entry id and its
 the feed entry JSON; `Last-Event-ID` replays what was missed; a comment line every
 NOTIFY_STREAM_HEARTBEAT keeps proxies from closing an idle stream and renews the
 device's entry in the live registry, which the push sender reads.
+
+Bounds (deliveries.api.stream_limits): at most NOTIFY_STREAM_MAX_PER_USER open streams
+per user and NOTIFY_STREAM_MAX_PER_KEY per API key (the next one is refused with 429);
+after NOTIFY_STREAM_MAX_LIFETIME the server ends the stream with jittered `retry:`
+advice, and the client's reconnect is authenticated again (a revoked key or an expired
+token ends there). All streams of a process share one Redis pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import time
 import uuid
@@ -21,7 +28,17 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
 from redis.exceptions import RedisError
 
-from deliveries.live import device_live_clear, device_live_mark
+from deliveries.api.stream_limits import (
+    StreamSlot,
+    TooManyStreams,
+    reconnect_after_ms,
+    stream_lifetime,
+    stream_redis,
+    stream_slot_release,
+    stream_slot_renew,
+    stream_slot_take,
+)
+from deliveries.live import device_live_clear, device_live_mark, feed_entry_mark_seen
 from deliveries.models import Device
 from notify.api.auth import api_key_scope_refusal
 from notify.api.errors import ApiError, error_body
@@ -39,8 +56,10 @@ def _error(status: int, code: str, message: str, field: str | None = None) -> Js
     return JsonResponse(error_body(code, message, field), status=status)
 
 
-def _authorized_recipient(request: HttpRequest, user_id: str) -> Recipient | JsonResponse:
-    """A producer key, or the end user's own token."""
+def _authorized_recipient(
+    request: HttpRequest, user_id: str
+) -> tuple[Recipient, int | None] | JsonResponse:
+    """(recipient, API key id or None) for a producer key, or the end user's own token."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         return _error(401, "not_authenticated", "Use 'Authorization: Bearer <token>'.")
@@ -55,7 +74,7 @@ def _authorized_recipient(request: HttpRequest, user_id: str) -> Recipient | Jso
             return _error(401, "authentication_failed", "Invalid or expired user token.")
         if recipient is None or recipient.pk != owner:
             return _error(403, "permission_denied", "This user token may not read this stream.")
-        return recipient
+        return recipient, None
     api_key = api_key_authenticate(key=token)
     if api_key is None:
         return _error(401, "authentication_failed", "Unknown or revoked API key.")
@@ -64,7 +83,7 @@ def _authorized_recipient(request: HttpRequest, user_id: str) -> Recipient | Jso
         return _error(403, "missing_scope", refusal)
     if recipient is None:
         return _error(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
-    return recipient
+    return recipient, api_key.pk
 
 
 def _entries_after(recipient_id: int, after: int) -> list[dict]:
@@ -81,6 +100,7 @@ def _entries_after(recipient_id: int, after: int) -> list[dict]:
             "body": entry.body,
             "url": entry.url,
             "created_at": entry.created_at,
+            "occurred_at": entry.occurred_at,  # arrival order here; a client places it by this
             "read_at": entry.read_at,
         }
         for entry in rows
@@ -93,33 +113,45 @@ def _newest_id(recipient_id: int) -> int:
 
 
 def _prepare(request: HttpRequest, user_id: str):
-    found = _authorized_recipient(request, user_id)
-    if isinstance(found, JsonResponse):
-        return found, None, None
+    authorized = _authorized_recipient(request, user_id)
+    if isinstance(authorized, JsonResponse):
+        return authorized, None, None, None
+    found, api_key_id = authorized
     raw_device = request.GET.get("device_id", "")
     device = None
     if raw_device:
         if not _ID.fullmatch(raw_device):
-            return _error(400, "invalid", "device_id must be a device id.", "device_id"), None, None
+            message = "device_id must be a device id."
+            return _error(400, "invalid", message, "device_id"), None, None, None
         device = Device.objects.filter(pk=int(raw_device), recipient=found).first()
         if device is None:
-            return _error(404, "unknown_device", "No such device.", "device_id"), None, None
+            message = "No such device."
+            return _error(404, "unknown_device", message, "device_id"), None, None, None
     last = request.headers.get("Last-Event-ID", "").strip()
     if last and not _ID.fullmatch(last):
         message = "Last-Event-ID must be the id of a feed event."
-        return _error(400, "invalid", message, "Last-Event-ID"), None, None
+        return _error(400, "invalid", message, "Last-Event-ID"), None, None, None
     cursor = int(last) if last else _newest_id(found.pk)
-    return found, device, cursor
+    return found, device, cursor, api_key_id
 
 
 async def stream(request: HttpRequest, user_id: str) -> HttpResponseBase:
     if request.method != "GET":
         return _error(405, "method_not_allowed", "Use GET.")
-    recipient, device, cursor = await sync_to_async(_prepare)(request, user_id)
+    recipient, device, cursor, api_key_id = await sync_to_async(_prepare)(request, user_id)
     if isinstance(recipient, JsonResponse):
         return recipient
+    connection_id = uuid.uuid4().hex
+    try:
+        slot = await stream_slot_take(
+            recipient_id=recipient.pk, api_key_id=api_key_id, connection_id=connection_id
+        )
+    except TooManyStreams as refused:
+        response = _error(429, "too_many_streams", str(refused))
+        response["Retry-After"] = str(math.ceil(reconnect_after_ms() / 1000))
+        return response
     response = StreamingHttpResponse(
-        _events(recipient.pk, device.pk if device else None, cursor),
+        _events(recipient.pk, device.pk if device else None, cursor, slot),
         content_type="text/event-stream",
     )
     response["Cache-Control"] = "no-cache"
@@ -127,34 +159,49 @@ async def stream(request: HttpRequest, user_id: str) -> HttpResponseBase:
     return response
 
 
-async def _events(recipient_id: int, device_id: int | None, cursor: int) -> AsyncIterator[str]:
-    connection_id = uuid.uuid4().hex
+async def _events(
+    recipient_id: int, device_id: int | None, cursor: int, slot: StreamSlot
+) -> AsyncIterator[str]:
+    connection_id = slot.connection_id
+    ends_at = time.monotonic() + stream_lifetime()
     mark = sync_to_async(device_live_mark)
     fetch = sync_to_async(_entries_after)
+    seen = sync_to_async(feed_entry_mark_seen)
     wakeups = _FeedWakeups(recipient_id)
     try:
         if device_id is not None:
             await mark(device_id=device_id, connection_id=connection_id)
         # Subscribed before the first read: an entry written in between is not missed.
         await wakeups.open()
-        yield "retry: 3000\n\n"
+        yield f"retry: {reconnect_after_ms()}\n\n"
         beat = time.monotonic()
         while True:
             for entry in await fetch(recipient_id, cursor):
                 cursor = entry["id"]
                 data = json.dumps(entry, cls=DjangoJSONEncoder, ensure_ascii=False)
                 yield f"id: {entry['id']}\nevent: feed\ndata: {data}\n\n"
+                if device_id is not None:
+                    # Resumed only once the server took the event: the device has it, and
+                    # the push sender may skip this notification's push.
+                    await seen(device_id=device_id, entry_id=entry["id"])
+            if time.monotonic() >= ends_at:
+                # The client reconnects after `retry` with Last-Event-ID, and that new
+                # request is authenticated again.
+                yield f"retry: {reconnect_after_ms()}\n: lifetime reached, reconnect\n\n"
+                return
             until_beat = settings.NOTIFY_STREAM_HEARTBEAT - (time.monotonic() - beat)
             if until_beat <= 0:
                 beat = time.monotonic()
                 if device_id is not None:
                     await mark(device_id=device_id, connection_id=connection_id)
+                await stream_slot_renew(slot)
                 yield ": heartbeat\n\n"
                 until_beat = settings.NOTIFY_STREAM_HEARTBEAT
-            await wakeups.wait(max_seconds=until_beat)
+            await wakeups.wait(max_seconds=min(until_beat, ends_at - time.monotonic()))
     finally:
         # Runs on client disconnect too (Django cancels the stream): pushes resume.
         await wakeups.close()
+        await stream_slot_release(slot)
         if device_id is not None:
             device_live_clear(device_id=device_id, connection_id=connection_id)
 
@@ -169,17 +216,12 @@ class _FeedWakeups:
 
     def __init__(self, recipient_id: int) -> None:
         self.channel = feed_channel(recipient_id)
-        self.client = None
         self.pubsub = None
 
     async def open(self) -> None:
-        import redis.asyncio as aioredis
-
         try:
-            self.client = aioredis.from_url(
-                settings.REDIS_URL, socket_connect_timeout=settings.REDIS_SOCKET_TIMEOUT
-            )
-            self.pubsub = self.client.pubsub()
+            # Subscribed, the connection is this stream's until close() hands it back.
+            self.pubsub = stream_redis().pubsub()
             await self.pubsub.subscribe(self.channel)
         except RedisError:
             await self.close()
@@ -200,11 +242,9 @@ class _FeedWakeups:
             await self.close()  # fall back to polling
 
     async def close(self) -> None:
-        pubsub, client, self.pubsub, self.client = self.pubsub, self.client, None, None
+        pubsub, self.pubsub = self.pubsub, None
         try:
             if pubsub is not None:
-                await pubsub.aclose()
-            if client is not None:
-                await client.aclose()
+                await pubsub.aclose()  # its connection goes back to the shared pool
         except RedisError:
             pass

@@ -16,6 +16,7 @@ from deliveries.selectors import notification_status
 from notify.api import serializers as notify_s
 from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404
+from notify.api.schema import error_responses
 
 
 class DeviceRegisterApi(APIView):
@@ -74,7 +75,7 @@ class NotificationStatusApi(APIView):
 
 class NotificationCancelApi(APIView):
     @extend_schema(
-        responses={204: None, 404: None, 409: None},
+        responses={204: None, **error_responses(409)},
         summary="Cancel what is not sent yet of a notification.",
         description=(
             "Deliveries still waiting (queued, retrying, deferred by quiet hours) become "

@@ -3,7 +3,9 @@
 Classification: a recipient refused with 5xx (a hard bounce: the address is suppressed)
 or a 5xx at DATA is permanent;
 4xx answers, disconnects, timeouts and refusals of our own sender or login are
-transient (they are about our side or the relay, not about this message).
+transient (they are about our side or the relay, not about this message). The whole
+call, connecting included, ends at NOTIFY_CALL_DEADLINE_SMTP however slowly the relay
+answers (a transient `timeout`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from django.core.mail.backends.base import BaseEmailBackend
 from django.utils.html import escape
 
 from deliveries.channels.base import SendResult
+from deliveries.channels.deadline import DeadlineSmtpBackend, call_deadline, deadline_watch
 from preferences.tokens import unsubscribe_url
 from templates_admin.mail import VersionEmailMessage
 
@@ -64,10 +67,20 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
     message.render()  # a template error surfaces here, before any network call
     if unsubscribe:
         _add_unsubscribe_footer(message, unsubscribe)
-    try:
-        _send_on_kept_connection(message, to=delivery.target)
-    except (smtplib.SMTPException, OSError) as error:
-        return classify_smtp_error(error)
+    deadline = settings.NOTIFY_PROVIDER_CALL_DEADLINES["smtp"]
+    with call_deadline(deadline) as watch:
+        try:
+            _send_on_kept_connection(message, to=delivery.target)
+        except (smtplib.SMTPException, OSError) as error:
+            if watch.expired:  # the relay dripped or stalled; its session is gone
+                _drop_kept()
+                return SendResult.transient(
+                    status_code="timeout",
+                    response=f"no complete answer within {deadline:g}s (the call's deadline)",
+                )
+            return classify_smtp_error(error)
+    if watch.expired:  # accepted just as the deadline fired: the session is cut, not reused
+        _drop_kept()
     return SendResult.delivered(provider_message_id=message_id, status_code="250")
 
 
@@ -94,8 +107,9 @@ def _send_on_kept_connection(message: VersionEmailMessage, *, to: str) -> None:
     )
     if not reused:
         _drop_kept()
-        _kept.backend = get_connection(fail_silently=False)
-        _kept.backend.open()
+        _kept.backend = _open_backend()
+    else:  # opened during an earlier call: its socket joins this call's deadline
+        deadline_watch(getattr(_kept.backend.connection, "sock", None))
     message.connection = _kept.backend
     try:
         message.send(to=[to])
@@ -103,8 +117,7 @@ def _send_on_kept_connection(message: VersionEmailMessage, *, to: str) -> None:
         _drop_kept()
         if not reused:
             raise
-        _kept.backend = get_connection(fail_silently=False)
-        _kept.backend.open()
+        _kept.backend = _open_backend()
         message.connection = _kept.backend
         try:
             message.send(to=[to])
@@ -115,6 +128,17 @@ def _send_on_kept_connection(message: VersionEmailMessage, *, to: str) -> None:
         _drop_kept()
         raise
     _kept.last_used = time.monotonic()
+
+
+def _open_backend() -> BaseEmailBackend:
+    """An open session: Django's SMTP backend as its deadline-aware subclass, any other
+    configured backend (locmem in tests) as it is."""
+    if settings.EMAIL_BACKEND == "django.core.mail.backends.smtp.EmailBackend":
+        backend: BaseEmailBackend = DeadlineSmtpBackend(fail_silently=False)
+    else:
+        backend = get_connection(fail_silently=False)
+    backend.open()
+    return backend
 
 
 def kept_session_close() -> None:

@@ -21,13 +21,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import firebase_admin
-import requests
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from firebase_admin import credentials, exceptions, messaging
 
 from deliveries.channels.base import SendResult, ttl_left
+from deliveries.channels.deadline import BoundedAdapter
 from deliveries.channels.webpush import parse_retry_after
 from deliveries.devices import PERMANENT_DEVICE_CODES, devices_deactivate
 from deliveries.models import Device, DeviceKind
@@ -43,7 +43,7 @@ PRIORITY_BY_QUEUE = {"high": "high", "medium": "high", "low": "normal"}
 _APNS_PRIORITY = {"high": "10", "normal": "5"}
 
 _app_lock = threading.Lock()
-_apps: dict[tuple[str, str, float], firebase_admin.App] = {}
+_apps: dict[tuple[str, str, float, float], firebase_admin.App] = {}
 
 
 def _credential() -> credentials.Certificate:
@@ -56,7 +56,12 @@ def _credential() -> credentials.Certificate:
 
 def fcm_app() -> firebase_admin.App:
     """The firebase-admin app for the configured credentials and send URL (one per pair)."""
-    key = (settings.FCM_CREDENTIALS, settings.FCM_SEND_URL, settings.NOTIFY_PUSH_REQUEST_TIMEOUT)
+    key = (
+        settings.FCM_CREDENTIALS,
+        settings.FCM_SEND_URL,
+        settings.NOTIFY_PUSH_REQUEST_TIMEOUT,
+        settings.NOTIFY_PROVIDER_CALL_DEADLINES["fcm"],
+    )
     with _app_lock:
         app = _apps.get(key)
         if app is None:
@@ -86,8 +91,15 @@ def configure_messaging(service: Any) -> None:
     if settings.FCM_SEND_URL:
         service._fcm_url = settings.FCM_SEND_URL.format(project_id=service._project_id)
     session = service._client.session
+    # No retries, a total deadline per request and a bounded read of each answer.
+    adapter = BoundedAdapter(
+        total_seconds=settings.NOTIFY_PROVIDER_CALL_DEADLINES["fcm"],
+        max_bytes=settings.NOTIFY_FCM_MAX_RESPONSE_BYTES,
+        max_retries=0,
+        pool_maxsize=100,
+    )
     for prefix in ("http://", "https://", "https://fcm.googleapis.com"):
-        session.mount(prefix, requests.adapters.HTTPAdapter(max_retries=0, pool_maxsize=100))
+        session.mount(prefix, adapter)
 
 
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:

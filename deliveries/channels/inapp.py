@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from deliveries.channels.base import SendResult
+from notify.feed import feed_entry_create
 from notify.models import FeedEntry, Notification
-from notify.services import feed_entry_create
 from templates_admin.rendering import RenderedMessage, render_version, truncate_at_word
 
 if TYPE_CHECKING:

@@ -2,14 +2,16 @@
 
 Every attempt reads the device's current subscription by the delivery's target (the
 device id), so a browser that re-registered while its notification waited gets it at
-the new endpoint. Classification: 2xx delivered; 404/410 the subscription is gone →
-permanent, and the device is deactivated; 413/400 the message is unacceptable →
-permanent; 429 and 5xx, timeouts and connection errors → transient, with the push
-service's Retry-After passed on (bounded).
+the new endpoint. Classification: 2xx delivered; 404/410 (the subscription is gone) and
+401/403 (it refuses our VAPID key, which it was bound to) → permanent, and the device is
+deactivated; 413/400 the message is unacceptable → permanent; 429 and 5xx, timeouts and
+connection errors → transient, with the push service's Retry-After passed on (bounded
+by NOTIFY_PUSH_RETRY_AFTER_MAX; past the delivery's deadline it expires).
 
 The endpoint came from a browser, so before each post it is checked against
-WEBPUSH_ALLOWED_ORIGINS (deliveries/push_origins.py); redirects are never followed, and
-at most WEBPUSH_MAX_RESPONSE_BYTES of the answer is read.
+WEBPUSH_ALLOWED_ORIGINS (deliveries/push_origins.py); redirects are never followed, at
+most WEBPUSH_MAX_RESPONSE_BYTES of the answer is read, and the whole call ends at
+NOTIFY_CALL_DEADLINE_WEBPUSH however slowly the endpoint drips its answer.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from py_vapid import Vapid
 from pywebpush import WebPusher
 
 from deliveries.channels.base import SendResult, ttl_left
-from deliveries.devices import devices_deactivate
+from deliveries.channels.deadline import BoundedAdapter
+from deliveries.devices import PERMANENT_DEVICE_CODES, devices_deactivate
 from deliveries.models import DeviceKind
 from deliveries.push_origins import EndpointRefused, endpoint_check
 from deliveries.selectors import device_for_delivery
@@ -54,34 +57,37 @@ _DELAY_SECONDS = re.compile(r"[0-9]+")
 
 
 class _PushSession(requests.Session):
-    """A session that follows no redirect and reads at most WEBPUSH_MAX_RESPONSE_BYTES.
+    """A session that follows no redirect, with a total deadline and a bounded read.
 
     pywebpush posts through `requests_session.post` and then reads `response.text`, so
-    the bound has to hold inside the session: the body is read here, and a longer one
-    is cut and its connection dropped instead of read to the end.
+    both bounds hold inside the transport (`BoundedAdapter`): the body is read there, at
+    most WEBPUSH_MAX_RESPONSE_BYTES of it, before the deadline.
     """
+
+    def __init__(self, *, total_seconds: float, max_bytes: int) -> None:
+        super().__init__()
+        self.trust_env = False  # no proxy from the environment: we post only where allowed
+        adapter = BoundedAdapter(total_seconds=total_seconds, max_bytes=max_bytes)
+        self.mount("http://", adapter)
+        self.mount("https://", adapter)
 
     def request(self, method, url, *args, **kwargs) -> requests.Response:
         kwargs["allow_redirects"] = False
-        kwargs["stream"] = True
-        response = super().request(method, url, *args, **kwargs)
-        limit = settings.WEBPUSH_MAX_RESPONSE_BYTES
-        try:
-            body = response.raw.read(limit + 1, decode_content=True)
-        except Exception:
-            response.close()
-            raise
-        if len(body) > limit:
-            response.close()  # the rest is never read: drop the connection
-            body = body[:limit]
-        else:
-            response.raw.release_conn()  # read to its end: the connection is reusable
-        response._content = body
-        response._content_consumed = True
-        return response
+        return super().request(method, url, *args, **kwargs)
 
 
-_session = _PushSession()
+@lru_cache(maxsize=4)
+def _session_for(total_seconds: float, max_bytes: int) -> _PushSession:
+    return _PushSession(total_seconds=total_seconds, max_bytes=max_bytes)
+
+
+def push_session() -> _PushSession:
+    """The shared session for the configured deadline and answer size."""
+    return _session_for(
+        settings.NOTIFY_PROVIDER_CALL_DEADLINES["webpush"], settings.WEBPUSH_MAX_RESPONSE_BYTES
+    )
+
+
 _jwt_lock = threading.Lock()
 _jwt_cache: dict[str, tuple[dict[str, str], float]] = {}
 
@@ -159,26 +165,29 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
     headers = vapid_headers(device.endpoint)
     headers["Urgency"] = URGENCY_BY_QUEUE.get(delivery.queue, "normal")
     try:
-        response = WebPusher(_subscription(device), requests_session=_session).send(
+        response = WebPusher(_subscription(device), requests_session=push_session()).send(
             payload,
             headers,
             ttl=ttl_left(delivery),
             timeout=(settings.NOTIFY_PUSH_CONNECT_TIMEOUT, settings.NOTIFY_PUSH_REQUEST_TIMEOUT),
         )
+    except requests.Timeout as error:  # per read, or the call's total deadline
+        return SendResult.transient(status_code="timeout", response=str(error)[:500])
     except requests.RequestException as error:
-        return SendResult.transient(status_code=type(error).__name__, response=str(error))
+        return SendResult.transient(status_code=type(error).__name__, response=str(error)[:500])
     return classify_response(response, device=device)
 
 
 def classify_response(response: requests.Response, *, device: Device) -> SendResult:
     """Map the push service's answer to an outcome; deactivate a gone subscription."""
     code = response.status_code
-    text = response.text[:500]
+    # The transport read at most WEBPUSH_MAX_RESPONSE_BYTES; only the start is kept.
+    text = response.content[:500].decode("utf-8", "replace")
     if 200 <= code < 300:
         return SendResult.delivered(
             provider_message_id=response.headers.get("Location", "")[:255], status_code=str(code)
         )
-    if code in (404, 410):
+    if str(code) in PERMANENT_DEVICE_CODES[DeviceKind.WEBPUSH]:
         devices_deactivate(kind=DeviceKind.WEBPUSH, answers={device.pk: str(code)})
         return SendResult.permanent(status_code=str(code), response=text)
     if code == 429 or code >= 500:
@@ -187,12 +196,11 @@ def classify_response(response: requests.Response, *, device: Device) -> SendRes
             response=text,
             retry_after=parse_retry_after(response.headers.get("Retry-After")),
         )
-    if code in (400, 413) or 300 <= code < 400:
-        # A redirect is not followed: a push service answers a push, it never moves it.
-        return SendResult.permanent(status_code=str(code), response=text)
-    # 401/403 and the like are about our VAPID setup, not this message: retried until
-    # fixed or the TTL runs out.
-    return SendResult.transient(status_code=str(code), response=text)
+    # Any other answer is about this message or this endpoint, not the push service's
+    # health: 400/413 (unacceptable message), a redirect (never followed: a push service
+    # answers a push, it never moves it) and whatever else an endpoint makes up. Permanent,
+    # so a hostile endpoint can neither keep a retry loop going nor trip a breaker.
+    return SendResult.permanent(status_code=str(code), response=text)
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -73,6 +73,13 @@ def _database() -> Iterator[Metric]:
         "Deliveries whose retries ran out (status dead).",
         value=selectors.dead_deliveries(),
     )
+    # From the table, not the queue: the consumer keeps the queue empty, and a dead
+    # letter stays counted until an operator re-drives it.
+    yield GaugeMetricFamily(
+        "notify_dead_letters_open",
+        "Dead-lettered messages not re-driven yet (admin: Dead letters).",
+        value=selectors.open_dead_letters(),
+    )
     yield GaugeMetricFamily(
         "notify_outbox_oldest_unpublished_age_seconds",
         "Age of the oldest outbox row not yet published to the broker; 0 when none.",
@@ -88,11 +95,6 @@ def _broker() -> Iterator[Metric]:
     for name, count in depths.items():
         gauge.add_metric([name], count)
     yield gauge
-    yield GaugeMetricFamily(
-        "notify_dead_letter_messages",
-        "Messages waiting in the dead_letter queue.",
-        value=depths.get("dead_letter", 0),
-    )
 
 
 def _redis() -> Iterator[Metric]:

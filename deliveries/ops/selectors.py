@@ -14,7 +14,7 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 from kombu import Connection
 
-from deliveries.models import FINAL_STATUSES, Delivery, DeliveryStatus
+from deliveries.models import FINAL_STATUSES, DeadLetter, Delivery, DeliveryStatus
 from notify.models import Notification, Outbox
 
 PUSH_DROPS_PATTERN = "notify:metrics:push_drops:*"
@@ -25,7 +25,12 @@ BREAKER_STATES = {"closed": 0.0, "half_open": 1.0, "half-open": 1.0, "open": 2.0
 TRIED_FINAL_STATUSES = tuple(
     sorted(
         FINAL_STATUSES
-        - {DeliveryStatus.SUPPRESSED, DeliveryStatus.SKIPPED_LIVE, DeliveryStatus.CANCELLED}
+        - {
+            DeliveryStatus.SUPPRESSED,
+            DeliveryStatus.SKIPPED_LIVE,
+            DeliveryStatus.CANCELLED,
+            DeliveryStatus.SUPERSEDED,
+        }
     )
 )
 
@@ -121,6 +126,12 @@ def delivery_latency(*, now: datetime | None = None) -> list[LatencyHistogram]:
 def dead_deliveries() -> int:
     """Deliveries whose retries ran out (status `dead`)."""
     return Delivery.objects.filter(status=DeliveryStatus.DEAD).count()
+
+
+def open_dead_letters() -> int:
+    """Dead-lettered messages moved into the table and not re-driven yet (one count over
+    the partial index `dead_letter_open`)."""
+    return DeadLetter.objects.filter(redriven_at__isnull=True).count()
 
 
 def oldest_unpublished_outbox_age(*, now: datetime | None = None) -> float:

@@ -1,4 +1,4 @@
-"""Producer authentication (`Authorization: Bearer <api key>`) and per-key rate limits."""
+"""API authentication (producer keys, end-user tokens), key scopes, and rate limits per caller."""
 
 from __future__ import annotations
 
@@ -104,7 +104,8 @@ SCOPE_BY_VIEW: dict[str | tuple[str, str], str] = {
     "campaign-pause": Scope.NOTIFICATIONS_SEND,
     "campaign-resume": Scope.NOTIFICATIONS_SEND,
     "campaign-cancel": Scope.NOTIFICATIONS_SEND,
-    "recipient-upsert": Scope.RECIPIENTS_WRITE,
+    ("recipient", "PUT"): Scope.RECIPIENTS_WRITE,
+    ("recipient", "DELETE"): Scope.USERS_ERASE,
     "feed-list": Scope.USERS_READ,
     "feed-read": Scope.USERS_READ,
     "unread-count": Scope.USERS_READ,
@@ -157,23 +158,68 @@ class ApiKeyScopes(permissions.BasePermission):
         return True
 
 
-class ApiKeyRateThrottle(throttling.BaseThrottle):
-    """Token bucket per API key. Fails open: Redis down must not stop intake."""
+@dataclass(frozen=True)
+class Bucket:
+    """The token bucket a request draws from: its Redis key and its rate."""
+
+    key: str
+    rate: float
+    burst: int
+
+
+def request_bucket(principal: object) -> Bucket | None:
+    """The bucket for this caller: one per API key, one per end user; None when anonymous.
+
+    A key's own rate (set in admin) wins over NOTIFY_API_RATE_PER_SECOND/BURST.
+    """
+    if isinstance(principal, ProducerPrincipal):
+        api_key = principal.api_key
+        return Bucket(
+            key=f"notify:ratelimit:key:{api_key.pk}",
+            rate=api_key.rate_per_second or settings.NOTIFY_API_RATE_PER_SECOND,
+            burst=api_key.rate_burst or settings.NOTIFY_API_RATE_BURST,
+        )
+    if isinstance(principal, UserPrincipal):
+        return Bucket(
+            key=f"notify:ratelimit:user:{principal.recipient.pk}",
+            rate=settings.NOTIFY_USER_RATE_PER_SECOND,
+            burst=settings.NOTIFY_USER_RATE_BURST,
+        )
+    return None
+
+
+class RateLimiterUnavailable(exceptions.APIException):
+    """503 when Redis, which holds the buckets, is down and the limiter fails closed."""
+
+    status_code = 503
+    default_detail = "The rate limiter is unavailable; retry shortly."
+    default_code = "rate_limiter_unavailable"
+    wait = 1  # DRF's handler turns it into Retry-After
+
+
+class ApiRateThrottle(throttling.BaseThrottle):
+    """Every API operation draws from its caller's bucket (`request_bucket`): 429 with
+    Retry-After when empty.
+
+    With Redis unreachable NOTIFY_API_RATE_LIMIT_FAIL_OPEN decides: let the request
+    through (the default: Redis holds only the buckets, so its outage must not stop
+    intake, which needs only PostgreSQL) or refuse it with 503.
+    """
 
     def __init__(self) -> None:
         self._wait: float | None = None
 
     def allow_request(self, request, view) -> bool:
-        api_key = getattr(request.user, "api_key", None)
-        if api_key is None:
+        bucket = request_bucket(request.user)
+        if bucket is None:
             return True
-        rate = api_key.rate_per_second or settings.NOTIFY_API_RATE_PER_SECOND
-        burst = api_key.rate_burst or settings.NOTIFY_API_RATE_BURST
         try:
-            take = bucket_take(key=f"notify:ratelimit:key:{api_key.pk}", rate=rate, burst=burst)
+            take = bucket_take(key=bucket.key, rate=bucket.rate, burst=bucket.burst)
         except RedisError:
-            logger.warning("API rate limit skipped: Redis unavailable")
-            return True
+            if settings.NOTIFY_API_RATE_LIMIT_FAIL_OPEN:
+                logger.warning("API rate limit skipped: Redis unavailable")
+                return True
+            raise RateLimiterUnavailable() from None
         self._wait = take.wait_seconds
         return take.allowed
 

@@ -75,12 +75,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response.data = error_body("invalid", message, field or None)
         response.status_code = status.HTTP_400_BAD_REQUEST
     else:
-        code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), "error")
-        # Raised with a code of its own (e.g. PermissionDenied(code="missing_scope")): keep it.
+        code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), None)
+        # Raised with a code of its own (e.g. PermissionDenied(code="missing_scope")), or
+        # an exception of ours that DRF does not know (its default code): keep it.
         own = getattr(getattr(exc, "detail", None), "code", None)
-        if isinstance(own, str) and own != getattr(exc, "default_code", own):
+        if isinstance(own, str) and (code is None or own != getattr(exc, "default_code", own)):
             code = own
-        response.data = error_body(code, str(getattr(exc, "detail", exc)))
+        response.data = error_body(code or "error", str(getattr(exc, "detail", exc)))
     return response
 
 

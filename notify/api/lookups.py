@@ -10,16 +10,19 @@ from notify.payloads import payload_problem
 from notify.selectors import recipient_get
 from notify.services import api_key_may_send, category_by_key
 
-_USER_ID_MAX = Recipient._meta.get_field("user_id").max_length
+USER_ID_MAX = Recipient._meta.get_field("user_id").max_length
 # Control characters and lone surrogates: PostgreSQL refuses NUL, and none is an id.
 _USER_ID_BAD = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+# The same rule for the OpenAPI schema (ECMA regex; a URL cannot carry a lone surrogate),
+# plus the "/" that no path segment holds.
+USER_ID_PATTERN = r"^[^\u0000-\u001f\u007f/]+$"
 
 
 def user_id_checked(user_id: str) -> str:
     """The path's user_id, or a 400 when it cannot be one (too long, control characters)."""
-    if not user_id or len(user_id) > _USER_ID_MAX:
+    if not user_id or len(user_id) > USER_ID_MAX:
         raise ApiError(
-            400, "invalid", f"user_id must be 1 to {_USER_ID_MAX} characters.", field="user_id"
+            400, "invalid", f"user_id must be 1 to {USER_ID_MAX} characters.", field="user_id"
         )
     if _USER_ID_BAD.search(user_id):
         raise ApiError(

@@ -52,19 +52,33 @@ def json_problem(data: Any, *, max_depth: int) -> tuple[str, str] | None:
     return None
 
 
+def body_limit(view: object) -> int:
+    """The largest body (bytes) the view takes: NOTIFY_MAX_BODY_BYTES, or the setting the
+    view names in `body_limit_setting` (e.g. the batch endpoint's)."""
+    name = getattr(view, "body_limit_setting", "NOTIFY_MAX_BODY_BYTES")
+    return getattr(settings, name)
+
+
 class JSONParser(parsers.JSONParser):
-    """DRF's JSON parser with the checks above (depth: NOTIFY_API_MAX_JSON_DEPTH)."""
+    """DRF's JSON parser with the checks above (depth: NOTIFY_API_MAX_JSON_DEPTH), reading
+    at most the view's body limit (413 past it)."""
 
     def parse(self, stream, media_type=None, parser_context=None) -> Any:
         """The parsed body, or a 400 (`malformed_json`, or `invalid` naming the field)."""
         parser_context = parser_context or {}
         encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
+        limit = body_limit(parser_context.get("view"))
+        raw = stream.read(limit + 1)
+        if len(raw) > limit:
+            raise ApiError(
+                413, "payload_too_large", f"The request body is larger than {limit} bytes."
+            )
         try:
-            text = codecs.getreader(encoding)(stream).read()
+            text = codecs.decode(raw, encoding)
             data = json.loads(text)
         except RecursionError:
             raise exceptions.ParseError("JSON parse error - nested too deeply.") from None
-        except ValueError as error:
+        except (ValueError, LookupError) as error:  # LookupError: an unknown charset
             raise exceptions.ParseError(f"JSON parse error - {error}") from None
         problem = json_problem(data, max_depth=settings.NOTIFY_API_MAX_JSON_DEPTH)
         if problem is not None:

@@ -7,18 +7,25 @@ import zoneinfo
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.utils import timezone
 from rest_framework import serializers
 
+from notify.api.strict import StrictSerializer
 from notify.models import Channel
 
-_PHONE = re.compile(r"^\+[1-9]\d{6,14}$")
-_LOCALE = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$")
+# Empty clears the value; \Z (not $, which also takes a final newline) ends the text.
+_PHONE = re.compile(r"^(?:\+[1-9][0-9]{6,14})?\Z")
+_LOCALE = re.compile(r"^(?:[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*)?\Z")
+_TIMEZONES = sorted(zoneinfo.available_timezones())
+# A well-formed time outside the window the server allows counted from now (a 422: no
+# schema can state a bound that moves with the clock).
+OUT_OF_WINDOW = "out_of_window"
 # Ids are PostgreSQL bigints: a larger number is no id (and would fail in the database).
 _BIGINT_MAX = 2**63 - 1
 
 
-class NotificationIn(serializers.Serializer):
+class NotificationIn(StrictSerializer):
     event_id = serializers.CharField(max_length=200)
     user_id = serializers.CharField(max_length=255)
     category = serializers.CharField(max_length=100)
@@ -36,10 +43,33 @@ class NotificationIn(serializers.Serializer):
         "NOTIFY_SEND_AT_MAX_DAYS ahead; a time in the past means now.",
     )
 
+    occurred_at = serializers.DateTimeField(
+        required=False,
+        help_text="When the event happened (RFC 3339); default: when accepted. The feed and "
+        "each channel's sends follow this order. At most NOTIFY_OCCURRED_AT_MAX_SKEW "
+        "seconds ahead of the server's clock.",
+    )
+    subject = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_blank=True,
+        help_text="What the event is about (e.g. order:A-1001). An event older than one the "
+        "person already got about the same subject is not sent on push, SMS or email "
+        "(status superseded); the feed still shows it in its place.",
+    )
+
+    def validate_occurred_at(self, value: datetime) -> datetime:
+        skew = settings.NOTIFY_OCCURRED_AT_MAX_SKEW
+        if value > timezone.now() + timedelta(seconds=skew):
+            raise serializers.ValidationError(
+                f"At most {skew:g} seconds in the future.", code=OUT_OF_WINDOW
+            )
+        return value
+
     def validate_send_at(self, value: datetime) -> datetime:
         if value > timezone.now() + timedelta(days=settings.NOTIFY_SEND_AT_MAX_DAYS):
             raise serializers.ValidationError(
-                f"At most {settings.NOTIFY_SEND_AT_MAX_DAYS} days ahead."
+                f"At most {settings.NOTIFY_SEND_AT_MAX_DAYS} days ahead.", code=OUT_OF_WINDOW
             )
         return value
 
@@ -48,10 +78,10 @@ class NotificationAcceptedOut(serializers.Serializer):
     notification_id = serializers.UUIDField()
 
 
-class NotificationBatchIn(serializers.Serializer):
+class NotificationBatchIn(StrictSerializer):
     # Each event is validated on its own (one answer per event), not here.
     events = serializers.ListField(
-        child=serializers.JSONField(),
+        child=serializers.DictField(),
         allow_empty=False,
         max_length=settings.NOTIFY_BATCH_MAX_EVENTS,
     )
@@ -76,12 +106,20 @@ class NotificationBatchOut(serializers.Serializer):
 class DeliveryStatusOut(serializers.Serializer):
     channel = serializers.CharField()
     target = serializers.CharField()
-    status = serializers.CharField()
+    status = serializers.CharField(
+        help_text="queued, sending, retrying, delivered, failed, dead, expired, suppressed, "
+        "deferred, skipped_live, cancelled, or superseded (not sent: a newer event about "
+        "the same subject already reached the person on this channel)."
+    )
     reason = serializers.CharField()
     attempts = serializers.IntegerField()
     last_error = serializers.CharField()
     template_version = serializers.IntegerField(allow_null=True)
     next_attempt_at = serializers.DateTimeField(allow_null=True)
+    held_ms = serializers.IntegerField(
+        help_text="How long its last try was held back for an earlier delivery to the same "
+        "person on this channel (milliseconds)."
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -90,35 +128,40 @@ class NotificationStatusOut(serializers.Serializer):
     notification_id = serializers.UUIDField()
     category = serializers.CharField()
     created_at = serializers.DateTimeField()
+    occurred_at = serializers.DateTimeField()
+    subject = serializers.CharField()
     send_at = serializers.DateTimeField(allow_null=True)
     cancelled_at = serializers.DateTimeField(allow_null=True)
     deliveries = DeliveryStatusOut(many=True)
 
 
-class RecipientIn(serializers.Serializer):
+class RecipientIn(StrictSerializer):
+    # The validators are also what the OpenAPI schema states (pattern, enum).
     email = serializers.EmailField(required=False, allow_blank=True)
-    phone = serializers.CharField(required=False, allow_blank=True, max_length=32)
-    locale = serializers.CharField(required=False, allow_blank=True, max_length=35)
-    timezone = serializers.CharField(required=False, max_length=64)
-
-    def validate_phone(self, value: str) -> str:
-        if value and not _PHONE.match(value):
-            raise serializers.ValidationError("Use E.164 format, e.g. +14155550123.")
-        return value
+    phone = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,  # the pattern is the whole rule
+        max_length=32,
+        validators=[RegexValidator(_PHONE, "Use E.164 format, e.g. +14155550123.")],
+    )
+    locale = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,  # the pattern is the whole rule
+        max_length=35,
+        validators=[RegexValidator(_LOCALE, "Use a language tag such as 'en' or 'ru-RU'.")],
+    )
+    timezone = serializers.ChoiceField(
+        choices=_TIMEZONES,
+        required=False,
+        error_messages={
+            "invalid_choice": "Unknown time zone; use an IANA name such as 'Europe/Berlin'."
+        },
+    )
 
     def validate_locale(self, value: str) -> str:
-        if value and not _LOCALE.match(value):
-            raise serializers.ValidationError("Use a language tag such as 'en' or 'ru-RU'.")
         return value.replace("_", "-")
-
-    def validate_timezone(self, value: str) -> str:
-        try:
-            zoneinfo.ZoneInfo(value)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise serializers.ValidationError(
-                "Unknown time zone; use an IANA name such as 'Europe/Berlin'."
-            ) from None
-        return value
 
 
 class RecipientOut(serializers.Serializer):
@@ -139,6 +182,7 @@ class FeedEntryOut(serializers.Serializer):
     body = serializers.CharField()
     url = serializers.CharField()
     created_at = serializers.DateTimeField()
+    occurred_at = serializers.DateTimeField(help_text="When the event happened: the feed's order.")
     read_at = serializers.DateTimeField(allow_null=True)
 
 
@@ -147,7 +191,14 @@ class FeedPageOut(serializers.Serializer):
     next_cursor = serializers.CharField(allow_null=True)
 
 
-class FeedReadIn(serializers.Serializer):
+class FeedReadIn(StrictSerializer):
+    # The rule `validate` applies, for the OpenAPI schema.
+    openapi_extra = {
+        "anyOf": [
+            {"required": ["ids"], "properties": {"ids": {"minItems": 1}}},
+            {"required": ["all"], "properties": {"all": {"enum": [True]}}},
+        ]
+    }
     ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=_BIGINT_MAX),
         required=False,

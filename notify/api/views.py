@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from notify.api import serializers as s
-from notify.api.auth import ApiKeyRateThrottle
 from notify.api.errors import ApiError, error_body, first_validation_error
 from notify.api.lookups import (
     category_allowed,
@@ -19,6 +18,8 @@ from notify.api.lookups import (
     recipient_or_404,
     user_id_checked,
 )
+from notify.api.schema import error_responses
+from notify.feed import feed_mark_read
 from notify.models import ApiKey
 from notify.selectors import BadCursor, feed_page
 from notify.services import (
@@ -26,7 +27,6 @@ from notify.services import (
     Event,
     IntakeConflict,
     UnknownRecipient,
-    feed_mark_read,
     notifications_accept,
     recipient_upsert,
 )
@@ -50,7 +50,9 @@ def _event_from(raw: object, api_key: ApiKey) -> Event:
     """A validated event, or an ApiError saying what is wrong with it (400/403/422)."""
     data_in = s.NotificationIn(data=raw)
     if not data_in.is_valid():
-        field, message, _ = first_validation_error(data_in.errors)
+        field, message, code = first_validation_error(data_in.errors)
+        if code == s.OUT_OF_WINDOW:
+            raise ApiError(422, code, message, field=field or None)
         raise ApiError(400, "invalid", message, field=field or None)
     data = data_in.validated_data
     category = category_or_422(data["category"])
@@ -64,6 +66,8 @@ def _event_from(raw: object, api_key: ApiKey) -> Event:
         channels=data.get("channels"),
         ttl_seconds=data.get("ttl_seconds"),
         send_at=data.get("send_at"),
+        occurred_at=data.get("occurred_at"),
+        subject=data.get("subject", ""),
     )
 
 
@@ -86,11 +90,9 @@ def _refusal(event: Event, answer: IntakeConflict | UnknownRecipient) -> ApiErro
 
 
 class NotificationCreateApi(APIView):
-    throttle_classes = [ApiKeyRateThrottle]
-
     @extend_schema(
         request=s.NotificationIn,
-        responses={202: s.NotificationAcceptedOut},
+        responses={202: s.NotificationAcceptedOut, **error_responses(409, 422)},
         summary="Send an event; returns at once with the notification id.",
     )
     def post(self, request: Request) -> Response:
@@ -105,7 +107,7 @@ class NotificationCreateApi(APIView):
 
 
 class NotificationBatchApi(APIView):
-    throttle_classes = [ApiKeyRateThrottle]
+    body_limit_setting = "NOTIFY_BATCH_MAX_BODY_BYTES"
 
     @extend_schema(
         request=s.NotificationBatchIn,
@@ -166,14 +168,25 @@ class RecipientUpsertApi(APIView):
 
 
 class FeedListApi(APIView):
-    @extend_schema(responses={200: s.FeedPageOut}, summary="The feed, newest first.")
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": settings.NOTIFY_FEED_MAX_PAGE_SIZE},
+                description="Entries per page (default NOTIFY_FEED_PAGE_SIZE).",
+            ),
+            OpenApiParameter(
+                "cursor",
+                str,
+                description="`next_cursor` of the page before; opaque: an unknown one is 400.",
+            ),
+        ],
+        responses={200: s.FeedPageOut},
+        summary="The feed, latest event first.",
+    )
     def get(self, request: Request, user_id: str) -> Response:
         recipient = recipient_or_404(user_id)
-        try:
-            limit = int(request.query_params.get("limit", settings.NOTIFY_FEED_PAGE_SIZE))
-        except ValueError:
-            raise ApiError(400, "invalid", "limit must be a number.", field="limit") from None
-        limit = max(1, min(limit, settings.NOTIFY_FEED_MAX_PAGE_SIZE))
+        limit = _feed_limit(request.query_params.get("limit"))
         try:
             page = feed_page(
                 recipient=recipient, cursor=request.query_params.get("cursor"), limit=limit
@@ -189,11 +202,22 @@ class FeedListApi(APIView):
                 "body": entry.body,
                 "url": entry.url,
                 "created_at": entry.created_at,
+                "occurred_at": entry.occurred_at,
                 "read_at": entry.read_at,
             }
             for entry in page.entries
         ]
         return Response(s.FeedPageOut({"results": results, "next_cursor": page.next_cursor}).data)
+
+
+def _feed_limit(raw: str | None) -> int:
+    """The page size asked for, or a 400 unless it is 1 to NOTIFY_FEED_MAX_PAGE_SIZE."""
+    if raw is None:
+        return settings.NOTIFY_FEED_PAGE_SIZE
+    top = settings.NOTIFY_FEED_MAX_PAGE_SIZE
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= top:
+        raise ApiError(400, "invalid", f"limit must be a number from 1 to {top}.", field="limit")
+    return int(raw)
 
 
 class FeedReadApi(APIView):

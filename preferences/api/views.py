@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import escape
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,6 +16,8 @@ from rest_framework.views import APIView
 from notify.api.auth import UserPrincipal
 from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404
+from notify.api.schema import error_responses
+from notify.api.strict import StrictSerializer
 from notify.tokens import user_token_issue
 from preferences.models import ConsentSource
 from preferences.selectors import preferences_document
@@ -39,14 +41,25 @@ PRODUCER_SOURCES = [
 ]
 
 
-class QuietHoursField(serializers.Serializer):
+@extend_schema_field(
+    # What strptime's %H:%M takes (one or two digits each), stated for the OpenAPI schema.
+    {"type": "string", "pattern": r"^([01]?[0-9]|2[0-3]):[0-5]?[0-9]$", "example": "21:00"}
+)
+class HourMinuteField(serializers.TimeField):
+    """A local wall-clock time as `HH:MM`."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(format="%H:%M", input_formats=["%H:%M"], **kwargs)
+
+
+class QuietHoursField(StrictSerializer):
     """The recipient's quiet window in local wall-clock time; start == end: none."""
 
-    start = serializers.TimeField(format="%H:%M", input_formats=["%H:%M"])
-    end = serializers.TimeField(format="%H:%M", input_formats=["%H:%M"])
+    start = HourMinuteField()
+    end = HourMinuteField()
 
 
-class PreferencesIn(serializers.Serializer):
+class PreferencesIn(StrictSerializer):
     categories = serializers.DictField(
         child=serializers.DictField(child=serializers.BooleanField()),
         allow_empty=True,
@@ -83,7 +96,7 @@ class PreferencesApi(APIView):
 
     @extend_schema(
         request=PreferencesIn,
-        responses={200: PreferencesOut},
+        responses={200: PreferencesOut, **error_responses(409, 422)},
         summary="Change cells (partial); a mandatory category's cell → 409.",
     )
     def put(self, request: Request, user_id: str) -> Response:

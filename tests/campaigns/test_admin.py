@@ -83,7 +83,7 @@ def test_progress_on_the_change_page_and_the_control_actions(client, roles):
     fan_out_all(campaign)
     page = client.get(f"{CHANGELIST}{campaign.pk}/change/")
     assert page.status_code == 200
-    assert b"Audience 7 \xc2\xb7 created 7" in page.content
+    assert b'audience <b>7</b> \xc2\xb7 created <b class="nt-created">7</b>' in page.content
     assert b"not_routed" in page.content
 
     for action, status in (("pause", "paused"), ("resume", "done"), ("cancel", "cancelled")):

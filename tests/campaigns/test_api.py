@@ -126,6 +126,14 @@ def test_a_user_id_list_is_bounded(api, promo_data, settings):
     }
 
 
+def test_a_list_of_a_hundred_thousand_user_ids_is_taken_in_one_request(api, promo_data):
+    user_ids = [f"customer-{i:06d}-of-the-spring-sale" for i in range(100_000)]  # ~3.6 MB
+    response = api.post("/v1/campaigns", body(audience={"user_ids": user_ids}), format="json")
+    assert response.status_code == 202, response.content[:300]
+    campaign = Campaign.objects.get(pk=response.json()["campaign_id"])
+    assert len(campaign.audience_spec["user_ids"]) == 100_000
+
+
 def test_a_key_limited_to_other_categories_cannot_launch(promo_data):
     from rest_framework.test import APIClient
 

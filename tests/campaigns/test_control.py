@@ -11,8 +11,8 @@ from campaigns import control, fanout
 from campaigns.control import CampaignStateError, campaign_cancel, campaign_pause, campaign_resume
 from campaigns.fanout import campaign_fan_out
 from campaigns.models import CampaignHold, CampaignStatus
-from campaigns.selectors import campaign_progress
-from deliveries.models import Delivery
+from campaigns.selectors import MEMBER_ORDER, campaign_progress
+from deliveries.models import Delivery, DeliveryStatus
 from deliveries.release import deferred_release
 from deliveries.routing import notification_route
 from notify.models import Notification, Outbox
@@ -166,3 +166,8 @@ def test_a_campaign_paused_before_its_send_at_resumes_scheduled(promo_data, monk
     campaign.refresh_from_db()
     assert campaign.status == CampaignStatus.SCHEDULED
     assert published == []
+
+
+def test_every_delivery_status_has_its_place_in_a_campaigns_progress():
+    # A status missing here would count its members as "not routed".
+    assert set(MEMBER_ORDER) == set(DeliveryStatus)

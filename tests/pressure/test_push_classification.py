@@ -1,5 +1,5 @@
 """Classification for push: every row of the Web Push and FCM answer tables, one case each, and
-which answers deactivate the device (only those proving the subscription is gone)."""
+which answers deactivate the device (only those proving the subscription is dead)."""
 
 from __future__ import annotations
 
@@ -42,8 +42,11 @@ def http_answer(status: int, headers: dict[str, str] | None = None) -> requests.
         (429, {"Retry-After": "2"}, T, False, 2.0),
         (500, {}, T, False, None),
         (503, {"Retry-After": "30"}, T, False, 30.0),
-        (401, {}, T, False, None),
-        (403, {}, T, False, None),
+        # The subscription is bound to another VAPID key: it can never take our pushes.
+        (401, {}, P, True, None),
+        (403, {}, P, True, None),
+        # Whatever else an endpoint makes up is about it, not the push service: permanent.
+        (418, {}, P, False, None),
     ],
 )
 def test_each_web_push_answer_is_classified(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from tests.push.peer import PushService
@@ -45,6 +47,16 @@ def fcm_service(fcm_service_peer, settings):
 @pytest.fixture(scope="session")
 def asgi_server(worker_env):
     """The ASGI app under uvicorn, as deployed, on this run's database and Redis."""
+    # A long safety poll: entries reach the stream fast only through the pub/sub wake-up.
+    with asgi_process(
+        worker_env, {"NOTIFY_STREAM_SAFETY_POLL": "30", "NOTIFY_STREAM_HEARTBEAT": "3"}
+    ) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def asgi_process(worker_env: dict[str, str], overrides: dict[str, str]):
+    """Run the ASGI app under uvicorn with these settings; yields its base URL."""
     import socket
     import subprocess
     import sys
@@ -55,9 +67,7 @@ def asgi_server(worker_env):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = dict(worker_env)
-    # A long safety poll: entries reach the stream fast only through the pub/sub wake-up.
-    env.update({"NOTIFY_STREAM_SAFETY_POLL": "30", "NOTIFY_STREAM_HEARTBEAT": "3"})
+    env = {**worker_env, **overrides}
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / "asgi-push.log", "ab")  # noqa: SIM115 - the child's for its life
     process = subprocess.Popen(
@@ -77,9 +87,11 @@ def asgi_server(worker_env):
                 process.kill()
                 raise RuntimeError("uvicorn did not listen in 30s") from None
             time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    process.terminate()
     try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()

@@ -142,11 +142,15 @@ def test_canary_firebase_admin_keeps_its_send_url_where_we_point_it(fcm_service)
 
 
 def test_a_device_live_on_the_stream_is_left_out_of_the_fcm_batch(fcm_service, fcm_template):
-    from deliveries.live import device_live_clear, device_live_mark
+    from deliveries.live import device_live_clear, device_live_mark, feed_entry_mark_seen
+    from notify.feed import feed_entry_create
 
     notification, deliveries = fcm_notification(fcm_template, 3)
     live = deliveries[2]
     device_live_mark(device_id=int(live.target), connection_id="tab-1")
+    # Its stream showed the notification's feed entry: the person has it there.
+    entry = feed_entry_create(notification=notification, title="Order", body="", url="")
+    feed_entry_mark_seen(device_id=int(live.target), entry_id=entry.pk)
     try:
         delivery_attempt(delivery_id=deliveries[0].pk)
     finally:

@@ -67,3 +67,50 @@ def test_the_stream_refuses_a_missing_or_wrong_credential(api, pipeline, asgi_se
     refused = httpx.get(url, headers={"Authorization": "Bearer nope"})
     assert refused.status_code == 401
     assert refused.json()["error"]["code"] == "authentication_failed"
+
+
+def test_a_live_device_still_gets_the_push_when_the_stream_had_nothing_to_show(
+    api, pipeline, push_service, asgi_server, producer_key
+):
+    from templates_admin.models import Template
+
+    register_user(api, "live-3")
+    _, body = push_service.subscribe("live-tablet")
+    device_id = register_device(api, "live-3", body)
+    stream = open_stream(asgi_server, producer_key, "live-3", device_id)
+    try:
+        wait_for(lambda: device_is_live(device_id=device_id), what="the device to be live")
+
+        # Push only: no feed entry, so nothing reached the person on the stream.
+        push_only = send_order(api, "live-3", channels=["webpush"])
+        assert wait_for(lambda: push_status(api, push_only), what="the push")["status"] == (
+            "delivered"
+        )
+
+        # In-app opted out: again no feed entry.
+        opted_out = api.put(
+            "/v1/users/live-3/preferences",
+            {"categories": {"order.shipped": {"inapp": False}}},
+            format="json",
+        )
+        assert opted_out.status_code == 200, opted_out.content
+        no_inapp = send_order(api, "live-3", channels=["inapp", "webpush"])
+        assert wait_for(lambda: push_status(api, no_inapp), what="the push")["status"] == (
+            "delivered"
+        )
+        api.put("/v1/users/live-3/preferences",
+                {"categories": {"order.shipped": {"inapp": True}}}, format="json")  # fmt: skip
+
+        # In-app failed (no published template): the feed entry was never written.
+        Template.objects.filter(category__key="order.shipped", channel="inapp").update(
+            published_version=None
+        )
+        failed = send_order(api, "live-3", channels=["inapp", "webpush"])
+        assert wait_for(lambda: push_status(api, failed), what="the push")["status"] == (
+            "delivered"
+        )
+
+        assert len(push_service.accepted_for("live-tablet")) == 3
+        assert stream.events == []  # the stream never had any of them
+    finally:
+        stream.stop()

@@ -139,7 +139,7 @@ def test_only_the_first_kib_of_a_push_services_answer_is_read(settings):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/push/big"
-        response = webpush._session.post(url, data=b"x", timeout=5)
+        response = webpush.push_session().post(url, data=b"x", timeout=5)
         assert response.status_code == 500
         assert len(response.content) == 4096
         assert len(response.text) == 4096

@@ -1,0 +1,197 @@
+"""A total deadline for one provider call, and a bounded read of its answer.
+
+Socket timeouts are per read: a peer that drips one byte every few seconds never trips
+them and holds a sender thread for as long as it likes. The only way to end a blocked
+read from outside is to shut its socket down, so a call runs under `call_deadline`: a
+timer that, when the deadline passes, shuts down every socket the call registered
+(`deadline_watch`). The blocked read returns at once, the call fails, and the caller
+learns from `CallWatch.expired` that it was the deadline, not the peer, that ended it.
+
+`BoundedAdapter` applies this to `requests` (Web Push, FCM): each request runs under
+its own deadline (firebase-admin sends a batch from a thread pool, so the deadline
+belongs to the request, not to the calling thread), and reads at most `max_bytes` of
+the answer before anything parses it — never `response.text` of any size.
+`DeadlineSmtpBackend` is Django's SMTP backend whose sockets join the current call's
+deadline from the moment they connect (the greeting can drip too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import smtplib
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import requests
+from django.core.mail.backends.smtp import EmailBackend
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+
+class DeadlineExceeded(requests.Timeout):
+    """The call outlived its total deadline (a transient failure: a timeout)."""
+
+
+class CallWatch:
+    """The sockets of one call; all shut down when its deadline passes."""
+
+    def __init__(self) -> None:
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    def add(self, sock: socket.socket | None) -> None:
+        if sock is None:
+            return
+        with self._lock:
+            if not self.expired:
+                self._sockets.append(sock)
+                return
+        _shutdown(sock)  # registered after the deadline: end it at once
+
+    def expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            _shutdown(sock)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    # shutdown(), not close(): it wakes a read blocked in another thread, and the owner
+    # still closes the file descriptor itself (no reuse of a number it holds).
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+_current = threading.local()
+
+
+@contextlib.contextmanager
+def call_deadline(seconds: float) -> Iterator[CallWatch]:
+    """Run the block under a total deadline; sockets it registers are shut down at it."""
+    watch = CallWatch()
+    timer = threading.Timer(seconds, watch.expire)
+    timer.daemon = True
+    previous = getattr(_current, "watch", None)
+    _current.watch = watch
+    timer.start()
+    try:
+        yield watch
+    finally:
+        timer.cancel()
+        _current.watch = previous
+
+
+def deadline_watch(sock: socket.socket | None) -> None:
+    """Put a socket under the current call's deadline (no-op outside `call_deadline`)."""
+    watch = getattr(_current, "watch", None)
+    if watch is not None:
+        watch.add(sock)
+
+
+class _WatchedConnection(HTTPConnection):
+    # Registered at connect and again before each answer is awaited: a pooled
+    # connection carries over from an earlier call, which had its own watch.
+    def connect(self) -> None:
+        super().connect()
+        deadline_watch(self.sock)
+
+    def getresponse(self) -> Any:
+        deadline_watch(self.sock)
+        return super().getresponse()
+
+
+class _WatchedTlsConnection(HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        deadline_watch(self.sock)
+
+    def getresponse(self) -> Any:
+        deadline_watch(self.sock)
+        return super().getresponse()
+
+
+class _WatchedPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedConnection
+
+
+class _WatchedTlsPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedTlsConnection
+
+
+class BoundedAdapter(HTTPAdapter):
+    """A transport with a total deadline per request and a cap on the answer read."""
+
+    def __init__(self, *, total_seconds: float, max_bytes: int, **kwargs: Any) -> None:
+        self.total_seconds = total_seconds
+        self.max_bytes = max_bytes
+        super().__init__(**kwargs)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedTlsPool}
+
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        kwargs["stream"] = True  # the body is read here, bounded, under the deadline
+        with call_deadline(self.total_seconds) as watch:
+            try:
+                response = super().send(request, **kwargs)
+                body = bounded_body(response, self.max_bytes)
+            except Exception as error:
+                if watch.expired:
+                    raise DeadlineExceeded(self._late(request)) from error
+                raise
+        if watch.expired:  # a shut-down socket may read as a short, clean end
+            response.close()
+            raise DeadlineExceeded(self._late(request))
+        response._content = body
+        response._content_consumed = True
+        return response
+
+    def _late(self, request: requests.PreparedRequest) -> str:
+        return f"no complete answer within {self.total_seconds:g}s (the call's deadline)"
+
+
+def bounded_body(response: requests.Response, limit: int) -> bytes:
+    """At most `limit` bytes of the answer; a longer one is cut and its connection dropped."""
+    try:
+        body = response.raw.read(limit + 1, decode_content=True)
+    except Exception:
+        response.close()
+        raise
+    if len(body) > limit:
+        response.close()  # the rest is never read: the connection cannot be reused
+        return body[:limit]
+    response.raw.release_conn()  # read to its end: the connection goes back to the pool
+    return body
+
+
+class _WatchedSmtp(smtplib.SMTP):
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        sock = super()._get_socket(host, port, timeout)
+        deadline_watch(sock)
+        return sock
+
+    def starttls(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        reply = super().starttls(*args, **kwargs)
+        deadline_watch(self.sock)  # the TLS socket took the plain one's place
+        return reply
+
+
+class _WatchedSmtpSsl(smtplib.SMTP_SSL):
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        sock = super()._get_socket(host, port, timeout)
+        deadline_watch(sock)
+        return sock
+
+
+class DeadlineSmtpBackend(EmailBackend):
+    """Django's SMTP backend with its sockets under the current call's deadline."""
+
+    @property
+    def connection_class(self) -> type[smtplib.SMTP]:
+        return _WatchedSmtpSsl if self.use_ssl else _WatchedSmtp

@@ -1,0 +1,48 @@
+"""Erasure, the deliveries' part: every delivery of the person's notifications with its
+attempts (targets and provider answers), their devices (tokens, endpoints), their
+addresses on the hard-bounce list, and in Redis their push slots and each device's live
+registry key and seen-entries set. Called by campaigns.erasure.person_erase."""
+
+from __future__ import annotations
+
+from django.db.models import Q
+from django_redis import get_redis_connection
+
+from deliveries.fairness import push_slots_key
+from deliveries.live import live_key, seen_key
+from deliveries.models import AddressSuppression, Delivery, DeliveryAttempt, Device
+from notify.erasure import admin_log_forget
+from notify.models import Channel, Recipient
+
+
+def deliveries_erase(*, recipient: Recipient) -> dict[str, int]:
+    """Delete the recipient's deliveries, attempts, devices and bounce-list entries, and
+    their keys in Redis; returns counts per kind.
+
+    The bounce-list entries go because they hold the address in clear; the erasure's own
+    suppression (a keyed hash of it) keeps the address from being contacted again.
+    Redis being down raises RedisError, so the caller's transaction rolls back.
+    """
+    deliveries = Delivery.objects.filter(notification__recipient=recipient)
+    delivery_ids = list(deliveries.values_list("pk", flat=True))
+    device_ids = list(Device.objects.filter(recipient=recipient).values_list("pk", flat=True))
+    removed = {
+        "attempts": DeliveryAttempt.objects.filter(delivery_id__in=delivery_ids).count(),
+        "deliveries": len(delivery_ids),
+        "devices": len(device_ids),
+    }
+    Delivery.objects.filter(pk__in=delivery_ids).delete()
+    Device.objects.filter(pk__in=device_ids).delete()
+    on_list = Q(pk__in=[])
+    if recipient.email:
+        on_list |= Q(channel=Channel.EMAIL, address=recipient.email.lower())
+    if recipient.phone:
+        on_list |= Q(channel=Channel.SMS, address=recipient.phone)
+    removed["bounce_entries"] = AddressSuppression.objects.filter(on_list).delete()[0]
+    admin_log_forget(model=Delivery, pks=delivery_ids)
+    admin_log_forget(model=Device, pks=device_ids)
+    keys = [push_slots_key(recipient.pk)]
+    for device_id in device_ids:
+        keys += [live_key(device_id), seen_key(device_id)]
+    get_redis_connection("default").delete(*keys)
+    return removed

@@ -1,0 +1,13 @@
+"""`manage.py dead_letter_consumer`: the process that moves dead letters into the table."""
+
+from django.core.management.base import BaseCommand
+
+from deliveries.dead_letters import dead_letters_consume_forever
+from notify.relay import stop_on_signals
+
+
+class Command(BaseCommand):
+    help = "Drain the dead_letter queue into the Dead letters table (runs until SIGTERM)."
+
+    def handle(self, *args, **options) -> None:
+        dead_letters_consume_forever(should_stop=stop_on_signals())

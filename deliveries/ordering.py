@@ -1,0 +1,236 @@
+"""Per-recipient order on each channel, and stale events that are not sent.
+
+Order: a delivery is not handed to its provider while an earlier one to the same person
+on the same channel is still on its way. "Earlier" is by the event's `occurred_at`, then
+by acceptance, then by notification id (a total order, so two deliveries never wait for
+each other); "on its way" is `ON_ITS_WAY`, or a notification of that person not routed
+yet (its deliveries do not exist yet). A delivery whose earlier one is retrying after a
+failed try is not held: provider queues and retries may reorder anyway, and a flapping
+provider must not stall everything after it. The check is a condition of the claim
+UPDATE (two index probes inside that one statement, see `order_clear`), so an unheld
+send costs no extra statement there; a held one is put back with a countdown and goes
+anyway once held NOTIFY_ORDER_WAIT_MAX, the wait written on its attempt row (`held_ms`).
+When a delivery is done with, the next one held behind it is published at once
+(`successor_wake`, one statement), so a burst to one person flows one by one.
+
+Stale: with a `subject`, an event older than one already delivered to the person on the
+same channel about the same subject is not sent on push, SMS or email; the delivery ends
+`superseded`. The feed keeps every event in its place (in-app is never superseded).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Exists, F, OuterRef, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from deliveries.enqueue import delivery_enqueue
+from deliveries.fairness import push_slot_member, push_slot_release
+from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
+from deliveries.retry import PUSH_CHANNELS
+from notify.models import Channel, Notification
+
+# What an earlier delivery may be doing for a later one to wait: queued, sending, or put
+# back before its first try (a rate limit or open breaker postponed it: our own pacing,
+# not a provider's retry). The index `delivery_order_pending` has this condition.
+ON_ITS_WAY = Q(status__in=[DeliveryStatus.QUEUED, DeliveryStatus.SENDING]) | Q(
+    status=DeliveryStatus.RETRYING, attempts=0
+)
+SUPERSEDABLE_CHANNELS = frozenset({Channel.EMAIL, Channel.SMS, *PUSH_CHANNELS})
+
+
+def _before(occurred: str, accepted: str, tiebreak: str) -> Q:
+    """Rows whose (occurred, accepted, notification id) sort before the outer delivery's."""
+    outer_occurred, outer_accepted = OuterRef("occurred_at"), OuterRef("accepted_at")
+    # The first term bounds the index range read; the rest decide within it.
+    return Q(**{f"{occurred}__lte": outer_occurred}) & (
+        Q(**{f"{occurred}__lt": outer_occurred})
+        | Q(**{occurred: outer_occurred, f"{accepted}__lt": outer_accepted})
+        | Q(
+            **{
+                occurred: outer_occurred,
+                accepted: outer_accepted,
+                f"{tiebreak}__lt": OuterRef("notification_id"),
+            }
+        )
+    )
+
+
+def order_clear(*, now: datetime) -> Q:
+    """The claim's condition: no earlier delivery to this person on this channel is on
+    its way, or this one has been held for NOTIFY_ORDER_WAIT_MAX already.
+
+    Both probes are index range reads (`delivery_order_pending`, `notif_unrouted_order`)
+    bounded by what that person has in flight, not scans.
+    """
+    earlier_delivery = Delivery.objects.filter(
+        ON_ITS_WAY,
+        _before("occurred_at", "accepted_at", "notification_id"),
+        recipient_id=OuterRef("recipient_id"),
+        channel=OuterRef("channel"),
+    )
+    earlier_unrouted = Notification.objects.filter(
+        recipient_id=OuterRef("recipient_id"),
+        routed_at__isnull=True,
+        cancelled_at__isnull=True,
+    ).filter(
+        Q(send_at__isnull=True) | Q(send_at__lte=now),
+        _before("occurred_at", "created_at", "id"),
+    )
+    waited_enough = now - timedelta(seconds=settings.NOTIFY_ORDER_WAIT_MAX)
+    return (
+        Q(recipient_id__isnull=True)  # rows from before ordering existed
+        | Q(held_since__lte=waited_enough)
+        | (~Exists(earlier_delivery) & ~Exists(earlier_unrouted))
+    )
+
+
+def held_ms(*, delivery: Delivery, now: datetime) -> int:
+    """How long the delivery was held for an earlier one before this claim (0: not held)."""
+    if delivery.held_since is None:
+        return 0
+    return max(0, int((now - delivery.held_since).total_seconds() * 1000))
+
+
+def hold_countdown(*, waited: float) -> float:
+    """When to look again at a delivery held `waited` seconds: soon at first (the earlier
+    one is usually mid-send), then less often, and at the bound at the latest."""
+    remaining = settings.NOTIFY_ORDER_WAIT_MAX - waited
+    return max(settings.NOTIFY_ORDER_RECHECK, min(waited / 2, remaining))
+
+
+def delivery_hold(*, delivery: Delivery, now: datetime) -> bool:
+    """The claim was refused for an earlier delivery: note since when it waits and look
+    again after `hold_countdown`. False when it is no longer claimable (taken meanwhile).
+    """
+    waited = (now - (delivery.held_since or now)).total_seconds()
+    marked = Delivery.objects.filter(pk=delivery.pk, status__in=CLAIMABLE_STATUSES).update(
+        held_since=Coalesce(F("held_since"), now), enqueued_at=now, updated_at=now
+    )
+    if not marked:
+        return False
+    delivery_enqueue(
+        delivery_id=delivery.pk,
+        channel=delivery.channel,
+        queue=delivery.queue,
+        countdown=hold_countdown(waited=waited),
+        retry=True,
+        push_owner=(delivery.notification.recipient_id, delivery.notification_id),
+        mark_enqueued=False,
+    )
+    return True
+
+
+def newer_delivered(*, delivery: Delivery) -> bool:
+    """A newer event about the same subject already reached the person on this channel.
+
+    One query, only for a notification with a subject on a supersedable channel: the
+    person's notifications with that subject (`notif_recipient_subject`), then their
+    delivery on this channel (`uniq_delivery_target`).
+    """
+    notification = delivery.notification
+    if not notification.subject or delivery.channel not in SUPERSEDABLE_CHANNELS:
+        return False
+    mine = (notification.occurred_at, notification.created_at, notification.pk)
+    return (
+        Delivery.objects.filter(
+            notification__recipient_id=notification.recipient_id,
+            notification__subject=notification.subject,
+            channel=delivery.channel,
+            status=DeliveryStatus.DELIVERED,
+        )
+        .filter(
+            Q(notification__occurred_at__gt=mine[0])
+            | Q(notification__occurred_at=mine[0], notification__created_at__gt=mine[1])
+            | Q(
+                notification__occurred_at=mine[0],
+                notification__created_at=mine[1],
+                notification_id__gt=mine[2],
+            )
+        )
+        .exists()
+    )
+
+
+def delivery_supersede(*, delivery: Delivery, claimed_at: datetime) -> bool:
+    """End a claimed delivery `superseded` (no provider call; the claim's attempt is
+    given back). False when the claim was taken over meanwhile."""
+    now = timezone.now()
+    ended = Delivery.objects.filter(
+        pk=delivery.pk, status=DeliveryStatus.SENDING, claimed_at=claimed_at
+    ).update(
+        status=DeliveryStatus.SUPERSEDED,
+        reason=Reason.NEWER_DELIVERED,
+        attempts=F("attempts") - 1,
+        next_attempt_at=None,
+        finished_at=now,
+        updated_at=now,
+    )
+    if ended and delivery.channel in PUSH_CHANNELS:
+        member = push_slot_member(
+            channel=delivery.channel,
+            delivery_id=delivery.pk,
+            notification_id=delivery.notification_id,
+        )
+        push_slot_release(recipient_id=delivery.notification.recipient_id, member=member)
+    if ended:
+        delivery.status = DeliveryStatus.SUPERSEDED
+        delivery.reason = Reason.NEWER_DELIVERED
+    return bool(ended)
+
+
+def successor_wake(*, delivery: Delivery) -> int | None:
+    """The delivery is done with (sent, failed, superseded): publish the next one held
+    behind it for the same person and channel at once, rather than leave it to its
+    countdown, so a burst to one person goes out one after another without gaps.
+
+    One statement (an index range read on `delivery_order_pending`); returns the id of
+    the delivery woken, if any. The woken one is checked again by its claim as usual.
+    """
+    if delivery.recipient_id is None:
+        return None
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {Delivery._meta.db_table} SET enqueued_at = %(now)s
+             WHERE id = (
+                SELECT id FROM {Delivery._meta.db_table}
+                 WHERE recipient_id = %(recipient)s AND channel = %(channel)s
+                   AND (status IN ('queued', 'sending')
+                        OR (status = 'retrying' AND attempts = 0))
+                   AND held_since IS NOT NULL
+                   AND (occurred_at, accepted_at, notification_id)
+                       > (%(occurred)s, %(accepted)s, %(notification)s)
+                 ORDER BY occurred_at, accepted_at, notification_id
+                 LIMIT 1)
+            RETURNING id, queue
+            """,
+            {
+                "now": now,
+                "recipient": delivery.recipient_id,
+                "channel": delivery.channel,
+                "occurred": delivery.occurred_at,
+                "accepted": delivery.accepted_at,
+                "notification": delivery.notification_id,
+            },
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    woken, queue = row
+    delivery_enqueue(
+        delivery_id=woken,
+        channel=delivery.channel,
+        queue=queue,
+        # A push goes as a retry: without a free push slot it waits for the sweeper
+        # instead of being dropped.
+        retry=delivery.channel in PUSH_CHANNELS,
+        push_owner=None,
+        mark_enqueued=False,
+    )
+    return woken

@@ -1,0 +1,186 @@
+""" "Send test to me" for in-app, push and SMS templates: the version goes to the staff
+member through the real pipeline, under a test seal instead of the gate's.
+
+Which recipient is "me": the one whose email equals the staff account's email (case
+aside). Exactly one must match; the admin says what to do when none or several do. The
+version itself (a draft too) is pinned on the delivery, so what is tested is what the
+author is looking at. In-app is written at once, as routing writes it, its title
+starting "[Test] " so a test never passes for a real notification in the feed; push and
+SMS are queued for the workers and sent as users would get them, to the recipient's
+registered devices of that kind or their phone.
+
+A test send skips the gate (preferences, quiet hours, the daily marketing cap: it is
+not counted against the cap) and nothing else: the sender checks the test seal as it
+checks the gate's, and the provider's breaker and rate limits apply. Each is marked by a
+`TemplateTestSend` row (who, which version) on a notification of the producer
+TEST_PRODUCER, and never routed (it is created routed), so no sweeper touches it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import replace
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from deliveries.channels.inapp import feed_entry_write
+from deliveries.enqueue import delivery_enqueue
+from deliveries.models import (
+    AttemptOutcome,
+    Delivery,
+    DeliveryAttempt,
+    DeliveryStatus,
+    TemplateTestSend,
+)
+from deliveries.retry import PUSH_CHANNELS
+from deliveries.routing import delivery_deadline
+from deliveries.selectors import push_targets_by_channel
+from notify.models import Channel, Notification, Producer, Recipient
+from preferences.gate import address_targets, test_send_seal
+from templates_admin.rendering import build_context, render_version
+from templates_admin.send_to_me import SendTestRefused, SendTestRequest, send_test_register
+
+TEST_PRODUCER = "template-test-sends"
+TEST_TITLE_PREFIX = "[Test] "
+_WHERE = {
+    Channel.INAPP: "the feed",
+    Channel.SMS: "the phone",
+    Channel.WEBPUSH: "the Web Push devices",
+    Channel.FCM: "the FCM devices",
+}
+_MISSING = {
+    Channel.SMS: "no phone number",
+    Channel.WEBPUSH: "no registered Web Push device",
+    Channel.FCM: "no registered FCM device",
+}
+
+
+def staff_recipient(*, user: AbstractBaseUser) -> Recipient:
+    """The recipient linked to a staff account: the one whose email is the account's."""
+    email = getattr(user, "email", "")
+    if not email:
+        raise SendTestRefused("Your staff account has no email address; add one first.")
+    found = list(Recipient.objects.filter(email__iexact=email).order_by("pk")[:2])
+    if not found:
+        raise SendTestRefused(
+            f"No recipient has your staff email ({email}): register yourself as a user "
+            "with that email (PUT /v1/users/{user_id}) to receive test sends."
+        )
+    if len(found) > 1:
+        raise SendTestRefused(
+            f"Several recipients have your staff email ({email}); keep it on one only."
+        )
+    return found[0]
+
+
+def template_version_send_to_staff(request: SendTestRequest) -> str:
+    """Send the version to the staff member's recipient on its channel; returns what was
+    done, in words, or raises SendTestRefused."""
+    version = request.version
+    channel = version.template.channel
+    if channel not in settings.NOTIFY_CHANNELS_ENABLED:
+        raise SendTestRefused(f"The {channel} channel is not enabled on this platform.")
+    recipient = staff_recipient(user=request.user)
+    if channel in PUSH_CHANNELS:
+        targets = push_targets_by_channel(recipient_id=recipient.pk, channels=[channel])
+        targets = targets.get(channel, [])
+    else:
+        targets = address_targets(channel, recipient)
+    if not targets:
+        raise SendTestRefused(f"Recipient {recipient.user_id} has {_MISSING[channel]}.")
+    now = timezone.now()
+    with transaction.atomic():
+        notification = Notification.objects.create(
+            producer=Producer.objects.get_or_create(name=TEST_PRODUCER)[0],
+            event_id=f"test-send:{uuid.uuid4()}",
+            recipient=recipient,
+            category=version.template.category,
+            payload=request.payload,
+            channels=[channel],
+            fingerprint="test-send",
+            routed_at=now,  # never routed: the gate is not asked
+        )
+        TemplateTestSend.objects.create(
+            notification=notification, version=version, requested_by=request.user
+        )
+        rows = Delivery.objects.bulk_create(
+            _delivery(notification, channel, target, version, now) for target in targets
+        )
+        if channel == Channel.INAPP:
+            _feed_write(rows[0], request, now)
+        else:
+            queued = [(row.pk, row.queue) for row in rows]
+            owner = (recipient.pk, notification.pk)
+            transaction.on_commit(lambda: _start(queued, channel, owner))
+    verb = "written to" if channel == Channel.INAPP else "queued for"
+    return f"Test {channel} {verb} {_WHERE[channel]} of recipient {recipient.user_id}."
+
+
+def _delivery(notification, channel, target, version, now) -> Delivery:
+    return Delivery(
+        notification=notification,
+        channel=channel,
+        target=target,
+        queue=notification.category.queue,
+        status=DeliveryStatus.QUEUED,
+        next_attempt_at=now,
+        deadline=delivery_deadline(notification, channel),
+        enqueued_at=now,
+        template_version=version,
+        gate_seal=test_send_seal(notification_id=notification.pk, channel=channel, target=target),
+    )
+
+
+def _feed_write(row: Delivery, request: SendTestRequest, now) -> None:
+    """The in-app entry, at once, as routing writes one; its title marks it a test."""
+    recipient = row.notification.recipient
+    context = build_context(
+        request.payload,
+        recipient={
+            "user_id": recipient.user_id,
+            "locale": recipient.locale,
+            "timezone": recipient.timezone,
+        },
+    )
+    clock = time.monotonic()
+    message = render_version(request.version, context, locale=request.locale)
+    message = replace(message, title=TEST_TITLE_PREFIX + message.title)
+    entry = feed_entry_write(notification=row.notification, message=message)
+    Delivery.objects.filter(pk=row.pk).update(
+        status=DeliveryStatus.DELIVERED,
+        attempts=1,
+        claimed_at=now,
+        enqueued_at=None,
+        next_attempt_at=None,
+        provider_message_id=f"feed:{entry.pk}",
+        finished_at=timezone.now(),
+    )
+    DeliveryAttempt.objects.create(
+        delivery=row,
+        number=1,
+        started_at=now,
+        duration_ms=int((time.monotonic() - clock) * 1000),
+        outcome=AttemptOutcome.DELIVERED,
+    )
+
+
+def _start(queued: list[tuple[int, str]], channel: str, owner: tuple[int, object]) -> None:
+    for delivery_id, queue in queued:
+        delivery_enqueue(
+            delivery_id=delivery_id,
+            channel=channel,
+            queue=queue,
+            push_owner=owner,
+            mark_enqueued=False,
+        )
+
+
+def send_to_me_register() -> None:
+    """Give the template admin its "Send test to me" for every channel but email (which
+    it sends itself); called as deliveries' admin loads."""
+    for channel in (Channel.INAPP, Channel.SMS, Channel.WEBPUSH, Channel.FCM):
+        send_test_register(channel, template_version_send_to_staff)

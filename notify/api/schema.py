@@ -1,0 +1,260 @@
+"""The OpenAPI schema (drf-spectacular), kept true: every status an operation can answer,
+the error body's shape, the auth schemes and the path ids' real constraints.
+
+The statuses every operation shares are added here by rule, from what the request
+carries (a body, a user id, query parameters); what only some operations answer (409,
+422) is declared on the view with `error_responses`. `check --deploy` fails on a schema
+warning, and a schemathesis run against the live server (tests/test_api_contract.py)
+checks that the server answers only what is written here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.urls import Resolver404, resolve
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import force_instance
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+
+from notify.api.auth import USER_TOKEN_VIEWS
+from notify.api.lookups import USER_ID_MAX, USER_ID_PATTERN
+from notify.api.serializers import ErrorOut
+
+_ERROR_DESCRIPTIONS = {
+    400: "Invalid input; `field` names the part at fault (body, path id or query).",
+    401: "No, unknown or revoked API key or user token.",
+    403: "The API key lacks the operation's scope or the category, or a user token is "
+    "used on another user's data or on a producer operation.",
+    404: "No such recipient or resource (or not this producer's).",
+    409: "Conflicts with the resource's state.",
+    413: "The request body is larger than the operation's limit.",
+    422: "Well-formed, but names something that does not exist (a category, a recipient, "
+    "a preference cell) or a time outside the window allowed from now (`out_of_window`).",
+    429: "Over the caller's rate limit; retry after Retry-After seconds.",
+    503: "The rate limiter cannot reach Redis and is set to fail closed "
+    "(NOTIFY_API_RATE_LIMIT_FAIL_OPEN=0); retry after Retry-After seconds.",
+}
+_RETRY_AFTER = {
+    "Retry-After": {
+        "schema": {"type": "integer", "minimum": 1},
+        "description": "Seconds to wait before retrying.",
+    }
+}
+
+
+class ErrorResponseOut(serializers.Serializer):
+    """Every error answer: `{"error": {"code", "message", "field"?}}`."""
+
+    error = ErrorOut()
+
+
+def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
+    """`responses` entries for the error statuses an operation answers besides the shared ones."""
+    return {
+        status: OpenApiResponse(response=ErrorResponseOut, description=_ERROR_DESCRIPTIONS[status])
+        for status in statuses
+    }
+
+
+def shared_error_statuses(*, method: str, path: str, has_body: bool, has_query: bool) -> set[int]:
+    """The error statuses an operation answers by the API's common machinery.
+
+    Every operation needs a credential (401), may be refused by scope (403) and is rate
+    limited (429, or 503 when the limiter fails closed); a body can be invalid (400) or
+    too large (413); a user id in the path can be malformed (400) or unknown (404), as
+    can any other id, except where the operation creates or erases by that id.
+    """
+    statuses = {401, 403, 429, 503}
+    if has_body:
+        statuses |= {400, 413}
+    if has_query or "{user_id}" in path:
+        statuses.add(400)
+    upsert_or_erase = path.endswith("/users/{user_id}") and method in ("PUT", "DELETE")
+    if "{" in path and not upsert_or_erase:
+        statuses.add(404)
+    return statuses
+
+
+def _url_name(path: str) -> str | None:
+    try:
+        return resolve(re.sub(r"\{[^}]+\}", "1", path)).url_name
+    except Resolver404:
+        return None
+
+
+class NotifyAutoSchema(AutoSchema):
+    """drf-spectacular's schema, plus the shared error answers and path id constraints."""
+
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        has_body = self.method in ("POST", "PUT", "PATCH") and self.get_request_serializer()
+        has_query = any(
+            parameter.get("in") == "query" for parameter in self._get_parameters() or []
+        )
+        statuses = shared_error_statuses(
+            method=self.method, path=self.path, has_body=bool(has_body), has_query=has_query
+        )
+        for status in sorted(statuses):
+            if str(status) in responses:
+                continue
+            response = self._get_response_for_code(
+                OpenApiResponse(response=ErrorResponseOut, description=_ERROR_DESCRIPTIONS[status]),
+                str(status),
+            )
+            if status in (429, 503):
+                response["headers"] = _RETRY_AFTER
+            responses[str(status)] = response
+        return responses
+
+    def _map_basic_serializer(self, serializer, direction):
+        # What one field cannot say (e.g. "ids or all: true"): the serializer's own
+        # `openapi_extra` (JSON Schema keywords), merged into its request component;
+        # its `properties` add keywords to the fields' own schemas.
+        schema = super()._map_basic_serializer(serializer, direction)
+        extra = getattr(serializer, "openapi_extra", None)
+        if not extra or direction != "request":
+            return schema
+        for keyword, value in extra.items():
+            if keyword == "properties":
+                for name, keywords in value.items():
+                    field_schema = schema["properties"].setdefault(name, {})
+                    field_schema.update(keywords)
+                    for dropped in [k for k, v in keywords.items() if v is None]:
+                        del field_schema[dropped]  # None: a keyword the rule replaces
+            else:
+                schema[keyword] = value
+        return schema
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        # DRF refuses an empty list with allow_empty=False; drf-spectacular omits it.
+        listish = isinstance(field, serializers.ListField | serializers.ListSerializer)
+        if listish and not field.allow_empty and schema.get("type") == "array":
+            schema["minItems"] = max(1, schema.get("minItems", 0))
+        # DRF strips a text field before its blank check, so all-blank text is refused.
+        textish = isinstance(field, serializers.CharField) and schema.get("type") == "string"
+        if textish and direction == "request" and field.trim_whitespace and not field.allow_blank:
+            schema.setdefault("pattern", r"\S")
+        return schema
+
+    def _get_request_body(self, direction="request"):
+        # A body whose rules need at least one field (`openapi_extra` with anyOf/oneOf)
+        # cannot be left out: no body is refused like an empty one.
+        body = super()._get_request_body(direction)
+        if body:
+            serializer = force_instance(self.get_request_serializer())
+            extra = getattr(serializer, "openapi_extra", None) or {}
+            if "anyOf" in extra or "oneOf" in extra:
+                body["required"] = True
+        return body
+
+    def _resolve_path_parameters(self, variables):
+        parameters = super()._resolve_path_parameters(variables)
+        for parameter in parameters:
+            if parameter["name"] == "user_id":
+                parameter["schema"] = {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": USER_ID_MAX,
+                    "pattern": USER_ID_PATTERN,
+                }
+                parameter["description"] = "The product's own id for the person."
+        return parameters
+
+
+class ApiKeyScheme(OpenApiAuthenticationExtension):
+    """`Authorization: Bearer <api key>`: every operation accepts a producer's key."""
+
+    target_class = "notify.api.auth.ApiKeyAuthentication"
+    name = "apiKey"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A producer's API key (`create_producer` prints one).",
+        }
+
+
+class UserTokenScheme(OpenApiAuthenticationExtension):
+    """`Authorization: Bearer ut_…`: only the end-user operations, on the user's own data."""
+
+    target_class = "notify.api.auth.UserTokenAuthentication"
+    name = "userToken"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A short-lived end-user token from POST /v1/users/{user_id}/tokens.",
+        }
+
+    def get_security_requirement(self, auto_schema):
+        if _url_name(auto_schema.path) in USER_TOKEN_VIEWS:
+            return {self.name: []}
+        return []
+
+
+# Where an answer's id leads (OpenAPI links): a client, and the fuzzer's stateful phase,
+# follow them from a created resource to the operations on it.
+# (path, method, status) -> [(path, method, {parameter: runtime expression})]
+_LINKS = {
+    ("/v1/notifications", "post", "202"): [
+        (path, method, {"notification_id": "$response.body#/notification_id"})
+        for path, method in (
+            ("/v1/notifications/{notification_id}/status", "get"),
+            ("/v1/notifications/{notification_id}", "delete"),
+        )
+    ],
+    ("/v1/users/{user_id}/devices", "post", "201"): [
+        (
+            "/v1/users/{user_id}/devices/{device_id}",
+            "delete",
+            {"user_id": "$request.path.user_id", "device_id": "$response.body#/device_id"},
+        )
+    ],
+    ("/v1/campaigns", "post", "202"): [
+        (path, method, {"campaign_id": "$response.body#/campaign_id"})
+        for path, method in (
+            ("/v1/campaigns/{campaign_id}", "get"),
+            ("/v1/campaigns/{campaign_id}/pause", "post"),
+            ("/v1/campaigns/{campaign_id}/resume", "post"),
+            ("/v1/campaigns/{campaign_id}/cancel", "post"),
+        )
+    ],
+    **{
+        ("/v1/users/{user_id}", "put", status): [
+            (path, method, {"user_id": "$request.path.user_id"})
+            for path, method in (
+                ("/v1/users/{user_id}/feed", "get"),
+                ("/v1/users/{user_id}/unread-count", "get"),
+                ("/v1/users/{user_id}/preferences", "get"),
+                ("/v1/users/{user_id}/preferences", "put"),
+                ("/v1/users/{user_id}/devices", "post"),
+                ("/v1/users/{user_id}/tokens", "post"),
+            )
+        ]
+        for status in ("200", "201")
+    },
+}
+
+
+def add_links(result, generator, request, public):
+    """drf-spectacular postprocessing hook: the `_LINKS` above, by operationId."""
+    paths = result.get("paths", {})
+    for (path, method, status), targets in _LINKS.items():
+        response = paths.get(path, {}).get(method, {}).get("responses", {}).get(status)
+        if response is None:
+            continue
+        links = response.setdefault("links", {})
+        for target_path, target_method, parameters in targets:
+            target = paths.get(target_path, {}).get(target_method)
+            if target is not None:
+                links[target["operationId"]] = {
+                    "operationId": target["operationId"],
+                    "parameters": parameters,
+                }
+    return result

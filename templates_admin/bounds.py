@@ -1,0 +1,230 @@
+"""Bounds on rendering: time, output size, and the numbers a filter is asked to format.
+
+Templates run inside the sender's thread pool, where there is no way to interrupt a
+running computation (signals reach the main thread only; a thread cannot be killed). So
+a render is bounded cooperatively, at the only places where its cost can grow:
+
+- Output and loops. Every text and variable node counts its output against a per-field
+  budget of NOTIFY_TEMPLATE_MAX_OUTPUT_CHARS, and every loop iteration and node checks
+  the NOTIFY_TEMPLATE_RENDER_SECONDS clock (`bounded_template`, the `for` tag below).
+  Nested loops over large lists therefore stop within one iteration of the bound instead
+  of running to their product. The clock is the rendering thread's own CPU time, not the
+  wall clock: a render that waits for the GIL behind seven busy sender threads, or on a
+  loaded machine, has not spun, and must not fail for it.
+- Single filter calls. One call cannot be stopped half-way, so the filters whose cost
+  grows with an argument or a value's magnitude refuse what they cannot do quickly:
+  `floatformat` beyond NOTIFY_TEMPLATE_MAX_DECIMALS places (`floatformat:"300000000"`
+  would build a 300-million-digit number) and any number formatted by `floatformat`,
+  `money` or `plural` whose exponent exceeds NOTIFY_TEMPLATE_MAX_NUMBER_DIGITS (a payload
+  string "1e999999999" is a valid Decimal). Every other allowed filter is linear in the
+  size of its input, which the intake limits.
+
+What can be seen without data is refused at save (`static_bound_problems`): a literal
+`floatformat` precision beyond the bound, and loops nested deeper than
+NOTIFY_TEMPLATE_MAX_LOOP_DEPTH (their cost is the product of list sizes no sample shows).
+A bound hit while rendering raises `RenderLimitExceeded`; at send the delivery fails
+with reason `render_limit`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.conf import settings
+from django.template import Node, TemplateSyntaxError
+from django.template.base import FilterExpression, TextNode, VariableNode
+from django.template.defaulttags import ForNode, do_for
+
+
+class RenderLimitExceeded(TemplateSyntaxError):
+    """The template needed more time, output or number size than rendering allows."""
+
+
+@dataclass
+class _Budget:
+    deadline: float
+    chars_left: int
+
+
+_budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar(
+    "notify_template_budget", default=None
+)
+
+
+@contextlib.contextmanager
+def render_budget() -> Iterator[None]:
+    """Bound what renders inside the block (one field) in time and output size."""
+    token = _budget.set(
+        _Budget(
+            deadline=time.thread_time() + settings.NOTIFY_TEMPLATE_RENDER_SECONDS,
+            chars_left=settings.NOTIFY_TEMPLATE_MAX_OUTPUT_CHARS,
+        )
+    )
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
+def budget_spend(chars: int) -> None:
+    """Charge `chars` of output and check the clock; raises when a bound is passed."""
+    budget = _budget.get()
+    if budget is None:
+        return
+    budget.chars_left -= chars
+    if budget.chars_left < 0:
+        raise RenderLimitExceeded(
+            f"the text grows past {settings.NOTIFY_TEMPLATE_MAX_OUTPUT_CHARS} characters"
+        )
+    if time.thread_time() > budget.deadline:
+        raise RenderLimitExceeded(
+            f"rendering takes more than {settings.NOTIFY_TEMPLATE_RENDER_SECONDS:g}s of CPU"
+        )
+
+
+class _MeteredText(TextNode):
+    def render(self, context: Any) -> str:
+        budget_spend(len(self.s))
+        return self.s
+
+
+class _MeteredVariable(VariableNode):
+    def render(self, context: Any) -> str:
+        budget_spend(0)  # the clock, before a filter runs
+        output = super().render(context)
+        budget_spend(len(output))
+        return output
+
+
+class _LoopTick(Node):
+    """First node of every loop body: one clock check per iteration, even an empty one."""
+
+    child_nodelists = ()
+
+    def render(self, context: Any) -> str:
+        budget_spend(0)
+        return ""
+
+
+def bounded_for(parser: Any, token: Any) -> ForNode:
+    """Django's `for` tag, with a budget check at the start of every iteration."""
+    node = do_for(parser, token)
+    node.nodelist_loop.insert(0, _LoopTick())
+    return node
+
+
+def bounded_template(template: Any) -> Any:
+    """Make a compiled template charge its output to the current budget (in place)."""
+    for node in template.nodelist.get_nodes_by_type(TextNode):
+        if type(node) is TextNode:
+            node.__class__ = _MeteredText
+    for node in template.nodelist.get_nodes_by_type(VariableNode):
+        if type(node) is VariableNode:
+            node.__class__ = _MeteredVariable
+    return template
+
+
+# --- numbers ------------------------------------------------------------------------------
+
+
+def number_checked(value: Any) -> None:
+    """Refuse a number too large (or small) to format quickly; non-numbers pass."""
+    try:
+        number = Decimal(str(value)) if not isinstance(value, Decimal) else value
+    except (InvalidOperation, ValueError, TypeError):
+        return
+    limit = settings.NOTIFY_TEMPLATE_MAX_NUMBER_DIGITS
+    if number.is_finite() and abs(number.adjusted()) > limit:
+        raise RenderLimitExceeded(f"a number has more than {limit} digits")
+
+
+def decimals_checked(arg: Any) -> None:
+    """Refuse a floatformat precision beyond NOTIFY_TEMPLATE_MAX_DECIMALS places."""
+    places = floatformat_places(arg)
+    limit = settings.NOTIFY_TEMPLATE_MAX_DECIMALS
+    if places is not None and abs(places) > limit:
+        raise RenderLimitExceeded(f"floatformat may show at most {limit} decimal places")
+
+
+def floatformat_places(arg: Any) -> int | None:
+    """The precision a floatformat argument asks for (its g/u suffixes dropped)."""
+    text = str(arg).strip().rstrip("gu")
+    if len(text) > 40:  # digits enough to mean "huge", without parsing them all
+        return 10**40
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+# --- what is refused at save --------------------------------------------------------------
+
+
+def static_bound_problems(compiled: Any) -> list[tuple[int | None, str]]:
+    """(line, message) for the bounds a template breaks whatever its data."""
+    problems: list[tuple[int | None, str]] = []
+    depth_limit = settings.NOTIFY_TEMPLATE_MAX_LOOP_DEPTH
+    for node, depth in _nodes_with_loop_depth(compiled.nodelist, 0):
+        line = node.token.lineno if getattr(node, "token", None) else None
+        if isinstance(node, ForNode) and depth > depth_limit:
+            problems.append(
+                (line, f"loops may be nested at most {depth_limit} deep; this one is {depth}.")
+            )
+        for expression in _expressions_of(node):
+            for func, args in expression.filters:
+                if getattr(func, "_filter_name", func.__name__) != "floatformat":
+                    continue
+                for is_lookup, arg in args:
+                    if is_lookup:
+                        continue
+                    try:
+                        decimals_checked(arg)
+                    except RenderLimitExceeded as error:
+                        problems.append((line, f"{error}."))
+    return problems
+
+
+def _nodes_with_loop_depth(nodelist: Any, depth: int) -> Iterator[tuple[Any, int]]:
+    for node in nodelist:
+        inner = depth + 1 if isinstance(node, ForNode) else depth
+        yield node, inner
+        for attr in node.child_nodelists:
+            child = getattr(node, attr, None)
+            if child:
+                yield from _nodes_with_loop_depth(child, inner)
+
+
+def _expressions_of(node: Any) -> list[FilterExpression]:
+    found = [
+        value
+        for value in (
+            getattr(node, "filter_expression", None),
+            getattr(node, "sequence", None),
+            *getattr(node, "vars", ()),
+            *getattr(node, "extra_context", {}).values(),
+        )
+        if isinstance(value, FilterExpression)
+    ]
+    for condition, _ in getattr(node, "conditions_nodelists", ()):
+        found.extend(_condition_expressions(condition))
+    return found
+
+
+def _condition_expressions(condition: Any) -> list[FilterExpression]:
+    if condition is None:
+        return []
+    value = getattr(condition, "value", None)
+    if isinstance(value, FilterExpression):
+        return [value]
+    found = []
+    for part in ("first", "second"):
+        child = getattr(condition, part, None)
+        if child is not None:
+            found.extend(_condition_expressions(child))
+    return found

@@ -1,0 +1,36 @@
+"""What the schema says an operation answers is what it answers: spot checks by hand."""
+
+from __future__ import annotations
+
+import yaml
+from rest_framework.test import APIClient
+
+from tests.test_intake_api import assert_error
+
+
+def _operation(path: str, method: str) -> dict:
+    schema = yaml.safe_load(APIClient().get("/v1/schema").content)
+    return schema["paths"][path][method]
+
+
+def test_every_body_has_a_size_limit_that_answers_413(api, settings):
+    settings.NOTIFY_MAX_BODY_BYTES = 2048
+    body = {"categories": {}, "consent_text_version": "x" * 4096}
+    response = api.put("/v1/users/demo-user/preferences", body, format="json")
+    assert_error(response, 413, "payload_too_large")
+    documented = _operation("/v1/users/{user_id}/preferences", "put")["responses"]
+    assert {"400", "401", "403", "404", "409", "413", "422", "429"} <= set(documented)
+    error = documented["413"]["content"]["application/json"]["schema"]["$ref"]
+    assert error.endswith("/ErrorResponseOut")
+
+
+def test_path_user_ids_state_their_real_limits(db):
+    (user_id,) = [
+        p for p in _operation("/v1/users/{user_id}/feed", "get")["parameters"]
+        if p["name"] == "user_id"
+    ]  # fmt: skip
+    assert user_id["schema"]["maxLength"] == 255
+    assert user_id["schema"]["pattern"].startswith("^[^")
+    limit = next(p for p in _operation("/v1/users/{user_id}/feed", "get")["parameters"]
+             if p["name"] == "limit")  # fmt: skip
+    assert (limit["schema"]["minimum"], limit["schema"]["maximum"]) == (1, 100)

@@ -1,0 +1,110 @@
+"""Rendering is bounded in time and output size: what can be seen is refused at save,
+the rest stops the render (preview shows why; a delivery fails with `render_limit`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from deliveries.attempt import delivery_attempt
+from deliveries.demo import CATEGORIES
+from deliveries.models import Delivery, DeliveryStatus, Reason
+from deliveries.routing import notification_route
+from notify.models import Category, Notification, Producer, Recipient
+from templates_admin.models import Template, TemplateVersion
+from templates_admin.services import template_version_create, template_version_publish
+from templates_admin.validation import template_version_check
+
+ORDER = next(c for c in CATEGORIES if c["key"] == "order.shipped")
+NESTED_BEHIND_AN_IF = (
+    "{% if items_count > 1000000 %}{% for a in lines %}{% for b in lines %}"
+    "{% for c in lines %}{{ a }}{% endfor %}{% endfor %}{% endfor %}{% endif %}Order shipped"
+)
+
+
+def check(**fields) -> list[str]:
+    schema = {
+        **ORDER["payload_schema"],
+        "properties": {**ORDER["payload_schema"]["properties"], "lines": {"type": "array"}},
+        "required": [*ORDER["payload_schema"].get("required", []), "lines"],
+    }
+    problems = template_version_check(
+        channel="inapp", locale="en", fields=fields, schema=schema,
+        sample_payloads=ORDER["sample_payloads"],
+    )  # fmt: skip
+    return [str(problem) for problem in problems]
+
+
+def test_a_huge_floatformat_precision_is_refused_at_save():
+    problems = check(title='{{ items_count|floatformat:"300000000" }} items')
+    assert problems == ["Title: line 1: floatformat may show at most 20 decimal places."]
+    assert check(title='{{ items_count|floatformat:"2g" }} items') == []
+
+
+def test_nested_loops_that_no_sample_reaches_are_refused_at_save():
+    # The samples never enter the `if`: only the template's shape shows the danger.
+    problems = check(title=NESTED_BEHIND_AN_IF)
+    assert problems == ["Title: line 1: loops may be nested at most 2 deep; this one is 3."]
+
+
+def test_the_admin_refuses_to_save_a_template_past_the_bounds(editor_client, order_template):
+    before = order_template.versions.count()
+    page = editor_client.post(
+        reverse("admin:templates_admin_template_new_version", args=[order_template.pk]),
+        {"title": '{{ items_count|floatformat:"300000000" }}', "body": "", "url": ""},
+    )
+    assert "floatformat may show at most 20 decimal places" in page.content.decode()
+    assert order_template.versions.count() == before
+
+
+def test_preview_stops_a_render_that_outgrows_its_bound_and_says_so(editor_client, order_template):
+    # Two loops (allowed) over a pasted list of 3,000: nine million iterations.
+    version = TemplateVersion.objects.create(
+        template=order_template, number=99,
+        title="{% for a in lines %}{% for b in lines %}{{ a }}{% endfor %}{% endfor %}",
+    )  # fmt: skip
+    payload = {"order_number": "A-1", "items_count": 1, "lines": list(range(3000))}
+    page = editor_client.get(
+        reverse("admin:templates_admin_template_preview", args=[version.pk]),
+        {"payload": json.dumps(payload)},
+    )
+    assert page.status_code == 200
+    text = page.content.decode()
+    # Whichever bound it meets first, time or size, the page says so instead of spinning.
+    assert "Rendering failed: rendering takes more than 1s of CPU" in text or (
+        "Rendering failed: the text grows past" in text
+    )
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Order {{ order_number|floatformat:2 }} shipped",  # 1e999999999 as a number
+        "Order {{ order_number|money:'EUR' }} shipped",
+    ],
+)
+def test_a_delivery_whose_render_passes_the_bound_fails_with_render_limit(demo_data, title):
+    template = Template.objects.get(category__key="order.shipped", channel="email", locale="en")
+    version = template_version_create(
+        template=template,
+        fields={"subject": title, "html_body": "<p>{{ order_number }}</p>", "text_body": ""},
+    )
+    template_version_publish(version=version)
+    person = Recipient.objects.create(user_id="bounds-1", email="b@example.com", locale="en")
+    notification = Notification.objects.create(
+        producer=Producer.objects.get_or_create(name="bounds")[0], event_id="bounds-1",
+        recipient=person, category=Category.objects.get(key="order.shipped"),
+        payload={"order_number": "1e999999999", "delivery_date": "2026-12-03",
+                 "items_count": 1},
+        channels=["email"], fingerprint="x",
+    )  # fmt: skip
+    notification_route(notification_id=str(notification.pk))
+    delivery = Delivery.objects.get(notification=notification, channel="email")
+
+    delivery_attempt(delivery_id=delivery.pk)
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.reason) == (DeliveryStatus.FAILED, Reason.RENDER_LIMIT)
+    assert "a number has more than 100 digits" in delivery.last_error

@@ -1,0 +1,117 @@
+"""Per-recipient order through real worker processes: many threads race for the same
+person's sends, and the SMTP server and the feed still see each pair in order."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from deliveries.models import Delivery, DeliveryAttempt
+from notify.models import Category, Producer, Recipient
+from notify.services import Accepted, Event, notifications_accept
+from tests.statuses import UNSETTLED, settled
+from tests.test_pipeline_e2e import post_event, register
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+PAIRS = 200
+
+
+def order_payload(number: str) -> dict:
+    return {"order_number": number, "delivery_date": "2026-12-03", "items_count": 1}
+
+
+def test_200_pairs_reach_smtp_and_the_feed_in_the_order_they_happened(api, pipeline, workers_with):
+    smtp = pipeline
+    workers_with(count=4, pool="threads", concurrency=8)
+    Recipient.objects.bulk_create(
+        Recipient(user_id=f"pair-{i:03d}", email=f"pair-{i:03d}@example.com", locale="en")
+        for i in range(PAIRS)
+    )
+    # Accepted in one statement (as a batch request is): every route and send is
+    # published at once, so the 32 threads race for both events of a person.
+    # "cancelled" happened 1 ms after "paid".
+    category = Category.objects.get(key="order.shipped")
+    start = timezone.now() - timedelta(seconds=1)
+    events = [
+        Event(
+            event_id=f"pair-{i}-{what}",
+            user_id=f"pair-{i:03d}",
+            category=category,
+            payload=order_payload(f"{i}-{what}"),
+            channels=["inapp", "email"],
+            occurred_at=start + timedelta(milliseconds=2 * i + step),
+        )
+        for i in range(PAIRS)
+        for step, what in enumerate(("paid", "cancelled"))
+    ]
+    producer = Producer.objects.get(name="shop")
+    answers = notifications_accept(producer=producer, events=events)
+    assert all(isinstance(answer, Accepted) for answer in answers)
+
+    emails = Delivery.objects.filter(
+        channel="email", notification__recipient__user_id__startswith="pair-"
+    )
+    wait_for(
+        lambda: emails.count() == len(events) and not emails.filter(status__in=UNSETTLED).exists(),
+        timeout=120,
+        what="every email to settle",
+    )
+    assert set(emails.values_list("status", flat=True)) == {"delivered"}
+
+    received = defaultdict(list)
+    for mail in smtp.received:
+        received[mail.rcpt_tos[0]].append(mail.subject)
+    out_of_order = {
+        address: subjects
+        for address, subjects in received.items()
+        if [s.split()[1].split("-")[1] for s in subjects] != ["paid", "cancelled"]
+    }
+    assert len(received) == PAIRS
+    assert out_of_order == {}
+
+    for i in range(PAIRS):
+        feed = api.get(f"/v1/users/pair-{i:03d}/feed").json()["results"]
+        assert [e["title"] for e in feed] == [
+            f"Order {i}-cancelled is on its way",
+            f"Order {i}-paid is on its way",
+        ]
+
+
+def test_an_earlier_delivery_stuck_sending_holds_the_later_one_only_up_to_the_bound(
+    api, pipeline, workers_with
+):
+    smtp = pipeline
+    workers_with(NOTIFY_ORDER_WAIT_MAX="2")
+    register(api, "stuck-1", email="stuck@example.com", locale="en")
+    earlier = post_event(
+        api,
+        user_id="stuck-1",
+        channels=["email"],
+        payload=order_payload("S-1"),
+        occurred_at=(timezone.now() - timedelta(minutes=1)).isoformat(),
+    ).json()["notification_id"]
+    wait_for(settled(api, earlier, {"email"}), what="the earlier email")
+    # Its worker hangs mid-send (the claim is far from the sweeper's timeout).
+    Delivery.objects.filter(notification_id=earlier).update(
+        status="sending", claimed_at=timezone.now()
+    )
+
+    later = post_event(
+        api, user_id="stuck-1", channels=["email"], payload=order_payload("S-2")
+    ).json()["notification_id"]
+    found = wait_for(settled(api, later, {"email"}), timeout=20, what="the later email")
+
+    assert found["email"]["status"] == "delivered"
+    assert Delivery.objects.get(notification_id=earlier).status == "sending"  # still stuck
+    [attempt] = DeliveryAttempt.objects.filter(delivery__notification_id=later)
+    assert attempt.held_ms >= 2000  # held for the whole bound, then sent anyway
+    assert found["email"]["held_ms"] == attempt.held_ms
+    assert [m.subject for m in smtp.received] == [
+        "Order S-1 has shipped",
+        "Order S-2 has shipped",
+    ]
