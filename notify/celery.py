@@ -3,7 +3,9 @@
 import os
 
 from celery import Celery
-from celery.signals import celeryd_after_setup
+from celery.signals import beat_init, celeryd_after_setup, worker_init
+
+from notify.checks import process_exit_on_weak_secret_key
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notify.settings")
 
@@ -19,3 +21,14 @@ def _declare_broker_topology(sender, instance, **kwargs) -> None:
     with app.connection_for_write() as conn:
         for queue in app.conf.task_queues:
             queue.bind(conn.default_channel).declare()
+
+
+@worker_init.connect
+def _refuse_weak_secret_key_in_worker(sender=None, **kwargs) -> None:
+    # Workers seal deliveries at routing and check the seals before sending.
+    process_exit_on_weak_secret_key(process="celery worker")
+
+
+@beat_init.connect
+def _refuse_weak_secret_key_in_beat(sender=None, **kwargs) -> None:
+    process_exit_on_weak_secret_key(process="celery beat")

@@ -1,8 +1,10 @@
 """Start-up refusals: settings a deployment must not run with.
 
 The web entry points (notify/asgi.py, notify/wsgi.py) call `secret_key_refuse_weak`, so
-the web process does not start with DEBUG off on the built-in or a short SECRET_KEY;
-`manage.py check --deploy` reports the same. It is not an ordinary system check: that
+the web process does not start with DEBUG off on the built-in or a short SECRET_KEY; the
+other long-running processes (Celery workers and beat, the outbox relay, the dead-letter
+consumer: they make and check the gate's seals too) call `process_exit_on_weak_secret_key`
+as they start. `manage.py check --deploy` reports the same. It is not an ordinary system check: that
 would stop `makemigrations` and other local commands, which run with DEBUG off too.
 """
 
@@ -43,6 +45,15 @@ def secret_key_refuse_weak() -> None:
     problem = _current_problem()
     if problem is not None:
         raise ImproperlyConfigured(f"{problem} (DEBUG is off; refusing to start)")
+
+
+def process_exit_on_weak_secret_key(*, process: str) -> None:
+    """Stop this process (SystemExit, with the reason) when DEBUG is off and SECRET_KEY is
+    weak. SystemExit, not an exception: Celery logs and swallows exceptions raised in its
+    start-up signals, and the process would run on regardless."""
+    problem = _current_problem()
+    if problem is not None:
+        raise SystemExit(f"{process}: {problem} (DEBUG is off; refusing to start)")
 
 
 @checks.register(checks.Tags.security, deploy=True)

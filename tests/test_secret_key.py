@@ -8,10 +8,16 @@ import sys
 
 import pytest
 
+from deliveries.demo import seed_demo
+from deliveries.models import Delivery, DeliveryStatus
+from deliveries.routing import notification_route
 from notify.checks import secret_key_problem
+from notify.models import Category, Notification, Producer, Recipient
 from notify.tokens import user_token_issue, user_token_recipient_id
 from preferences.gate import gate_seal, gate_seal_valid
+from preferences.tokens import unsubscribe_token, unsubscribe_token_read
 from tests.conftest import ROOT
+from tests.waiting import wait_for
 
 BUILT_IN = "dev-only-insecure-key-change-me-in-any-deployment"
 OLD_KEY = "old-key-" + "o" * 60
@@ -54,12 +60,14 @@ def test_rotating_the_key_keeps_gate_seals_and_user_tokens_valid_through_the_fal
     settings.SECRET_KEY_FALLBACKS = []
     seal = gate_seal(notification_id="n-1", channel="email", target="a@example.com")
     token = user_token_issue(recipient_id=42)
+    link = unsubscribe_token(recipient_id=42, category_id=7, channel="email")
 
     settings.SECRET_KEY = NEW_KEY
     settings.SECRET_KEY_FALLBACKS = [OLD_KEY]
     assert gate_seal_valid(notification_id="n-1", channel="email", target="a@example.com",
                            seal=seal)  # fmt: skip
     assert user_token_recipient_id(token) == 42
+    assert unsubscribe_token_read(link) is not None
     # A seal is still bound to its delivery, whichever key made it.
     assert not gate_seal_valid(notification_id="n-2", channel="email", target="a@example.com",
                                seal=seal)  # fmt: skip
@@ -68,3 +76,60 @@ def test_rotating_the_key_keeps_gate_seals_and_user_tokens_valid_through_the_fal
     assert not gate_seal_valid(notification_id="n-1", channel="email", target="a@example.com",
                                seal=seal)  # fmt: skip
     assert user_token_recipient_id(token) is None
+    assert unsubscribe_token_read(link) is None
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["-m", "celery", "-A", "notify", "worker", "-Q", "medium", "--pool", "threads"],
+        ["-m", "celery", "-A", "notify", "beat", "-s", "/tmp/notify-test-beat-schedule"],
+        ["manage.py", "outbox_relay"],
+        ["manage.py", "dead_letter_consumer"],
+    ],
+    ids=["worker", "beat", "relay", "dead-letters"],
+)
+def test_the_other_processes_do_not_start_on_the_built_in_key_either(command):
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
+    env.update({"DJANGO_SETTINGS_MODULE": "notify.settings", "DJANGO_DEBUG": "0"})
+    started = subprocess.run(
+        [sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert started.returncode != 0
+    assert "built-in development key" in started.stdout + started.stderr
+
+
+@pytest.mark.e2e
+def test_deliveries_sealed_before_a_key_rotation_are_delivered_after_it(
+    pipeline, workers_with, settings
+):
+    smtp = pipeline
+    old_key = settings.SECRET_KEY
+    # The deliveries are routed (and sealed) here, under the old key, with no worker
+    # consuming; then only workers on the new key, the old one as fallback, take them.
+    workers_with(DJANGO_SECRET_KEY=NEW_KEY, DJANGO_SECRET_KEY_FALLBACKS=old_key)
+    seed_demo()
+    producer = Producer.objects.create(name="rotation")
+    category = Category.objects.get(key="order.shipped")
+    routed = []
+    for n in range(3):
+        person = Recipient.objects.create(user_id=f"rot-{n}", email=f"rot-{n}@example.com")
+        notification = Notification.objects.create(
+            producer=producer, event_id=f"rot-{n}", recipient=person, category=category,
+            payload={"order_number": f"R-{n}", "delivery_date": "2026-12-03",
+                     "items_count": 1},
+            channels=["email"], fingerprint="rot",
+        )  # fmt: skip
+        notification_route(notification_id=str(notification.pk))
+        routed.append(notification.pk)
+
+    emails = Delivery.objects.filter(notification_id__in=routed, channel="email")
+    wait_for(
+        lambda: emails.filter(status=DeliveryStatus.DELIVERED).count() == 3,
+        timeout=30,
+        what=f"the three emails delivered: {list(emails.values_list('status', 'reason'))}",
+    )
+    assert sorted(m.rcpt_tos[0] for m in smtp.received) == [
+        "rot-0@example.com", "rot-1@example.com", "rot-2@example.com"
+    ]  # fmt: skip
