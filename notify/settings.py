@@ -223,7 +223,10 @@ SPECTACULAR_SETTINGS = {
     # Enums stay inline: the enum hook would turn each `{"enum": [...]}` of a rule (e.g.
     # "kind webpush needs endpoint and keys") into a shared component of all the values.
     # Ours adds the links from a created resource to the operations on it.
-    "POSTPROCESSING_HOOKS": ["notify.api.schema.add_links"],
+    "POSTPROCESSING_HOOKS": [
+        "notify.api.schema.add_links",
+        "deliveries.api.stream_schema.add_stream",
+    ],
 }
 
 # --- Intake and the outbox relay -----------------------------------------------------------

@@ -103,13 +103,21 @@ class NotificationBatchOut(serializers.Serializer):
     results = NotificationBatchItemOut(many=True)
 
 
+# A delivery's statuses, as the status API states them (deliveries owns the model, a
+# layer above this one; tests/test_ordering.py keeps the two lists equal).
+DELIVERY_STATUSES = (
+    "queued", "sending", "retrying", "delivered", "failed", "dead", "expired", "suppressed",
+    "deferred", "skipped_live", "cancelled", "superseded",
+)  # fmt: skip
+
+
 class DeliveryStatusOut(serializers.Serializer):
     channel = serializers.CharField()
     target = serializers.CharField()
-    status = serializers.CharField(
-        help_text="queued, sending, retrying, delivered, failed, dead, expired, suppressed, "
-        "deferred, skipped_live, cancelled, or superseded (not sent: a newer event about "
-        "the same subject already reached the person on this channel)."
+    status = serializers.ChoiceField(
+        choices=DELIVERY_STATUSES,
+        help_text="Where the delivery stands; `superseded`: not sent, because a newer event "
+        "about the same subject already reached the person on this channel.",
     )
     reason = serializers.CharField()
     attempts = serializers.IntegerField()

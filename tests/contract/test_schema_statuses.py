@@ -34,3 +34,17 @@ def test_path_user_ids_state_their_real_limits(db):
     limit = next(p for p in _operation("/v1/users/{user_id}/feed", "get")["parameters"]
              if p["name"] == "limit")  # fmt: skip
     assert (limit["schema"]["minimum"], limit["schema"]["maximum"]) == (1, 100)
+
+
+def test_the_live_stream_is_in_the_schema_with_every_status_it_answers(api):
+    stream = _operation("/v1/users/{user_id}/stream", "get")
+    assert set(stream["responses"]) == {"200", "400", "401", "403", "404", "429"}
+    assert "text/event-stream" in stream["responses"]["200"]["content"]
+    parameters = {p["name"]: p for p in stream["parameters"]}
+    assert parameters["user_id"]["schema"]["maxLength"] == 255
+    assert parameters["device_id"]["schema"]["pattern"] == "^[0-9]{1,18}$"
+    assert parameters["Last-Event-ID"]["in"] == "header"
+    # What it documents, it answers (the errors come before any event is streamed).
+    assert_error(api.get("/v1/users/demo-user/stream?device_id=abc"), 400, "invalid")
+    assert_error(api.get("/v1/users/nobody-at-all/stream"), 404, "unknown_recipient")
+    assert APIClient().get("/v1/users/demo-user/stream").status_code == 401
