@@ -84,6 +84,15 @@ def purge_queues(conn: Connection) -> None:
         channel.queue_purge(name)
 
 
+@pytest.fixture
+def clean_breakers():
+    """Provider breakers and buckets as a fresh deployment has them, before and after: a
+    test that calls a provider in this process must not find one opened by another."""
+    reset_provider_state()
+    yield
+    reset_provider_state()
+
+
 def reset_provider_state() -> None:
     """Forget breaker states and token buckets left by earlier tests."""
     import redis

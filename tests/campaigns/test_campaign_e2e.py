@@ -4,12 +4,17 @@ reached through the gate (in-app feed, email over the SMTP peer)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from collections import Counter
 
 import pytest
 
 from campaigns.models import Campaign
+from notify.models import Notification
 from tests.campaigns.conftest import PROMO, seed_recipients
+from tests.pressure.test_faults_e2e import pool_children
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -53,3 +58,43 @@ def test_a_launched_campaign_reaches_every_member_through_the_pipeline(
 def deliveries_delivered(api, campaign_id: int) -> int:
     document = api.get(f"/v1/campaigns/{campaign_id}").json()
     return sum(d["count"] for d in document["deliveries"] if d["status"] == "delivered")
+
+
+def test_a_worker_killed_mid_fan_out_is_replaced_and_each_member_gets_one_notification(
+    api, promo_data, pipeline, workers_with
+):
+    audience = 1500
+    seed_recipients(audience, prefix="k")
+    # Small batches: the fan-out yields to the routes of each batch, so it takes seconds.
+    settings = {"NOTIFY_CAMPAIGN_BATCH_SIZE": "30"}
+    [first] = workers_with(pool="prefork", concurrency=2, **settings)
+    response = api.post(
+        "/v1/campaigns",
+        {"name": "Kill me", "category": "promo.weekly", "payload": PROMO,
+         "audience": {"all": True}},
+        format="json",
+    )  # fmt: skip
+    assert response.status_code == 202, response.content
+    campaign = Campaign.objects.get(pk=response.json()["campaign_id"])
+
+    def under_way() -> bool:
+        created = Campaign.objects.get(pk=campaign.pk).created_count
+        return 150 <= created < audience
+
+    wait_for(under_way, timeout=60, what="the fan-out to be under way")
+    for pid in [*pool_children(first.process.pid), first.process.pid]:
+        os.kill(pid, signal.SIGKILL)  # the whole worker, mid-fan-out
+    first.process.wait(timeout=10)
+    killed_at = Campaign.objects.get(pk=campaign.pk).created_count
+    assert killed_at < audience
+
+    workers_with(pool="prefork", concurrency=2, **settings)  # a fresh worker takes over
+    wait_for(
+        lambda: Campaign.objects.get(pk=campaign.pk).status == "done",
+        timeout=120, what="the fan-out to finish after the kill",
+    )  # fmt: skip
+    made = Notification.objects.filter(event_id__startswith=f"campaign:{campaign.pk}:")
+    per_member = Counter(made.values_list("recipient__user_id", flat=True))
+    assert len(per_member) == audience  # nobody left out
+    assert set(per_member.values()) == {1}  # nobody twice
+    assert Campaign.objects.get(pk=campaign.pk).audience_size == audience

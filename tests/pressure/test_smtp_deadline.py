@@ -26,7 +26,7 @@ def attempt_in_a_sender_thread(delivery_id: int) -> None:
 
 
 def test_a_drip_feeding_smtp_relay_is_cut_off_at_the_calls_deadline(
-    transactional_db, demo_data, settings
+    transactional_db, demo_data, settings, clean_breakers
 ):
     # "220 " and then hours of greeting, a byte every 0.2 s (the read timeout is 5 s).
     relay = DripPeer(b"220-" + b"a" * 100_000, every=0.2, reads_first=False)

@@ -7,6 +7,7 @@ peer through settings), the way a worker would run them.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from datetime import timedelta
 
@@ -21,6 +22,7 @@ from notify.models import Category, Notification, Producer, Recipient
 from preferences.gate import gate_seal
 from templates_admin.models import Template
 from templates_admin.services import template_version_create, template_version_publish
+from tests.peers.drip import DripPeer
 
 ORDER = {"order_number": "F-9", "delivery_date": "2026-12-03", "items_count": 1}
 
@@ -162,3 +164,32 @@ def test_a_device_live_on_the_stream_is_left_out_of_the_fcm_batch(fcm_service, f
     assert [rows[d.pk].status for d in deliveries[:2]] == ["delivered", "delivered"]
     assert len(fcm_service.sends) == 2
     assert fcm_service.sends_to("tok-2") == []
+
+
+def test_a_drip_feeding_fcm_answer_is_cut_off_at_the_calls_deadline(
+    fcm_service, fcm_template, settings, clean_breakers
+):
+    # The token endpoint is the local FCM; the send URL answers a byte every 0.2 s, well
+    # inside the per-read timeout, so only the call's total deadline can end it.
+    drip = DripPeer(b"HTTP/1.1 200 OK\r\nX-Drip: " + b"a" * 100_000, every=0.2, reads_first=True)
+    settings.FCM_SEND_URL = f"{drip.origin}/v1/projects/{{project_id}}/messages:send"
+    settings.NOTIFY_PUSH_REQUEST_TIMEOUT = 5.0
+    settings.NOTIFY_PROVIDER_CALL_DEADLINES = {
+        **settings.NOTIFY_PROVIDER_CALL_DEADLINES,
+        "fcm": 1.0,
+    }
+    _, deliveries = fcm_notification(fcm_template, 1)
+    started = time.monotonic()
+    try:
+        delivery_attempt(delivery_id=deliveries[0].pk)
+        elapsed = time.monotonic() - started
+        assert drip.cut_off.wait(5), "the connection to the dripping FCM stayed open"
+    finally:
+        drip.stop()
+
+    # Without the deadline the answer would take hours; the sender is back long before.
+    assert elapsed < 30, f"the sender was held {elapsed:.0f} s"
+    delivery = Delivery.objects.get(pk=deliveries[0].pk)
+    attempt = DeliveryAttempt.objects.get(delivery=delivery)
+    assert attempt.outcome == "transient"
+    assert delivery.status == "retrying"  # a timeout is retried like any transient failure

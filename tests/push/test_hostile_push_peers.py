@@ -18,18 +18,10 @@ from deliveries.channels.webpush import parse_retry_after
 from deliveries.models import Delivery, DeliveryAttempt, Device
 from notify.models import Category, Notification, Producer, Recipient
 from preferences.gate import gate_seal
-from tests.conftest import reset_provider_state
 from tests.peers.drip import DripPeer
 from tests.push.peer import PushService
 
 ORDER = {"order_number": "H-1", "delivery_date": "2026-12-03", "items_count": 1}
-
-
-@pytest.fixture
-def clean_breakers():
-    reset_provider_state()
-    yield
-    reset_provider_state()
 
 
 @pytest.fixture
