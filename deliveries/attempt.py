@@ -54,6 +54,7 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
     # A device live on the stream got the notification there; checked before the claim
     # (no claim taken) and right after it (the claim is given back).
     if delivery_skip_if_live(delivery=delivery, claimed_at=None):
+        successor_wake(delivery=delivery)  # done with: the next one held behind may go
         return AttemptReport(AttemptResult.SKIPPED_LIVE, delivery_id)
     if not delivery_claim(delivery=delivery, now=now, version=version):
         refusal = delivery_claim_refused(delivery_id=delivery_id, now=now)
@@ -64,6 +65,7 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
             delivery_id,
         )
     if delivery_skip_if_live(delivery=delivery, claimed_at=now):
+        successor_wake(delivery=delivery)
         return AttemptReport(AttemptResult.SKIPPED_LIVE, delivery_id)
     # An older event than one the person already got here about the same subject.
     if newer_delivered(delivery=delivery) and delivery_supersede(delivery=delivery, claimed_at=now):
@@ -126,7 +128,6 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
         uncharged=probe_failed,
         held=held_ms(delivery=delivery, now=now),
     )
-    successor_wake(delivery=delivery)  # it is no longer on its way: the next may go
     return report
 
 

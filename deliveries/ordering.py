@@ -11,7 +11,8 @@ UPDATE (two index probes inside that one statement, see `order_clear`), so an un
 send costs no extra statement there; a held one is put back with a countdown and goes
 anyway once held NOTIFY_ORDER_WAIT_MAX, the wait written on its attempt row (`held_ms`).
 When a delivery is done with, the next one held behind it is published at once
-(`successor_wake`, one statement), so a burst to one person flows one by one.
+(`successor_wake`; after a try it rides on the attempt row's INSERT, so it costs no
+statement of its own), so a burst to one person flows one by one.
 
 Stale: with a `subject`, an event older than one already delivered to the person on the
 same channel about the same subject is not sent on push, SMS or email; the delivery ends
@@ -21,6 +22,7 @@ same channel about the same subject is not sent on push, SMS or email; the deliv
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -183,46 +185,42 @@ def delivery_supersede(*, delivery: Delivery, claimed_at: datetime) -> bool:
     return bool(ended)
 
 
-def successor_wake(*, delivery: Delivery) -> int | None:
-    """The delivery is done with (sent, failed, superseded): publish the next one held
-    behind it for the same person and channel at once, rather than leave it to its
-    countdown, so a burst to one person goes out one after another without gaps.
+# The next delivery held behind one that is done with, for the same person and channel
+# (an index range read on `delivery_order_pending`), marked enqueued as it is woken.
+_WAKE_SQL = f"""
+    UPDATE {Delivery._meta.db_table} SET enqueued_at = %(wake_now)s
+     WHERE id = (
+        SELECT id FROM {Delivery._meta.db_table}
+         WHERE recipient_id = %(wake_recipient)s AND channel = %(wake_channel)s
+           AND (status IN ('queued', 'sending') OR (status = 'retrying' AND attempts = 0))
+           AND held_since IS NOT NULL
+           AND (occurred_at, accepted_at, notification_id)
+               > (%(wake_occurred)s, %(wake_accepted)s, %(wake_notification)s)
+         ORDER BY occurred_at, accepted_at, notification_id
+         LIMIT 1)
+    RETURNING id, queue
+"""
 
-    One statement (an index range read on `delivery_order_pending`); returns the id of
-    the delivery woken, if any. The woken one is checked again by its claim as usual.
-    """
+
+def successor_wake_sql(*, delivery: Delivery) -> tuple[str, dict[str, Any]] | None:
+    """The wake of `successor_wake` as an UPDATE … RETURNING (id, queue) and its
+    parameters, for a caller to run inside a statement it makes anyway (the attempt row's
+    INSERT does: a send then costs no statement for it). None when the delivery is not
+    ordered (a row from before per-recipient order)."""
     if delivery.recipient_id is None:
         return None
-    now = timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            UPDATE {Delivery._meta.db_table} SET enqueued_at = %(now)s
-             WHERE id = (
-                SELECT id FROM {Delivery._meta.db_table}
-                 WHERE recipient_id = %(recipient)s AND channel = %(channel)s
-                   AND (status IN ('queued', 'sending')
-                        OR (status = 'retrying' AND attempts = 0))
-                   AND held_since IS NOT NULL
-                   AND (occurred_at, accepted_at, notification_id)
-                       > (%(occurred)s, %(accepted)s, %(notification)s)
-                 ORDER BY occurred_at, accepted_at, notification_id
-                 LIMIT 1)
-            RETURNING id, queue
-            """,
-            {
-                "now": now,
-                "recipient": delivery.recipient_id,
-                "channel": delivery.channel,
-                "occurred": delivery.occurred_at,
-                "accepted": delivery.accepted_at,
-                "notification": delivery.notification_id,
-            },
-        )
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    woken, queue = row
+    return _WAKE_SQL, {
+        "wake_now": timezone.now(),
+        "wake_recipient": delivery.recipient_id,
+        "wake_channel": delivery.channel,
+        "wake_occurred": delivery.occurred_at,
+        "wake_accepted": delivery.accepted_at,
+        "wake_notification": delivery.notification_id,
+    }
+
+
+def successor_enqueue(*, delivery: Delivery, woken: int, queue: str) -> None:
+    """Publish the send of the delivery woken behind `delivery` (call after commit)."""
     delivery_enqueue(
         delivery_id=woken,
         channel=delivery.channel,
@@ -233,4 +231,26 @@ def successor_wake(*, delivery: Delivery) -> int | None:
         push_owner=None,
         mark_enqueued=False,
     )
+
+
+def successor_wake(*, delivery: Delivery) -> int | None:
+    """The delivery is done with without an attempt row (superseded): publish the next
+    one held behind it for the same person and channel at once, rather than leave it to
+    its countdown, so a burst to one person goes out one after another without gaps.
+    (After a try, `attempt_record` does the same inside the attempt row's INSERT.)
+
+    One statement; returns the id of the delivery woken, if any. The woken one is
+    checked again by its claim as usual.
+    """
+    wake = successor_wake_sql(delivery=delivery)
+    if wake is None:
+        return None
+    sql, params = wake
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    woken, queue = row
+    successor_enqueue(delivery=delivery, woken=woken, queue=queue)
     return woken

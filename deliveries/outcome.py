@@ -10,7 +10,7 @@ from enum import Enum
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -18,6 +18,7 @@ from deliveries.channels.base import SendResult
 from deliveries.enqueue import delivery_enqueue
 from deliveries.fairness import push_slot_member, push_slot_release
 from deliveries.models import AttemptOutcome, Delivery, DeliveryAttempt, DeliveryStatus, Reason
+from deliveries.ordering import successor_enqueue, successor_wake_sql
 from deliveries.outcome_log import delivery_outcome_log
 from deliveries.retry import PUSH_CHANNELS, RetryDecision, RetryKind, decide_retry
 from deliveries.routing import notification_fallback
@@ -57,7 +58,8 @@ def attempt_record(
     uncharged: bool = False,
     held: int = 0,
 ) -> AttemptReport:
-    """Write the attempt row and the delivery's next state in one transaction.
+    """Write the attempt row and the delivery's next state in one transaction (and wake
+    the next delivery held behind this one: it is no longer on its way).
 
     `uncharged`: a failed half-open probe. The provider is still down, so the delivery
     waits out another cool-down like the others, and the try is not counted against
@@ -75,16 +77,17 @@ def attempt_record(
         )
         push_slot_release(recipient_id=delivery.notification.recipient_id, member=member)
     with transaction.atomic():
-        DeliveryAttempt.objects.create(
-            delivery=delivery,
-            number=delivery.attempts,
+        woken = _attempt_insert_and_wake(
+            delivery,
+            result,
             started_at=started_at,
-            duration_ms=duration,
-            outcome=result.outcome,
-            status_code=result.status_code[:32],
-            response=result.response,
-            held_ms=held,
+            duration=duration,
+            held=held,
         )
+        if woken is not None:  # the next delivery held behind this one may go now
+            transaction.on_commit(
+                lambda: successor_enqueue(delivery=delivery, woken=woken[0], queue=woken[1])
+            )
         # Only the holder of the current claim writes the outcome; a sweeper may have
         # given a stale claim to someone else meanwhile.
         updated = Delivery.objects.filter(
@@ -131,6 +134,48 @@ def attempt_record(
         duration=duration,
     )
     return AttemptReport(outcome, delivery.pk)
+
+
+def _attempt_insert_and_wake(
+    delivery: Delivery, result: SendResult, *, started_at: datetime, duration: int, held: int
+) -> tuple[int, str] | None:
+    """Insert the attempt row and, in the same statement, wake the next delivery held
+    behind this one (deliveries/ordering.py); returns the woken (id, queue), if any.
+
+    One statement: per-recipient order costs a send no round trip of its own. The woken
+    one's message is published after commit, when this delivery's outcome is visible.
+    """
+    params: dict[str, Any] = {
+        "delivery": delivery.pk,
+        "number": delivery.attempts,
+        "started_at": started_at,
+        "duration": duration,
+        "outcome": result.outcome,
+        "status_code": result.status_code[:32],
+        "response": result.response,
+        "held": held,
+    }
+    insert = f"""
+        INSERT INTO {DeliveryAttempt._meta.db_table}
+            (delivery_id, number, started_at, duration_ms, outcome, status_code, response,
+             held_ms)
+        VALUES (%(delivery)s, %(number)s, %(started_at)s, %(duration)s, %(outcome)s,
+                %(status_code)s, %(response)s, %(held)s)
+    """
+    wake = successor_wake_sql(delivery=delivery)
+    with connection.cursor() as cursor:
+        if wake is None:
+            cursor.execute(insert, params)
+            return None
+        wake_sql, wake_params = wake
+        # A data-modifying CTE runs exactly once whether or not the query reads it.
+        cursor.execute(
+            f"WITH woken AS ({wake_sql}), attempt AS ({insert} RETURNING 1) "
+            "SELECT woken.id, woken.queue FROM attempt LEFT JOIN woken ON true",
+            {**params, **wake_params},
+        )
+        row = cursor.fetchone()
+    return (row[0], row[1]) if row and row[0] is not None else None
 
 
 def _next_state(
