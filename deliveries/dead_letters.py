@@ -2,7 +2,8 @@
 and re-drive, and the `dead_letter` queue itself stays empty.
 
 A consumer process (`manage.py dead_letter_consumer`) drains the queue: each message is
-written to its row (one per task id; a message that dies again updates it) and acked only
+written to its row (one per failing route or send, else per task id: a message that dies
+again updates it, see `letter_identity`) and acked only
 after the row is committed, so a crash in between re-delivers it and costs a count, never
 the message. A re-drive publishes the stored message again as it was first published,
 to the exchange and routing key it died from.
@@ -29,6 +30,7 @@ from deliveries.models import DeadLetter
 from deliveries.redrive import deliveries_redrive, send_letters_close
 from notify.broker import declare_topology
 from notify.celery import app as celery_app
+from notify.relay import ROUTE_TASK
 
 logger = logging.getLogger(__name__)
 
@@ -66,10 +68,11 @@ def dead_letter_record(*, message: Message, now: datetime | None = None) -> Dead
     deaths = headers.get("x-death") or [{}]
     death = deaths[0]  # RabbitMQ puts the most recent death first
     body = message.body if isinstance(message.body, bytes) else str(message.body).encode()
-    message_id = str(headers.get("id") or hashlib.sha256(body).hexdigest())
+    task, arguments = str(headers.get("task") or ""), _arguments(message)
+    message_id = letter_identity(task=task, arguments=arguments, headers=headers, body=body)
     fields = {
-        "task": str(headers.get("task") or ""),
-        "arguments": _arguments(message),
+        "task": task,
+        "arguments": arguments,
         "reason": str(death.get("reason") or headers.get("x-last-death-reason") or "unknown"),
         "queue": str(death.get("queue") or ""),
         "exchange": str(death.get("exchange") or ""),
@@ -94,6 +97,20 @@ def dead_letter_record(*, message: Message, now: datetime | None = None) -> Dead
         row.save()
     logger.warning("dead letter %s (%s) came back: %s times now", message_id, row.task, row.count)
     return row
+
+
+def letter_identity(*, task: str, arguments: dict, headers: dict, body: bytes) -> str:
+    """Which row a dead message belongs to: one row per thing that failed.
+
+    A route or send message dies for its notification or delivery; the sweeper's
+    republish of an unrouted notification, or a re-driven delivery's fresh send, is a new
+    message (a new task id) for the same failure, so those are keyed by task and id and
+    come back to their row (counted, opened again). Any other message is its task id.
+    """
+    args = arguments.get("args") or []
+    if task in (ROUTE_TASK, SEND_TASK) and args and isinstance(args[0], str | int):
+        return f"{task}:{args[0]}"
+    return str(headers.get("id") or hashlib.sha256(body).hexdigest())
 
 
 def dead_letters_redrive(*, dead_letter_ids: Iterable[int], by) -> int:
@@ -143,7 +160,7 @@ def _republish(rows: list[DeadLetter]) -> None:
                 content_encoding=row.content_encoding,
                 priority=row.priority,
                 delivery_mode=2,
-                correlation_id=row.message_id if row.task else None,
+                correlation_id=row.headers.get("id") if row.task else None,
                 retry=True,
             )
 

@@ -297,14 +297,18 @@ class AddressSuppression(models.Model):
 class DeadLetter(models.Model):
     """A message RabbitMQ dead-lettered, drained from the `dead_letter` queue into a row.
 
-    One row per message identity (the Celery task id): a message dead-lettered again
-    after a re-drive updates its row (count, last seen) and opens it again. The message
+    One row per thing that failed (a route or send by its notification or delivery, any
+    other message by its Celery task id): a message dead-lettered again after a re-drive
+    or a sweeper's republish updates its row (count, last seen) and opens it again. The message
     is kept as it was published (body, headers, properties), so a re-drive publishes the
     same task again; the queue itself stays empty.
     """
 
     message_id = models.CharField(
-        max_length=255, unique=True, help_text="The Celery task id (else a hash of the body)."
+        max_length=255,
+        unique=True,
+        help_text="What failed: the task and its notification or delivery id for a route "
+        "or send, else the Celery task id (else a hash of the body).",
     )
     task = models.CharField(max_length=255, blank=True)
     arguments = models.JSONField(default=dict, help_text="The task's args and kwargs.")

@@ -7,15 +7,17 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import kombu
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from deliveries.dead_letters import dead_letters_drain
 from deliveries.models import DeadLetter, Delivery, DeliveryRedrive
 from notify.broker import publish_task, queue_depth
 from notify.models import Category, Notification, Producer, Recipient
 from notify.roles import redrive_group_ensure, support_group_ensure
-from tests.conftest import reset_provider_state
+from tests.conftest import purge_queues, reset_provider_state
 from tests.processes import ARTIFACTS, ROOT, stop_child
 from tests.waiting import wait_for
 
@@ -200,3 +202,21 @@ def test_a_dead_send_is_redriven_as_its_delivery_from_either_admin_page(
     assert not {row.pk for row in letters} & set(listed(client, "open"))
     assert scrape().value("notify_dead_letters_open") == open_letters()
     assert queue_depth("dead_letter") == 0
+
+
+def test_the_same_failing_route_republished_is_one_row_counted_twice(db, broker):
+    purge_queues(broker)
+    producer = kombu.Producer(broker.default_channel)
+    dead = kombu.Queue("dead_letter", no_declare=True)
+    # The sweeper republishes an unrouted notification under a new task id; both die.
+    for task_id in ("route-try-1", "route-try-2"):
+        producer.publish(
+            b'[["n-42"], {}, {"callbacks": null}]', routing_key="dead_letter", exchange="",
+            headers={"id": task_id, "task": "deliveries.route"},
+            content_type="application/json", content_encoding="utf-8", declare=[dead],
+        )  # fmt: skip
+    assert dead_letters_drain(connection=broker) == 2
+
+    [row] = DeadLetter.objects.all()
+    assert (row.message_id, row.count) == ("deliveries.route:n-42", 2)
+    assert row.headers["id"] == "route-try-2"  # the latest message, for a re-drive
