@@ -93,26 +93,28 @@ def deadline_watch(sock: socket.socket | None) -> None:
         watch.add(sock)
 
 
-class _WatchedConnection(HTTPConnection):
-    # Registered at connect and again before each answer is awaited: a pooled
-    # connection carries over from an earlier call, which had its own watch.
+class _Watched:
+    """Mixed into urllib3's connections: the socket joins the current call's deadline at
+    connect and again before each answer is awaited (a pooled connection carries over
+    from an earlier call, which had its own watch)."""
+
+    sock: socket.socket | None
+
     def connect(self) -> None:
-        super().connect()
+        super().connect()  # type: ignore[misc]
         deadline_watch(self.sock)
 
     def getresponse(self) -> Any:
         deadline_watch(self.sock)
-        return super().getresponse()
+        return super().getresponse()  # type: ignore[misc]
 
 
-class _WatchedTlsConnection(HTTPSConnection):
-    def connect(self) -> None:
-        super().connect()
-        deadline_watch(self.sock)
+class _WatchedConnection(_Watched, HTTPConnection):
+    pass
 
-    def getresponse(self) -> Any:
-        deadline_watch(self.sock)
-        return super().getresponse()
+
+class _WatchedTlsConnection(_Watched, HTTPSConnection):
+    pass
 
 
 class _WatchedPool(HTTPConnectionPool):

@@ -63,10 +63,10 @@ def deliveries_delivered(api, campaign_id: int) -> int:
 def test_a_worker_killed_mid_fan_out_is_replaced_and_each_member_gets_one_notification(
     api, promo_data, pipeline, workers_with
 ):
-    audience = 1500
+    audience = 500
     seed_recipients(audience, prefix="k")
     # Small batches: the fan-out yields to the routes of each batch, so it takes seconds.
-    settings = {"NOTIFY_CAMPAIGN_BATCH_SIZE": "30"}
+    settings = {"NOTIFY_CAMPAIGN_BATCH_SIZE": "20"}
     [first] = workers_with(pool="prefork", concurrency=2, **settings)
     response = api.post(
         "/v1/campaigns",
@@ -79,7 +79,7 @@ def test_a_worker_killed_mid_fan_out_is_replaced_and_each_member_gets_one_notifi
 
     def under_way() -> bool:
         created = Campaign.objects.get(pk=campaign.pk).created_count
-        return 150 <= created < audience
+        return 60 <= created < audience
 
     wait_for(under_way, timeout=60, what="the fan-out to be under way")
     for pid in [*pool_children(first.process.pid), first.process.pid]:
