@@ -63,6 +63,8 @@ class ConsentRecord(models.Model):
     user_hash = models.CharField(
         max_length=64,
         blank=True,
+        # In the table too: rows written by set-based SQL (seeds, imports) need not name it.
+        db_default="",
         db_index=True,
         help_text="After erasure: the keyed hash of the person's user id, the record's only "
         "link to them.",
