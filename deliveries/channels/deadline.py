@@ -36,11 +36,13 @@ class DeadlineExceeded(requests.Timeout):
 
 
 class CallWatch:
-    """The sockets of one call; all shut down when its deadline passes."""
+    """The sockets of one call; all shut down when its deadline passes, and closed when
+    the call is over."""
 
     def __init__(self) -> None:
         self.expired = False
         self._sockets: list[socket.socket] = []
+        self._shut: list[socket.socket] = []
         self._lock = threading.Lock()
 
     def add(self, sock: socket.socket | None) -> None:
@@ -50,14 +52,29 @@ class CallWatch:
             if not self.expired:
                 self._sockets.append(sock)
                 return
+            self._shut.append(sock)
         _shutdown(sock)  # registered after the deadline: end it at once
 
     def expire(self) -> None:
         with self._lock:
             self.expired = True
             sockets, self._sockets = self._sockets, []
+            self._shut.extend(sockets)
         for sock in sockets:
             _shutdown(sock)
+
+    def close_expired(self) -> None:
+        """Close what the deadline shut down (called by the owner, once the call is over).
+
+        A client that failed half-way does not always close its socket itself (smtplib
+        keeps it when the greeting fails), so without this the descriptor and the peer's
+        connection would live until the garbage collector comes by.
+        """
+        with self._lock:
+            sockets, self._shut = self._shut, []
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
 
 
 def _shutdown(sock: socket.socket) -> None:
@@ -84,6 +101,7 @@ def call_deadline(seconds: float) -> Iterator[CallWatch]:
     finally:
         timer.cancel()
         _current.watch = previous
+        watch.close_expired()
 
 
 def deadline_watch(sock: socket.socket | None) -> None:
