@@ -4,14 +4,16 @@ the call's total deadline ends the attempt, as a transient failure that is retri
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 from django.db import connection
+from django.utils import timezone
 
 from deliveries.attempt import delivery_attempt
 from deliveries.channels.email import kept_session_close
 from deliveries.models import Delivery, DeliveryAttempt
-from deliveries.routing import notification_route
 from notify.models import Category, Notification, Producer, Recipient
+from preferences.gate import gate_seal
 from tests.peers.drip import DripPeer
 
 ORDER = {"order_number": "D-1", "delivery_date": "2026-12-03", "items_count": 1}
@@ -42,8 +44,16 @@ def test_a_drip_feeding_smtp_relay_is_cut_off_at_the_calls_deadline(
         recipient=person, category=Category.objects.get(key="order.shipped"), payload=ORDER,
         channels=["email"], fingerprint="x",
     )  # fmt: skip
-    notification_route(notification_id=str(notification.pk))
-    delivery = Delivery.objects.get(notification=notification, channel="email")
+    # Made as the gate makes it, without a send message: the suite's worker would
+    # otherwise take it first and send it to the test's SMTP peer, not to this relay.
+    now = timezone.now()
+    delivery = Delivery.objects.create(
+        notification=notification, channel="email", target=person.email,
+        queue=notification.category.queue, next_attempt_at=now,
+        deadline=now + timedelta(hours=1),
+        gate_seal=gate_seal(notification_id=notification.pk, channel="email",
+                            target=person.email),
+    )  # fmt: skip
     try:
         sender = threading.Thread(target=attempt_in_a_sender_thread, args=(delivery.pk,))
         sender.start()
