@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from notify.api.lookups import USER_ID_MAX, USER_ID_PATTERN
+
 STREAM_PATH = "/v1/users/{user_id}/stream"
 _ID = {"type": "string", "pattern": "^[0-9]{1,18}$"}
 _ERRORS = {
@@ -24,15 +26,18 @@ _ERRORS = {
 def add_stream(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: adds the stream operation."""
     paths = result.setdefault("paths", {})
-    user_id = next(
-        (
-            parameter
-            for operation in paths.get("/v1/users/{user_id}/unread-count", {}).values()
-            for parameter in operation.get("parameters", [])
-            if parameter.get("name") == "user_id"
-        ),
-        {"in": "path", "name": "user_id", "required": True, "schema": {"type": "string"}},
-    )
+    user_id = {
+        "in": "path",
+        "name": "user_id",
+        "required": True,
+        "schema": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": USER_ID_MAX,
+            "pattern": USER_ID_PATTERN,
+        },
+        "description": "The product's own id for the person.",
+    }
     error = {"$ref": "#/components/schemas/ErrorResponseOut"}
     responses: dict[str, Any] = {
         "200": {
