@@ -118,7 +118,7 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
         result, reason = _call_provider(delivery, version, context)
         provider_outcome(breaker=admission.breaker, outcome=result.outcome)
         probe_failed = admission.probe and result.outcome == AttemptOutcome.TRANSIENT
-    report = attempt_record(
+    return attempt_record(
         delivery,
         result,
         reason=reason,
@@ -128,7 +128,6 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
         uncharged=probe_failed,
         held=held_ms(delivery=delivery, now=now),
     )
-    return report
 
 
 def _past_deadline(delivery: Delivery, now: datetime) -> bool:

@@ -68,11 +68,16 @@ class JSONParser(parsers.JSONParser):
         parser_context = parser_context or {}
         encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
         limit = body_limit(parser_context.get("view"))
+        too_big = ApiError(
+            413, "payload_too_large", f"The request body is larger than {limit} bytes."
+        )
+        request = parser_context.get("request")
+        declared = (request.META.get("CONTENT_LENGTH") or "0") if request is not None else "0"
+        if declared.isdigit() and int(declared) > limit:
+            raise too_big  # said so up front: nothing is read
         raw = stream.read(limit + 1)
         if len(raw) > limit:
-            raise ApiError(
-                413, "payload_too_large", f"The request body is larger than {limit} bytes."
-            )
+            raise too_big
         try:
             text = codecs.decode(raw, encoding)
             data = json.loads(text)

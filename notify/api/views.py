@@ -33,19 +33,6 @@ from notify.services import (
 from notify.unread import unread_count
 
 
-def _body_within_limit(request: Request, limit: int) -> None:
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    too_big = ApiError(
-        status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-        "payload_too_large",
-        f"The request body is larger than {limit} bytes.",
-    )
-    if declared.isdigit() and int(declared) > limit:
-        raise too_big
-    if len(request.body) > limit:
-        raise too_big
-
-
 def _event_from(raw: object, api_key: ApiKey) -> Event:
     """A validated event, or an ApiError saying what is wrong with it (400/403/422)."""
     data_in = s.NotificationIn(data=raw)
@@ -96,7 +83,6 @@ class NotificationCreateApi(APIView):
         summary="Send an event; returns at once with the notification id.",
     )
     def post(self, request: Request) -> Response:
-        _body_within_limit(request, settings.NOTIFY_MAX_BODY_BYTES)
         event = _event_from(request.data, request.user.api_key)
         answer = notifications_accept(producer=request.user.producer, events=[event])[0]
         if not isinstance(answer, Accepted):
@@ -120,7 +106,6 @@ class NotificationBatchApi(APIView):
         ),
     )
     def post(self, request: Request) -> Response:
-        _body_within_limit(request, settings.NOTIFY_BATCH_MAX_BODY_BYTES)
         data_in = s.NotificationBatchIn(data=request.data)
         data_in.is_valid(raise_exception=True)
         answers: list[dict | None] = []
