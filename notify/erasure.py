@@ -27,6 +27,7 @@ from notify.models import (
     Recipient,
     SuppressedKind,
 )
+from notify.ratelimit import user_bucket_key
 from notify.unread import unread_key
 
 
@@ -116,9 +117,7 @@ def recipient_keys_forget(*, recipient_id: int) -> None:
     bucket (notify.api.auth.request_bucket names it so). The push slots and live registry
     are the deliveries app's (deliveries.erasure). Redis being down raises RedisError, so
     the erasure rolls back and is asked again rather than left half done."""
-    get_redis_connection("default").delete(
-        unread_key(recipient_id), f"notify:ratelimit:user:{recipient_id}"
-    )
+    get_redis_connection("default").delete(unread_key(recipient_id), user_bucket_key(recipient_id))
 
 
 def erasure_record(

@@ -45,6 +45,11 @@ class Take:
     tokens_left: float = 0.0
 
 
+def user_bucket_key(recipient_id: int) -> str:
+    """The Redis key of an end user's API rate bucket (erasure removes it too)."""
+    return f"notify:ratelimit:user:{recipient_id}"
+
+
 def bucket_take(*, key: str, rate: float, burst: float, cost: int = 1, floor: float = 0.0) -> Take:
     """Take `cost` tokens from bucket `key` if it has them above `floor`; else say how
     long to wait. Raises redis errors to the caller, which decides whether to fail open

@@ -10,7 +10,7 @@ from redis.exceptions import RedisError
 from rest_framework import authentication, exceptions, permissions, throttling
 
 from notify.models import ApiKey, Producer, Recipient, Scope
-from notify.ratelimit import bucket_take
+from notify.ratelimit import bucket_take, user_bucket_key
 from notify.services import api_key_authenticate
 from notify.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
 
@@ -181,7 +181,7 @@ def request_bucket(principal: object) -> Bucket | None:
         )
     if isinstance(principal, UserPrincipal):
         return Bucket(
-            key=f"notify:ratelimit:user:{principal.recipient.pk}",
+            key=user_bucket_key(principal.recipient.pk),
             rate=settings.NOTIFY_USER_RATE_PER_SECOND,
             burst=settings.NOTIFY_USER_RATE_BURST,
         )
