@@ -121,26 +121,30 @@ def campaign_run(bench: Bench, batch_size: int) -> FanOut:
 
 
 def plain_insert(bench: Bench, batch_size: int) -> FanOut:
-    """The baseline: batches of plain INSERT … SELECT of notification + outbox rows for
+    """The baseline: batches of plain INSERT … SELECT of notification, event key and outbox rows for
     the bench recipients, keyset on the recipient id, one transaction per batch."""
     from django.db import connection, transaction
     from django.utils import timezone
 
     from campaigns.fanout import ADMIN_PRODUCER
-    from notify.models import Category, Notification, Outbox, Producer, Recipient
+    from notify.models import Category, EventKey, Notification, Outbox, Producer, Recipient
 
     category = Category.objects.get(key=CAMPAIGN_CATEGORY)
     producer, _ = Producer.objects.get_or_create(name=ADMIN_PRODUCER)
     statement = f"""
         WITH batch AS (
-            SELECT r.id, r.user_id FROM {Recipient._meta.db_table} r
+            SELECT r.id, r.user_id, gen_random_uuid() AS notification_id
+              FROM {Recipient._meta.db_table} r
              WHERE r.id > %(after)s AND r.user_id LIKE %(like)s
              ORDER BY r.id LIMIT %(limit)s
+        ), k AS (
+            INSERT INTO {EventKey._meta.db_table} (notification_id, producer_id, event_id)
+            SELECT notification_id, %(producer)s, %(prefix)s || user_id FROM batch
         ), n AS (
             INSERT INTO {Notification._meta.db_table}
                 (id, producer_id, event_id, recipient_id, category_id, payload, fingerprint,
                  created_at)
-            SELECT gen_random_uuid(), %(producer)s, %(prefix)s || b.user_id, b.id,
+            SELECT b.notification_id, %(producer)s, %(prefix)s || b.user_id, b.id,
                    %(category)s, %(payload)s::jsonb, '', %(now)s
               FROM batch b
             RETURNING id

@@ -2,8 +2,9 @@
 
 Each batch is one transaction on the locked campaign row: one statement takes the next
 NOTIFY_CAMPAIGN_BATCH_SIZE audience members by recipient id after the checkpoint and
-inserts their notifications (`INSERT … SELECT … ON CONFLICT (producer_id, event_id) DO
-NOTHING`) and their outbox rows; then the checkpoint and created count move in the same
+inserts their event keys (`INSERT … SELECT … ON CONFLICT (producer_id, event_id) DO
+NOTHING`), the notifications of the keys that were new, and their outbox rows; then the
+checkpoint and created count move in the same
 transaction. The outbox trigger wakes the relay, which publishes one route task per
 notification through the normal gate. The task then publishes itself for the next batch,
 so it yields between batches, until the audience is exhausted.
@@ -31,7 +32,7 @@ from django.utils import timezone
 from campaigns.audience import RECIPIENTS, audience_sql
 from campaigns.models import AudienceKind, Campaign, CampaignStatus
 from notify.broker import publish_task
-from notify.models import Category, Notification, Outbox, Producer
+from notify.models import Category, EventKey, Notification, Outbox, Producer
 
 logger = logging.getLogger(__name__)
 
@@ -178,22 +179,30 @@ def _batch_insert(campaign: Campaign, batch_size: int, now: datetime) -> tuple[i
         cursor.execute(
             f"""
             WITH batch AS (
-                SELECT r.id, r.user_id FROM {RECIPIENTS} r
+                SELECT r.id, r.user_id, gen_random_uuid() AS notification_id
+                  FROM {RECIPIENTS} r
                  WHERE r.id > %(checkpoint)s AND r.id <= %(until)s AND {condition}
                  ORDER BY r.id
                  LIMIT %(limit)s
+            ), k AS (
+                -- The event keys decide what is new (a resumed batch finds its own).
+                INSERT INTO {EventKey._meta.db_table} (notification_id, producer_id, event_id)
+                SELECT b.notification_id, %(producer)s, %(prefix)s || b.user_id
+                  FROM batch b
+                 ORDER BY b.id
+                ON CONFLICT (producer_id, event_id) DO NOTHING
+                RETURNING notification_id
             ), n AS (
                 INSERT INTO {Notification._meta.db_table}
                     (id, producer_id, event_id, recipient_id, category_id, payload, channels,
                      ttl_seconds, fingerprint, created_at)
-                SELECT gen_random_uuid(), %(producer)s, %(prefix)s || b.user_id, b.id,
+                SELECT b.notification_id, %(producer)s, %(prefix)s || b.user_id, b.id,
                        %(category)s, %(payload)s::jsonb, NULL, NULL,
                        encode(sha256(convert_to(
                            %(head)s || to_json(b.user_id::text)::text || '}}', 'UTF8')), 'hex'),
                        %(now)s
-                  FROM batch b
+                  FROM k JOIN batch b ON b.notification_id = k.notification_id
                  ORDER BY b.id
-                ON CONFLICT (producer_id, event_id) DO NOTHING
                 RETURNING id
             ), o AS (
                 INSERT INTO {Outbox._meta.db_table} ({outbox_columns})

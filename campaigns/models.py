@@ -101,10 +101,14 @@ class CampaignHold(models.Model):
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="holds")
     notification = models.ForeignKey(
-        "notify.Notification", on_delete=models.CASCADE, related_name="+"
+        "notify.Notification", on_delete=models.CASCADE, db_constraint=False, related_name="+"
     )
     delivery = models.OneToOneField(
-        "deliveries.Delivery", on_delete=models.CASCADE, null=True, related_name="+"
+        "deliveries.Delivery",
+        on_delete=models.CASCADE,
+        null=True,
+        db_constraint=False,
+        related_name="+",
     )
     previous_status = models.CharField(max_length=16, blank=True)
     previous_reason = models.CharField(max_length=32, blank=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from notify.models import Channel
+from notify.models import Channel, InNotificationMonth
 from preferences.gate import GateReason
 
 
@@ -82,9 +82,12 @@ class Reason(models.TextChoices):
     )
 
 
-class Delivery(models.Model):
+class Delivery(InNotificationMonth):
     notification = models.ForeignKey(
-        "notify.Notification", on_delete=models.CASCADE, related_name="deliveries"
+        "notify.Notification",
+        on_delete=models.CASCADE,
+        db_constraint=False,
+        related_name="deliveries",
     )
     channel = models.CharField(max_length=10, choices=Channel.choices)
     target = models.CharField(
@@ -133,7 +136,9 @@ class Delivery(models.Model):
         related_name="+",
     )
     occurred_at = models.DateTimeField(null=True, blank=True)
-    accepted_at = models.DateTimeField(null=True, blank=True)
+    # The notification's created_at: the month the table is partitioned by, so a
+    # notification and all its deliveries live (and are archived) in one month.
+    accepted_at = models.DateTimeField()
     held_since = models.DateTimeField(
         null=True, blank=True, help_text="First held back for an earlier delivery; see attempts."
     )
@@ -142,7 +147,8 @@ class Delivery(models.Model):
         verbose_name_plural = "deliveries"
         constraints = [
             models.UniqueConstraint(
-                fields=["notification", "channel", "target"], name="uniq_delivery_target"
+                fields=["notification", "channel", "target", "accepted_at"],
+                name="uniq_delivery_target",
             )
         ]
         indexes = [
@@ -172,6 +178,9 @@ class Delivery(models.Model):
     def __str__(self) -> str:
         return f"{self.channel}→{self.target} ({self.status})"
 
+    def month_key_fill(self) -> None:
+        self.accepted_at = self.notification.created_at
+
 
 class AttemptOutcome(models.TextChoices):
     DELIVERED = "delivered", "Delivered"
@@ -179,11 +188,15 @@ class AttemptOutcome(models.TextChoices):
     PERMANENT = "permanent", "Permanent failure"
 
 
-class DeliveryAttempt(models.Model):
+class DeliveryAttempt(InNotificationMonth):
     """One try at the provider: when, how long, and what it answered."""
 
-    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_log")
+    delivery = models.ForeignKey(
+        Delivery, on_delete=models.CASCADE, db_constraint=False, related_name="attempt_log"
+    )
     number = models.PositiveIntegerField()
+    # The delivery's accepted_at (its notification's created_at): the partition month.
+    accepted_at = models.DateTimeField()
     started_at = models.DateTimeField()
     duration_ms = models.PositiveIntegerField()
     outcome = models.CharField(max_length=10, choices=AttemptOutcome.choices)
@@ -198,11 +211,16 @@ class DeliveryAttempt(models.Model):
     class Meta:
         ordering = ["delivery", "number"]
         constraints = [
-            models.UniqueConstraint(fields=["delivery", "number"], name="uniq_attempt_number")
+            models.UniqueConstraint(
+                fields=["delivery", "number", "accepted_at"], name="uniq_attempt_number"
+            )
         ]
 
     def __str__(self) -> str:
         return f"attempt {self.number} of delivery {self.delivery_id}: {self.outcome}"
+
+    def month_key_fill(self) -> None:
+        self.accepted_at = self.delivery.accepted_at
 
 
 class DeviceKind(models.TextChoices):
@@ -258,7 +276,9 @@ class Device(models.Model):
 class DeliveryRedrive(models.Model):
     """Who re-drove a dead (or failed) delivery, when, and from what state."""
 
-    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="redrives")
+    delivery = models.ForeignKey(
+        Delivery, on_delete=models.CASCADE, db_constraint=False, related_name="redrives"
+    )
     by = models.ForeignKey("auth.User", on_delete=models.SET_NULL, null=True, related_name="+")
     at = models.DateTimeField(auto_now_add=True)
     previous_status = models.CharField(max_length=16)
@@ -352,7 +372,10 @@ class TemplateTestSend(models.Model):
     (no preferences, quiet hours or daily cap) under a test seal, for this version."""
 
     notification = models.OneToOneField(
-        "notify.Notification", on_delete=models.CASCADE, related_name="template_test_send"
+        "notify.Notification",
+        on_delete=models.CASCADE,
+        db_constraint=False,
+        related_name="template_test_send",
     )
     version = models.ForeignKey(
         "templates_admin.TemplateVersion", on_delete=models.CASCADE, related_name="+"

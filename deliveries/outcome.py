@@ -154,13 +154,14 @@ def _attempt_insert_and_wake(
         "status_code": result.status_code[:32],
         "response": result.response,
         "held": held,
+        "accepted_at": delivery.accepted_at,
     }
     insert = f"""
         INSERT INTO {DeliveryAttempt._meta.db_table}
             (delivery_id, number, started_at, duration_ms, outcome, status_code, response,
-             held_ms)
+             held_ms, accepted_at)
         VALUES (%(delivery)s, %(number)s, %(started_at)s, %(duration)s, %(outcome)s,
-                %(status_code)s, %(response)s, %(held)s)
+                %(status_code)s, %(response)s, %(held)s, %(accepted_at)s)
     """
     wake = successor_wake_sql(delivery=delivery)
     with connection.cursor() as cursor:

@@ -14,7 +14,8 @@ def feed_entry_create(*, notification: Notification, title: str, body: str, url:
     """The notification's feed entry (one per notification); counted unread once.
 
     One INSERT … ON CONFLICT DO NOTHING: a second call (a retried send) finds the entry
-    that exists and counts nothing.
+    that exists and counts nothing. (Unique with accepted_at, the notification's
+    created_at: the month the feed is partitioned by.)
     """
     entry = FeedEntry(
         notification=notification,
@@ -33,7 +34,7 @@ def feed_entry_create(*, notification: Notification, title: str, body: str, url:
                 (recipient_id, notification_id, category, title, body, url, created_at,
                  occurred_at, accepted_at)
             VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-            ON CONFLICT (notification_id) DO NOTHING
+            ON CONFLICT (notification_id, accepted_at) DO NOTHING
             RETURNING id
             """,
             [entry.recipient_id, notification.pk, entry.category, entry.title, entry.body,

@@ -5,10 +5,41 @@ from __future__ import annotations
 
 import uuid
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
+
+
+class MonthKeyQuerySet(models.QuerySet):
+    """bulk_create fills each row's partition month first (see InNotificationMonth)."""
+
+    def bulk_create(self, objs, *args, **kwargs):  # type: ignore[no-untyped-def]
+        objs = list(objs)
+        for obj in objs:
+            if obj.accepted_at is None:
+                obj.month_key_fill()
+        return super().bulk_create(objs, *args, **kwargs)
+
+
+class InNotificationMonth(models.Model):
+    """A row of the history partitioned by its notification's month (`accepted_at`, the
+    notification's `created_at`): the platform's own writes set it; a row made through the
+    ORM without it takes it from its notification (or delivery) when saved."""
+
+    objects = MonthKeyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs) -> None:
+        if self.accepted_at is None:
+            self.month_key_fill()
+        super().save(*args, **kwargs)
+
+    def month_key_fill(self) -> None:
+        """Set `accepted_at` from the row this one belongs to."""
+        raise NotImplementedError
 
 
 class Channel(models.TextChoices):
@@ -154,7 +185,9 @@ class Recipient(models.Model):
 
 
 class Notification(models.Model):
-    """One accepted event for one recipient. Unique per (producer, event_id)."""
+    """One accepted event for one recipient. Unique per (producer, event_id): its EventKey
+    holds that pair, because the table is partitioned by month of `created_at` and a unique
+    index over partitions must include it (docs/history.md)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     producer = models.ForeignKey(Producer, on_delete=models.PROTECT, related_name="+")
@@ -189,9 +222,6 @@ class Notification(models.Model):
     )
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["producer", "event_id"], name="uniq_producer_event")
-        ]
         indexes = [
             models.Index(fields=["recipient", "-created_at"], name="notif_recipient_time"),
             # The sender's order check: an earlier event of the person not routed yet.
@@ -211,12 +241,53 @@ class Notification(models.Model):
     def __str__(self) -> str:
         return f"{self.category_id}:{self.event_id}"
 
+    def save(self, *args, **kwargs) -> None:
+        """Saved through the ORM (tests, "send test to me"), a new notification claims its
+        event key in the same transaction, as intake's statement does: a repeated event id
+        raises IntegrityError here too."""
+        adding = self._state.adding
+        with transaction.atomic(using=kwargs.get("using")):
+            super().save(*args, **kwargs)
+            if adding:
+                EventKey.objects.create(
+                    notification=self, producer_id=self.producer_id, event_id=self.event_id
+                )
+
+
+class EventKey(models.Model):
+    """(producer, event id) → notification: what makes an event id accepted once.
+
+    A table of its own, not partitioned: a unique index on the partitioned notifications
+    would have to include the month. Its rows go with their notification's month
+    (retention, erasure), so an event id can be used again only after that.
+    """
+
+    notification = models.OneToOneField(
+        Notification,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        db_constraint=False,
+        related_name="event_key",
+    )
+    producer = models.ForeignKey(
+        Producer, on_delete=models.PROTECT, db_constraint=False, related_name="+"
+    )
+    event_id = models.CharField(max_length=200)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["producer", "event_id"], name="uniq_producer_event")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.producer_id}:{self.event_id}"
+
 
 class Outbox(models.Model):
     """Written with the notification; marked published once the route task is confirmed."""
 
     notification = models.OneToOneField(
-        Notification, on_delete=models.CASCADE, related_name="outbox"
+        Notification, on_delete=models.CASCADE, db_constraint=False, related_name="outbox"
     )
     queue = models.CharField(max_length=10, choices=QueueClass.choices)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -242,12 +313,14 @@ class Outbox(models.Model):
         return f"outbox {self.notification_id} ({state})"
 
 
-class FeedEntry(models.Model):
+class FeedEntry(InNotificationMonth):
     """An in-app notification in a recipient's feed."""
 
     recipient = models.ForeignKey(Recipient, on_delete=models.CASCADE, related_name="feed")
-    notification = models.OneToOneField(
-        Notification, on_delete=models.CASCADE, related_name="feed_entry"
+    # One entry per notification: unique with `accepted_at`, the month the table is
+    # partitioned by, which is the notification's own `created_at`.
+    notification = models.ForeignKey(
+        Notification, on_delete=models.CASCADE, db_constraint=False, related_name="feed_entries"
     )
     category = models.CharField(max_length=100)
     title = models.CharField(max_length=500)
@@ -258,10 +331,15 @@ class FeedEntry(models.Model):
     # Copied from the notification: the feed is ordered by when events happened, ties
     # by when they were accepted.
     occurred_at = models.DateTimeField(db_default=Now())
-    accepted_at = models.DateTimeField(db_default=Now())
+    accepted_at = models.DateTimeField(blank=True)
 
     class Meta:
         verbose_name_plural = "feed entries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["notification", "accepted_at"], name="uniq_feed_notification"
+            )
+        ]
         indexes = [
             models.Index(fields=["recipient", "-id"], name="feed_recipient_newest"),
             models.Index(
@@ -277,6 +355,9 @@ class FeedEntry(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    def month_key_fill(self) -> None:
+        self.accepted_at = self.notification.created_at
 
 
 class ErasureVia(models.TextChoices):

@@ -22,6 +22,7 @@ from notify.erasure import erasure_hold_needed, erasure_hold_start
 from notify.models import (
     ApiKey,
     Category,
+    EventKey,
     Notification,
     Outbox,
     Producer,
@@ -291,16 +292,25 @@ def notifications_accept(
                 ) WITH ORDINALITY AS e(id, event_id, user_id, category_id, payload, channels,
                                        ttl, fingerprint, queue, send_at, occurred_at, subject,
                                        ord)
+            ), known AS (
+                SELECT e.*, r.id AS recipient_id
+                  FROM e JOIN {Recipient._meta.db_table} r ON r.user_id = e.user_id
+            ), k AS (
+                -- The event key first: the notifications are partitioned by month, so
+                -- (producer, event id) is unique in this table, not in theirs.
+                INSERT INTO {EventKey._meta.db_table} (notification_id, producer_id, event_id)
+                SELECT id, %(producer)s, event_id FROM known ORDER BY ord
+                ON CONFLICT (producer_id, event_id) DO NOTHING
+                RETURNING notification_id
             ), n AS (
                 INSERT INTO {Notification._meta.db_table}
                     (id, producer_id, event_id, recipient_id, category_id, payload, channels,
                      ttl_seconds, send_at, fingerprint, created_at, occurred_at, subject)
-                SELECT e.id, %(producer)s, e.event_id, r.id, e.category_id, e.payload::jsonb,
-                       e.channels::jsonb, e.ttl, e.send_at, e.fingerprint, %(now)s,
-                       COALESCE(e.occurred_at, %(now)s), e.subject
-                  FROM e JOIN {Recipient._meta.db_table} r ON r.user_id = e.user_id
+                SELECT e.id, %(producer)s, e.event_id, e.recipient_id, e.category_id,
+                       e.payload::jsonb, e.channels::jsonb, e.ttl, e.send_at, e.fingerprint,
+                       %(now)s, COALESCE(e.occurred_at, %(now)s), e.subject
+                  FROM k JOIN known e ON e.id = k.notification_id
                  ORDER BY e.ord
-                ON CONFLICT (producer_id, event_id) DO NOTHING
                 RETURNING id
             ), o AS (
                 INSERT INTO {Outbox._meta.db_table}
@@ -341,8 +351,10 @@ def notifications_accept(
     existing = {
         n.event_id: n
         for n in Notification.objects.filter(
-            producer=producer,
-            event_id__in=[e.event_id for e, r in zip(events, results, strict=True) if r is None],
+            event_key__producer=producer,
+            event_key__event_id__in=[
+                e.event_id for e, r in zip(events, results, strict=True) if r is None
+            ],
         ).only("pk", "event_id", "fingerprint")
     }
     answers: list[Accepted | IntakeConflict | UnknownRecipient] = []

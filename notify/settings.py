@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "preferences",
     "templates_admin",
     "deliveries",
+    "history",
     "campaigns",
 ]
 
@@ -661,6 +662,21 @@ NOTIFY_CAMPAIGN_FAN_OUT_PRIORITY = env_int("NOTIFY_CAMPAIGN_FAN_OUT_PRIORITY", 1
 NOTIFY_CAMPAIGN_START_INTERVAL = env_float("NOTIFY_CAMPAIGN_START_INTERVAL", 5.0, minimum=1)
 NOTIFY_CAMPAIGN_STALL_SECONDS = env_float("NOTIFY_CAMPAIGN_STALL_SECONDS", 600.0, minimum=1)
 
+# --- History: monthly partitions, retention, archive --------------------------------------
+# Notifications, deliveries, attempts and feed entries are partitioned by UTC month of the
+# notification's acceptance; this many months ahead always exist (docs/history.md).
+NOTIFY_PARTITIONS_AHEAD = env_int("NOTIFY_PARTITIONS_AHEAD", 3, minimum=1)
+# Months that ended more than this many days ago are archived, verified and dropped.
+NOTIFY_RETENTION_DAYS = env_int("NOTIFY_RETENTION_DAYS", 90, minimum=1)
+# Where archived months go: a local directory, or any fsspec URL (s3://bucket/notify, …).
+NOTIFY_ARCHIVE_URL = env_str("NOTIFY_ARCHIVE_URL", str(BASE_DIR / "var" / "archive"))
+# A month restored for support is dropped again (not re-archived) after this many days.
+NOTIFY_RESTORE_KEEP_DAYS = env_int("NOTIFY_RESTORE_KEEP_DAYS", 7, minimum=1)
+# Beat: how often partitions are ensured and retention runs.
+NOTIFY_HISTORY_MAINTENANCE_INTERVAL = env_float(
+    "NOTIFY_HISTORY_MAINTENANCE_INTERVAL", 3600.0, minimum=1
+)
+
 # --- Periodic jobs (celery beat) ------------------------------------------------------
 # Maintenance runs on `high`: it is small, and recovery must not wait behind a campaign.
 CELERY_BEAT_SCHEDULE = {
@@ -688,6 +704,18 @@ CELERY_BEAT_SCHEDULE = {
         "task": "campaigns.start_due",
         "schedule": NOTIFY_CAMPAIGN_START_INTERVAL,
         "options": {"queue": "high"},
+    },
+    # Partitions ahead on `high` (small, and a missing month sends rows to the default
+    # partition); retention's exports are long and go on `low`, after the campaigns.
+    "history-partitions": {
+        "task": "history.partitions_ensure",
+        "schedule": NOTIFY_HISTORY_MAINTENANCE_INTERVAL,
+        "options": {"queue": "high"},
+    },
+    "history-retention": {
+        "task": "history.retention_run",
+        "schedule": NOTIFY_HISTORY_MAINTENANCE_INTERVAL,
+        "options": {"queue": "low"},
     },
 }
 
