@@ -15,14 +15,17 @@ baseline and subject alternating, so a noisy neighbour hits both.
          low worker vs the same codes idle
   S4     a campaign's fan-out (campaign_fan_out, in-process) vs a plain batched INSERT
          of the same notification and outbox rows, recipients/s
+  S6     a /metrics scrape over 1,000,000 deliveries vs the same over 10,000 (the
+         rollups folded, one fold interval of changes left), in-process
 
 Results go to stdout; progress and process logs to stderr and var/bench/.
-BENCH_ONLY=s1,s5,load,s2,s3,s4 picks scenarios. Logs of the processes: var/bench/*.log.
+BENCH_ONLY=s1,s5,load,s2,s3,s4,s6 picks scenarios. Logs of the processes: var/bench/*.log.
 
 Where things are: runner.py (the run and its preparation); web_scenarios.py with
 intake_unread.py (S1, S5) and client_load.py (load); pipeline.py with pipeline_drains.py
 (S2); login_codes.py (S3) and campaign_fanout.py (S4), with campaign_seed.py (their
-recipients); under them config.py, places.py, processes.py, wrk.py and report.py.
+recipients); metrics_scrape.py (S6); under them config.py, places.py, processes.py,
+wrk.py and report.py.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 `Bench` holds what the scenarios share (the knobs, the places, the process stack, the
 API key, the failures so far) and prepares the places; the scenarios themselves live in
-bench/web_scenarios.py (S1, S5, load), bench/pipeline.py (S2), bench/login_codes.py (S3)
-and bench/campaign_fanout.py (S4).
+bench/web_scenarios.py (S1, S5, load), bench/pipeline.py (S2), bench/login_codes.py (S3),
+bench/campaign_fanout.py (S4) and bench/metrics_scrape.py (S6).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from bench.campaign_fanout import scenario_s4
 from bench.config import DEMO_USER, ROOT, BenchError, Config
 from bench.login_codes import scenario_s3
+from bench.metrics_scrape import scenario_s6
 from bench.pipeline import scenario_s2
 from bench.places import Places, ensure_database, ensure_vhost
 from bench.processes import Stack
@@ -107,15 +108,19 @@ class Bench:
         from django_redis import get_redis_connection
 
         from bench.views import bare_unread_key
+        from deliveries.models import Delivery, DeliveryAttempt
         from notify.broker import declare_topology
-        from notify.models import Notification
+        from notify.models import EventKey, FeedEntry, Notification, Outbox
 
         # Guards: these wipe data, so only ever in the bench's own places.
         if connection.settings_dict["NAME"] != self.places.database_name:
             raise BenchError(f"refusing to empty {connection.settings_dict['NAME']!r}")
-        table = connection.ops.quote_name(Notification._meta.db_table)
+        # History has no database foreign keys into its partitioned tables, so CASCADE
+        # does not reach them: every table of the pipeline is named.
+        models = [Notification, EventKey, Outbox, FeedEntry, Delivery, DeliveryAttempt]
+        tables = ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models)
         with connection.cursor() as cursor:
-            cursor.execute(f"TRUNCATE {table} CASCADE")  # outbox, deliveries, feed, ...
+            cursor.execute(f"TRUNCATE {tables} CASCADE")
         redis = get_redis_connection("default")
         redis_db = int(redis.connection_pool.connection_kwargs.get("db", 0))
         if redis_db != int(self.places.redis_url.rsplit("/", 1)[-1]):
@@ -188,6 +193,9 @@ class Bench:
         if "s4" in self.config.only:
             with phase(f"S4 campaign fan-out: {self.config.campaign_recipients} recipients"):
                 self.guard("S4", lambda: scenario_s4(self))
+        if "s6" in self.config.only:
+            with phase("S6 metrics scrape: 10,000 then 1,000,000 deliveries"):
+                self.guard("S6", lambda: scenario_s6(self))
         if self.failed:
             print(f"failed: {', '.join(self.failed)} (process logs in var/bench/)")
             return 1

@@ -17,6 +17,7 @@ from django.db import connection, transaction
 
 from campaigns.models import Campaign, CampaignMember
 from deliveries.erasure import deliveries_erase
+from history.archive import archive_erase_recipient
 from notify.erasure import (
     erasure_record,
     erasure_suppress,
@@ -50,6 +51,11 @@ def person_erase(*, user_id: str, via: str, requested_by: str) -> Erased:
             removed |= preferences_erase(recipient=recipient)
             removed |= recipient_rows_erase(recipient=recipient)
             recipient_keys_forget(recipient_id=recipient.pk)
+            # Archived months are files, outside the transaction: rewritten once the
+            # erasure is committed. If that fails the ledger row still names the person,
+            # and retention finishes it (history.archive.archive_ledger_apply).
+            recipient_pk = recipient.pk
+            transaction.on_commit(lambda: archive_erase_recipient(recipient_pk), robust=True)
         erasure_suppress(
             user_id=user_id,
             email=recipient.email if recipient else "",

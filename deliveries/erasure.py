@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.db.models import Q
 from django_redis import get_redis_connection
 
+from deliveries.counts import delivery_counts_settle
 from deliveries.fairness import push_slots_key
 from deliveries.live import live_key, seen_key
 from deliveries.models import AddressSuppression, Delivery, DeliveryAttempt, Device
@@ -31,6 +32,8 @@ def deliveries_erase(*, recipient: Recipient) -> dict[str, int]:
         "deliveries": len(delivery_ids),
         "devices": len(device_ids),
     }
+    # Final outcomes stay in the metrics; deliveries that will never finish leave them.
+    delivery_counts_settle(delivery_ids=delivery_ids)
     Delivery.objects.filter(pk__in=delivery_ids).delete()
     Device.objects.filter(pk__in=device_ids).delete()
     on_list = Q(pk__in=[])

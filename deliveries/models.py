@@ -8,78 +8,16 @@ about it is lost.
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
-from notify.models import Channel, InNotificationMonth
-from preferences.gate import GateReason
-
-
-class DeliveryStatus(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    SENDING = "sending", "Sending"
-    RETRYING = "retrying", "Retrying"
-    DELIVERED = "delivered", "Delivered"
-    FAILED = "failed", "Failed (permanent)"
-    DEAD = "dead", "Dead (retries exhausted)"
-    EXPIRED = "expired", "Expired (past deadline)"
-    SUPPRESSED = "suppressed", "Suppressed"
-    DEFERRED = "deferred", "Deferred"
-    SKIPPED_LIVE = "skipped_live", "Skipped (device live)"
-    CANCELLED = "cancelled", "Cancelled"
-    SUPERSEDED = "superseded", "Superseded (a newer event about it got there first)"
-
-
-FINAL_STATUSES = frozenset(
-    {
-        DeliveryStatus.DELIVERED,
-        DeliveryStatus.FAILED,
-        DeliveryStatus.DEAD,
-        DeliveryStatus.EXPIRED,
-        DeliveryStatus.SUPPRESSED,
-        DeliveryStatus.SKIPPED_LIVE,
-        DeliveryStatus.CANCELLED,
-        DeliveryStatus.SUPERSEDED,
-    }
+from deliveries.statuses import (  # noqa: F401 (the rest of the app imports them here)
+    CLAIMABLE_STATUSES,
+    FINAL_STATUSES,
+    DeliveryStatus,
+    Reason,
 )
-CLAIMABLE_STATUSES = (DeliveryStatus.QUEUED, DeliveryStatus.RETRYING)
-
-
-def _gate(reason: GateReason) -> tuple[str, str]:
-    return reason.value, reason.label
-
-
-class Reason(models.TextChoices):
-    """Why a delivery did not go out (or not yet); shown to support in plain words.
-
-    The first group is the gate's (it decides them); the rest are the sender's.
-    """
-
-    OPTED_OUT = _gate(GateReason.OPTED_OUT)
-    NO_CONSENT = _gate(GateReason.NO_CONSENT)
-    QUIET_HOURS = _gate(GateReason.QUIET_HOURS)
-    FREQUENCY_CAP = _gate(GateReason.FREQUENCY_CAP)
-    NO_ADDRESS = _gate(GateReason.NO_ADDRESS)
-    UNSUBSCRIBED = _gate(GateReason.UNSUBSCRIBED)
-    CHANNEL_UNAVAILABLE = _gate(GateReason.CHANNEL_UNAVAILABLE)
-    ERASURE_HOLD = _gate(GateReason.ERASURE_HOLD)
-    NOT_GATED = "not_gated", "Created outside the gate; refused by the sender"
-    NO_TEMPLATE = "no_template", "No published template for this category and channel"
-    RENDER_ERROR = "render_error", "The template could not be rendered"
-    RENDER_LIMIT = "render_limit", "Rendering the template took too long or grew too large"
-    REJECTED = "rejected", "The provider refused it permanently"
-    RETRIES_EXHAUSTED = "retries_exhausted", "Every retry failed"
-    DEADLINE_PASSED = "deadline_passed", "The next retry would fall past the deadline"
-    PUSH_LIMIT = "push_limit", "The recipient already had the most push jobs in flight"
-    CAMPAIGN_PAUSED = "campaign_paused", "Held while its campaign is paused"
-    CAMPAIGN_CANCELLED = "campaign_cancelled", "Its campaign was cancelled"
-    ADDRESS_SUPPRESSED = (
-        "address_suppressed",
-        "The address bounced hard before (see Address suppressions); not tried again",
-    )
-    NEWER_DELIVERED = (
-        "newer_delivered",
-        "A newer event about the same subject already reached the person on this channel",
-    )
+from notify.models import Channel
+from notify.month_key import InNotificationMonth
 
 
 class Delivery(InNotificationMonth):
@@ -142,6 +80,10 @@ class Delivery(InNotificationMonth):
     held_since = models.DateTimeField(
         null=True, blank=True, help_text="First held back for an earlier delivery; see attempts."
     )
+    # What the metrics rollup (DeliveryCount) last counted this delivery as: its status
+    # ("" = not counted yet) and attempts. Only deliveries.counts writes them.
+    counted_status = models.CharField(max_length=16, default="", db_default="", editable=False)
+    counted_attempts = models.IntegerField(default=0, db_default=0, editable=False)
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -172,6 +114,13 @@ class Delivery(InNotificationMonth):
                 fields=["recipient", "channel", "occurred_at", "accepted_at", "notification"],
                 name="delivery_order_pending",
                 condition=Q(status__in=["queued", "sending"]) | Q(status="retrying", attempts=0),
+            ),
+            # Changed since the metrics rollup last counted them: what the fold takes and a
+            # scrape adds on top of the rollup (deliveries.counts PENDING says the same).
+            models.Index(
+                fields=["channel"],
+                name="delivery_count_pending",
+                condition=~Q(status=F("counted_status")) | ~Q(attempts=F("counted_attempts")),
             ),
         ]
 
@@ -387,3 +336,28 @@ class TemplateTestSend(models.Model):
 
     def __str__(self) -> str:
         return f"test send of {self.version_id} by {self.requested_by_id}"
+
+
+class DeliveryCount(models.Model):
+    """The metrics rollup: how many deliveries are (or ended) in each status, per channel
+    and tries (0 never tried, 1 tried once, 2 more than once).
+
+    Written only by deliveries.counts, which folds in each delivery's moves from the
+    status it was counted in to the one it has now. Rows stay when deliveries are
+    erased or dropped by retention: they hold numbers, no personal data.
+    """
+
+    channel = models.CharField(max_length=10, choices=Channel.choices)
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices)
+    tries = models.PositiveSmallIntegerField()
+    count = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["channel", "status", "tries"], name="uniq_delivery_count"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel} {self.status} tries={self.tries}: {self.count}"

@@ -9,11 +9,13 @@ from celery.exceptions import Reject
 from django.conf import settings
 
 from deliveries.attempt import delivery_attempt
+from deliveries.counts import delivery_counts_fold
 from deliveries.outcome import AttemptResult
 from deliveries.release import deferred_release
 from deliveries.retry import jittered, route_backoff
 from deliveries.routing import notification_route
 from deliveries.sweep import sweep_due_deliveries, sweep_unrouted_notifications
+from notify.counts import accepted_counts_fold
 from notify.models import Notification
 
 logger = logging.getLogger(__name__)
@@ -75,3 +77,9 @@ def sweep_unrouted() -> int:
 def release_deferred() -> int:
     """Beat: deliveries deferred by quiet hours pass the gate again once the window ends."""
     return deferred_release()
+
+
+@shared_task(name="deliveries.metrics_counts_fold")
+def metrics_counts_fold() -> dict[str, int]:
+    """Beat: fold what changed since the last run into the /metrics rollups."""
+    return {"accepted": accepted_counts_fold(), "deliveries": delivery_counts_fold()}

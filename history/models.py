@@ -28,6 +28,11 @@ class ArchivedMonth(models.Model):
         help_text="Rows were restored from the archive for support; retention drops them "
         "again after NOTIFY_RESTORE_KEEP_DAYS without archiving them a second time.",
     )
+    erased_through = models.BigIntegerField(
+        default=0,
+        help_text="The last erasure ledger entry (notify.Erasure id) the files are known to "
+        "be clean of: later entries are still to be taken out of them (docs/history.md).",
+    )
 
     class Meta:
         ordering = ["-month"]

@@ -19,6 +19,7 @@ from django.db import models
 from django.utils import timezone
 from django_redis import get_redis_connection
 
+from notify.counts import accepted_counts_settle
 from notify.models import (
     Erasure,
     ErasureSuppression,
@@ -104,6 +105,7 @@ def recipient_rows_erase(*, recipient: Recipient) -> dict[str, int]:
         "feed_entries": FeedEntry.objects.filter(pk__in=entry_ids).delete()[0],
         "notifications": len(notification_ids),
     }
+    accepted_counts_settle(notification_ids=notification_ids)  # the counter keeps them
     notifications.delete()
     admin_log_forget(model=FeedEntry, pks=entry_ids)
     admin_log_forget(model=Notification, pks=notification_ids)

@@ -10,36 +10,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
-
-class MonthKeyQuerySet(models.QuerySet):
-    """bulk_create fills each row's partition month first (see InNotificationMonth)."""
-
-    def bulk_create(self, objs, *args, **kwargs):  # type: ignore[no-untyped-def]
-        objs = list(objs)
-        for obj in objs:
-            if obj.accepted_at is None:
-                obj.month_key_fill()
-        return super().bulk_create(objs, *args, **kwargs)
-
-
-class InNotificationMonth(models.Model):
-    """A row of the history partitioned by its notification's month (`accepted_at`, the
-    notification's `created_at`): the platform's own writes set it; a row made through the
-    ORM without it takes it from its notification (or delivery) when saved."""
-
-    objects = MonthKeyQuerySet.as_manager()
-
-    class Meta:
-        abstract = True
-
-    def save(self, *args, **kwargs) -> None:
-        if self.accepted_at is None:
-            self.month_key_fill()
-        super().save(*args, **kwargs)
-
-    def month_key_fill(self) -> None:
-        """Set `accepted_at` from the row this one belongs to."""
-        raise NotImplementedError
+from notify.month_key import InNotificationMonth
 
 
 class Channel(models.TextChoices):
@@ -220,9 +191,16 @@ class Notification(models.Model):
         help_text="What the event is about (order:A-1001): an older event is not sent on "
         "push, SMS or email once a newer one about it reached the person there.",
     )
+    # Added to the metrics rollup (AcceptedCount) yet; only notify.counts writes it.
+    counted = models.BooleanField(default=False, db_default=False, editable=False)
 
     class Meta:
         indexes = [
+            # Accepted since the rollup was last folded: what the fold takes and a scrape
+            # adds on top of the rollup.
+            models.Index(
+                fields=["category"], name="notif_count_pending", condition=Q(counted=False)
+            ),
             models.Index(fields=["recipient", "-created_at"], name="notif_recipient_time"),
             # The sender's order check: an earlier event of the person not routed yet.
             models.Index(
@@ -313,6 +291,23 @@ class Outbox(models.Model):
         return f"outbox {self.notification_id} ({state})"
 
 
+class AcceptedCount(models.Model):
+    """The metrics rollup of intake: notifications accepted per category, all time.
+
+    Written only by notify.counts, which folds in notifications not counted yet. Rows
+    stay when notifications are erased or dropped by retention, so the counter never
+    goes down.
+    """
+
+    category = models.OneToOneField(
+        Category, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    count = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.category_id}: {self.count}"
+
+
 class FeedEntry(InNotificationMonth):
     """An in-app notification in a recipient's feed."""
 
@@ -360,56 +355,5 @@ class FeedEntry(InNotificationMonth):
         self.accepted_at = self.notification.created_at
 
 
-class ErasureVia(models.TextChoices):
-    API = "api", "API (DELETE /v1/users/{user_id})"
-    ADMIN = "admin", "Admin"
-    COMMAND = "command", "Management command"
-
-
-class Erasure(models.Model):
-    """The ledger: one row per erasure request, who asked and when, and what was removed.
-
-    It holds no personal data: the person is named by the keyed hash of their user id
-    and by the internal recipient id their rows had. Restoring archived history must drop
-    the rows of every recipient id listed here (docs/erasure.md).
-    """
-
-    user_hash = models.CharField(
-        max_length=64, db_index=True, help_text="Keyed hash of the user id (erasure_hash)."
-    )
-    recipient_pk = models.BigIntegerField(
-        null=True, blank=True, help_text="The recipient id the erased rows had; empty if none."
-    )
-    via = models.CharField(max_length=10, choices=ErasureVia.choices)
-    requested_by = models.CharField(max_length=200)
-    erased_at = models.DateTimeField(auto_now_add=True)
-    removed = models.JSONField(default=dict, blank=True, help_text="Rows removed, per kind.")
-
-    class Meta:
-        ordering = ["-erased_at"]
-
-    def __str__(self) -> str:
-        return f"erasure {self.user_hash[:12]}… by {self.requested_by} at {self.erased_at:%Y-%m-%d}"
-
-
-class SuppressedKind(models.TextChoices):
-    USER_ID = "user_id", "User id"
-    EMAIL = "email", "Email address"
-    PHONE = "phone", "Phone number"
-
-
-class ErasureSuppression(models.Model):
-    """An erased user id, email or phone, as a keyed hash: a recipient registered again
-    with it is held (`Recipient.erasure_hold_since`) until fresh consent."""
-
-    kind = models.CharField(max_length=10, choices=SuppressedKind.choices)
-    key = models.CharField(max_length=64)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["kind", "key"], name="uniq_erasure_suppression")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.key[:12]}…"
+# Models of this app kept in a module of their own; imported here so Django registers them.
+from notify.erasure_models import Erasure, ErasureSuppression, ErasureVia, SuppressedKind  # noqa: E402, F401

@@ -642,6 +642,12 @@ NOTIFY_METRICS_LATENCY_BUCKETS = env_float_list(
 # The latency histogram covers deliveries finished within this window, so a scrape
 # reads a bounded slice of the table instead of all history.
 NOTIFY_METRICS_LATENCY_WINDOW = env_float("NOTIFY_METRICS_LATENCY_WINDOW", 3600.0, minimum=1)
+# Beat folds what changed into the metrics rollups this often (seconds); a scrape reads
+# the rollups plus what changed since, so this bounds the work of a scrape.
+NOTIFY_METRICS_FOLD_INTERVAL = env_float("NOTIFY_METRICS_FOLD_INTERVAL", 15.0, minimum=1)
+# Rows per fold statement, and at most this many per run (the rest waits for the next).
+NOTIFY_METRICS_FOLD_BATCH = env_int("NOTIFY_METRICS_FOLD_BATCH", 2000, minimum=1)
+NOTIFY_METRICS_FOLD_LIMIT = env_int("NOTIFY_METRICS_FOLD_LIMIT", 200_000, minimum=1)
 
 # --- Campaigns -----------------------------------------------------------------------
 # Recipients fanned out per batch: one INSERT … SELECT for their notifications, one for
@@ -670,6 +676,13 @@ NOTIFY_PARTITIONS_AHEAD = env_int("NOTIFY_PARTITIONS_AHEAD", 3, minimum=1)
 NOTIFY_RETENTION_DAYS = env_int("NOTIFY_RETENTION_DAYS", 90, minimum=1)
 # Where archived months go: a local directory, or any fsspec URL (s3://bucket/notify, …).
 NOTIFY_ARCHIVE_URL = env_str("NOTIFY_ARCHIVE_URL", str(BASE_DIR / "var" / "archive"))
+# Rows per batch when a month is written to (or read from) the archive: bounds memory.
+NOTIFY_ARCHIVE_BATCH_ROWS = env_int("NOTIFY_ARCHIVE_BATCH_ROWS", 10_000, minimum=100)
+# Seconds retention waits for the lock that dropping a month's partitions needs; past it
+# the month is tried again on the next run rather than holding up intake.
+NOTIFY_RETENTION_DROP_LOCK_TIMEOUT = env_float(
+    "NOTIFY_RETENTION_DROP_LOCK_TIMEOUT", 10.0, minimum=0.1
+)
 # A month restored for support is dropped again (not re-archived) after this many days.
 NOTIFY_RESTORE_KEEP_DAYS = env_int("NOTIFY_RESTORE_KEEP_DAYS", 7, minimum=1)
 # Beat: how often partitions are ensured and retention runs.
@@ -716,6 +729,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "history.retention_run",
         "schedule": NOTIFY_HISTORY_MAINTENANCE_INTERVAL,
         "options": {"queue": "low"},
+    },
+    # A run that waited longer than one interval is dropped: the next one does its work.
+    "metrics-counts-fold": {
+        "task": "deliveries.metrics_counts_fold",
+        "schedule": NOTIFY_METRICS_FOLD_INTERVAL,
+        "options": {"queue": "high", "expires": NOTIFY_METRICS_FOLD_INTERVAL},
     },
 }
 

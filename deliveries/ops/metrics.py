@@ -1,4 +1,5 @@
-"""Prometheus metrics computed at scrape time; see docs/metrics.md for why.
+"""Prometheus metrics computed at scrape time (counts from rollups kept by beat); see
+docs/metrics.md for why.
 
 Each source (database, broker, Redis) is read independently: one that is down leaves
 its metrics out and sets `notify_metrics_source_up{source=...}` to 0, while the others
@@ -36,7 +37,8 @@ def _database() -> Iterator[Metric]:
         accepted.add_metric([category, queue], count)
     yield accepted
 
-    by_status = selectors.deliveries_by_status()
+    totals = selectors.delivery_totals()
+    by_status = totals.by_status()
     deliveries = GaugeMetricFamily(
         "notify_deliveries",
         "Deliveries by channel and current status (final statuses included).",
@@ -53,7 +55,7 @@ def _database() -> Iterator[Metric]:
         "Delivered on the first attempt / tried and finished, per channel.",
         labels=["channel"],
     )
-    for row in selectors.first_attempt_success():
+    for row in totals.first_attempt_success():
         ratio.add_metric([row.channel], row.ratio)
     yield ratio
 
@@ -71,7 +73,7 @@ def _database() -> Iterator[Metric]:
     yield GaugeMetricFamily(
         "notify_dead_deliveries",
         "Deliveries whose retries ran out (status dead).",
-        value=selectors.dead_deliveries(),
+        value=totals.dead(),
     )
     # From the table, not the queue: the consumer keeps the queue empty, and a dead
     # letter stays counted until an operator re-drives it.

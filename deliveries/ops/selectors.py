@@ -1,6 +1,8 @@
 """The numbers behind /metrics, read at scrape time from PostgreSQL, RabbitMQ and Redis.
 
-Every query here is an aggregate that returns a handful of rows; none loads models.
+Every query here is an aggregate that returns a handful of rows; none loads models, and
+none reads all of history: counts come from rollups (deliveries.counts, notify.counts),
+the latency histogram from a window of recent deliveries.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 from kombu import Connection
 
+from deliveries.counts import delivery_counts
 from deliveries.models import FINAL_STATUSES, DeadLetter, Delivery, DeliveryStatus
-from notify.models import Notification, Outbox
+from notify.counts import accepted_counts
+from notify.models import Outbox
 
 PUSH_DROPS_PATTERN = "notify:metrics:push_drops:*"
 BREAKER_STATE_PATTERN = "notify:breaker:*:state"
@@ -36,19 +40,9 @@ TRIED_FINAL_STATUSES = tuple(
 
 
 def accepted_by_category() -> list[tuple[str, str, int]]:
-    """(category key, queue, notifications accepted) over all history."""
-    rows = (
-        Notification.objects.values_list("category__key", "category__queue")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    return [(key, queue, n) for key, queue, n in rows]
-
-
-def deliveries_by_status() -> dict[tuple[str, str], int]:
-    """{(channel, status): deliveries}, only the pairs that have rows."""
-    rows = Delivery.objects.values_list("channel", "status").annotate(n=Count("id")).order_by()
-    return {(channel, status): n for channel, status, n in rows}
+    """(category key, queue, notifications accepted) over all history, from intake's
+    rollup (notify.counts): it keeps counting what erasure and retention deleted."""
+    return accepted_counts()
 
 
 @dataclass(frozen=True)
@@ -62,22 +56,49 @@ class FirstAttempt:
         return self.first_try / self.finished
 
 
-def first_attempt_success() -> list[FirstAttempt]:
-    """Per channel: delivered on the first try, out of deliveries that were tried and ended.
+@dataclass(frozen=True)
+class DeliveryTotals:
+    """Deliveries per (channel, status, tries), read once per scrape; the delivery metrics
+    are all views of it, so they agree with each other."""
 
-    Suppressed and skipped deliveries never reached a provider, so they are left out
-    of both sides: a user who opted out is not a provider failure.
-    """
-    rows = (
-        Delivery.objects.filter(status__in=TRIED_FINAL_STATUSES, attempts__gte=1)
-        .values_list("channel")
-        .annotate(
-            first_try=Count("id", filter=Q(status=DeliveryStatus.DELIVERED, attempts=1)),
-            finished=Count("id"),
-        )
-        .order_by()
-    )
-    return [FirstAttempt(channel, first_try, finished) for channel, first_try, finished in rows]
+    counts: dict[tuple[str, str, int], int]
+
+    def by_status(self) -> dict[tuple[str, str], int]:
+        """{(channel, status): deliveries}, only the pairs that have some."""
+        totals: dict[tuple[str, str], int] = {}
+        for (channel, status, _), n in self.counts.items():
+            totals[channel, status] = totals.get((channel, status), 0) + n
+        return totals
+
+    def first_attempt_success(self) -> list[FirstAttempt]:
+        """Per channel: delivered on the first try, out of deliveries that were tried and
+        ended.
+
+        Suppressed and skipped deliveries never reached a provider, so they are left out
+        of both sides: a user who opted out is not a provider failure.
+        """
+        first: dict[str, int] = {}
+        finished: dict[str, int] = {}
+        for (channel, status, tries), n in self.counts.items():
+            if status in TRIED_FINAL_STATUSES and tries >= 1:
+                finished[channel] = finished.get(channel, 0) + n
+                if status == DeliveryStatus.DELIVERED and tries == 1:
+                    first[channel] = first.get(channel, 0) + n
+        return [
+            FirstAttempt(channel, first.get(channel, 0), total)
+            for channel, total in sorted(finished.items())
+            if total > 0
+        ]
+
+    def dead(self) -> int:
+        """Deliveries whose retries ran out (status `dead`)."""
+        return sum(n for (_, status, _), n in self.counts.items() if status == DeliveryStatus.DEAD)
+
+
+def delivery_totals() -> DeliveryTotals:
+    """Every delivery ever made, by where it is now (or ended), from the deliveries'
+    rollup (deliveries.counts): one statement over the rollup and what changed since."""
+    return DeliveryTotals(delivery_counts())
 
 
 @dataclass(frozen=True)
@@ -98,9 +119,8 @@ def delivery_latency(*, now: datetime | None = None) -> list[LatencyHistogram]:
     now = now or timezone.now()
     since = now - timedelta(seconds=settings.NOTIFY_METRICS_LATENCY_WINDOW)
     bounds = sorted(settings.NOTIFY_METRICS_LATENCY_BUCKETS)
-    latency = ExpressionWrapper(
-        F("finished_at") - F("notification__created_at"), output_field=DurationField()
-    )
+    # accepted_at is the notification's created_at, on the row: no join to notifications.
+    latency = ExpressionWrapper(F("finished_at") - F("accepted_at"), output_field=DurationField())
     per_bucket = {
         f"le_{i}": Count("id", filter=Q(latency__lte=timedelta(seconds=bound)))
         for i, bound in enumerate(bounds)
@@ -121,11 +141,6 @@ def delivery_latency(*, now: datetime | None = None) -> list[LatencyHistogram]:
         )
         for row in rows
     ]
-
-
-def dead_deliveries() -> int:
-    """Deliveries whose retries ran out (status `dead`)."""
-    return Delivery.objects.filter(status=DeliveryStatus.DEAD).count()
 
 
 def open_dead_letters() -> int:

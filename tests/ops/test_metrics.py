@@ -1,7 +1,8 @@
 """/metrics shows, in Prometheus text format, what really happened.
 
 Numbers come from the database, the broker and Redis at scrape time, so the worker
-process that did the sending needs no metrics of its own.
+process that did the sending needs no metrics of its own. (How the database's counts
+stay cheap — rollups folded by beat — is tests/ops/test_metrics_counts.py.)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django_redis import get_redis_connection
 from kombu import Producer
 
 from deliveries.models import Delivery
+from deliveries.tasks import metrics_counts_fold
 from notify.celery import app
 from notify.models import Outbox
 from tests.waiting import wait_for
@@ -124,6 +126,24 @@ def test_metrics_after_a_run_show_delivered_dead_and_suppressed_per_channel(api,
     assert metrics.value("notify_outbox_oldest_unpublished_age_seconds") == 0
     assert metrics.value("notify_metrics_source_up", source="database") == 1
     assert metrics.value("notify_metrics_source_up", source="broker") == 1
+
+    # Nothing was folded yet: those counts were all read from the changed rows. Once beat
+    # folds them into the rollups, a scrape says the same.
+    assert metrics_counts_fold() == {"accepted": 8, "deliveries": 13}
+    folded = scrape()
+    for channel, status, count in [("email", "delivered", 5), ("inapp", "delivered", 5),
+                                   ("email", "dead", 2), ("email", "suppressed", 1)]:  # fmt: skip
+        assert folded.value("notify_deliveries", channel=channel, status=status) == count
+    assert folded.value("notify_dead_deliveries") == 2
+    assert (
+        folded.value(
+            "notify_notifications_accepted_total", category="order.shipped", queue="medium"
+        )
+        == 8
+    )
+    assert folded.value("notify_first_attempt_success_ratio", channel="email") == pytest.approx(
+        5 / 7
+    )
 
 
 @contextmanager
