@@ -50,6 +50,9 @@ class Codes:
     latencies: list[float]
     relay_waits: list[float]  # of each code: created -> its route task published
     campaign_left: int | None = None  # campaign emails not yet sent at the last code
+    # Each code's time per step (s): relay, route (published -> routed), queue (routed ->
+    # the sender claimed it), send (claimed -> delivered).
+    stages: dict[str, list[float]] | None = None
 
     @property
     def p99(self) -> float:
@@ -104,6 +107,13 @@ def scenario_s3(bench: Bench) -> None:
             f"S3 median wait for the relay (created -> route task published): "
             f"{relay_busy:.0f} ms during the campaign, {relay_idle:.0f} ms idle"
         )
+    if all(c.stages for c in idle + busy):
+        parts = []
+        for stage in STAGES:
+            during = statistics.median(percentile(c.stages[stage], 0.5) for c in busy) * 1000
+            before = statistics.median(percentile(c.stages[stage], 0.5) for c in idle) * 1000
+            parts.append(f"{stage} {during:.0f} ms ({before:.0f})")
+        print("S3 median per step during the campaign (idle): " + ", ".join(parts))
     if any(n == 0 for n in left):
         print("S3: WARNING the campaign was over before the last code; raise BENCH_CAMPAIGN_DRAIN")
 
@@ -151,7 +161,35 @@ def codes_run(bench: Bench, env: dict[str, str], name: str, *, campaign: bool) -
         [(finished - created).total_seconds() for created, _, finished in rows],
         [(published - created).total_seconds() for created, published, _ in rows if published],
         left,
+        code_stages(bench, f"{stamp}-"),
     )
+
+
+STAGES = ("relay", "route", "queue", "send")
+
+
+def code_stages(bench: Bench, prefix: str) -> dict[str, list[float]] | None:
+    """Where each login code's time went, from the rows' own timestamps."""
+    from deliveries.models import Delivery
+
+    rows = Delivery.objects.filter(
+        notification__event_id__startswith=prefix,
+        notification__category__key=LOGIN_CATEGORY,
+        channel="email",
+    ).values_list(
+        "notification__created_at",
+        "notification__outbox__published_at",
+        "notification__routed_at",
+        "claimed_at",
+        "finished_at",
+    )
+    stages: dict[str, list[float]] = {stage: [] for stage in STAGES}
+    for times in rows:
+        if any(t is None for t in times):
+            return None
+        for stage, start, end in zip(STAGES, times, times[1:], strict=False):
+            stages[stage].append((end - start).total_seconds())
+    return stages
 
 
 def wait_ready(keys: list[str], procs: list[Proc]) -> None:

@@ -129,6 +129,40 @@ def delivery_counts_settle(*, delivery_ids: Sequence[int]) -> None:
         )
 
 
+def delivery_counts_retire(*, partition: str) -> None:
+    """Before a month of deliveries leaves the database (retention drops its partition):
+    final ones stay counted as what they ended as, unfinished ones leave the rollup, and
+    every row is marked so — a copy of the month restored later for support, and dropped
+    again through here, leaves the numbers as they were. Call it in the transaction that
+    drops the partition."""
+    final = sorted(FINAL_STATUSES)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH gone AS (
+                SELECT id, channel, status, attempts, counted_status, counted_attempts
+                  FROM {partition}
+                 WHERE ({PENDING}) OR NOT (status = ANY(%(final)s))
+                   FOR UPDATE
+            ), changed AS (
+                SELECT channel,
+                       CASE WHEN status = ANY(%(final)s) THEN status ELSE '' END AS status,
+                       attempts, counted_status, counted_attempts
+                  FROM gone
+            ), marked AS (
+                UPDATE {partition} d
+                   SET counted_attempts = d.attempts,
+                       counted_status = CASE WHEN d.status = ANY(%(final)s)
+                                             THEN d.status ELSE '' END
+                  FROM gone g
+                 WHERE d.id = g.id
+            ), moves AS ({_MOVES})
+            {_UPSERT}
+            """,
+            {"final": final},
+        )
+
+
 def delivery_counts() -> dict[tuple[str, str, int], int]:
     """{(channel, status, tries): deliveries}, exact now: the rollup plus the moves of the
     deliveries not folded yet, in one statement (one snapshot, so a fold committing

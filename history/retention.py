@@ -20,10 +20,13 @@ from datetime import date, datetime, timedelta
 from django.apps import apps
 from django.conf import settings
 from django.db import connection, models, transaction
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Max
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from deliveries.counts import delivery_counts_retire
+from deliveries.models import Delivery
 from history.archive import (
     ArchiveFile,
     ArchiveMismatch,
@@ -43,7 +46,9 @@ from history.partitions import (
     partition_name,
     partitions_ensure,
 )
-from notify.models import Erasure
+from notify.counts import PENDING as NOTIFICATION_PENDING
+from notify.counts import accepted_counts_settle
+from notify.models import Erasure, Notification
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +156,17 @@ def retention_status(now: datetime | None = None) -> RetentionStatus:
     )
 
 
+def _counts_settle(month: date, cursor: CursorWrapper) -> None:
+    """Before the month leaves, the /metrics rollups take what they have not counted yet:
+    its notifications stay counted as accepted, its deliveries as what they ended as (one
+    still on its way after months never will be). Done before the export, so a restored
+    copy comes back already counted."""
+    notifications = partition_name(Notification._meta.db_table, month)
+    cursor.execute(f"SELECT id FROM {notifications} WHERE {NOTIFICATION_PENDING}")
+    accepted_counts_settle(notification_ids=[row[0] for row in cursor.fetchall()])
+    delivery_counts_retire(partition=partition_name(Delivery._meta.db_table, month))
+
+
 def month_archive(month: date, *, now: datetime) -> MonthArchived:
     """Export, verify and drop one month; returns its files, or the error that left it
     in the database (recorded as a failed month and logged at ERROR)."""
@@ -160,6 +176,7 @@ def month_archive(month: date, *, now: datetime) -> MonthArchived:
         with transaction.atomic(), connection.cursor() as cursor:
             partitions = [partition_name(t.table, month) for t in HISTORY_TABLES]
             cursor.execute(f"LOCK TABLE {', '.join(partitions)} IN SHARE MODE")
+            _counts_settle(month, cursor)
             files = {}
             for t, partition in zip(HISTORY_TABLES, partitions, strict=True):
                 url = archive_url(t.table, month)
@@ -257,6 +274,7 @@ def _restored_copy_release(month: date, *, now: datetime) -> bool:
                 record.restored_at, now=now, keep_days=settings.NOTIFY_RESTORE_KEEP_DAYS
             ):
                 return False
+            _counts_settle(month, cursor)
             _references_delete(month)
             _partitions_drop(cursor, [partition_name(t.table, month) for t in HISTORY_TABLES])
             record.restored_at = None

@@ -1,6 +1,6 @@
-"""Erasure on request: afterwards neither PostgreSQL nor Redis holds the person's email,
-phone, user id, tokens or payloads; their consent history is still there under a keyed
-hash; and an event for them is refused."""
+"""Erasure on request: afterwards neither PostgreSQL, Redis nor the archive of past months
+holds the person's email, phone, user id, tokens or payloads; their consent history is
+still there under a keyed hash; and an event for them is refused."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.conf import settings
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import User
 from django.db import connection
+from django.utils import timezone
 
 from campaigns.models import AudienceKind, Campaign, CampaignMember
 from deliveries.attempt import delivery_attempt
@@ -20,11 +21,14 @@ from deliveries.fairness import push_slots_key
 from deliveries.live import device_live_mark, live_key
 from deliveries.models import AddressSuppression, Delivery, DeliveryAttempt, Device
 from deliveries.routing import notification_route
-from notify.models import Category, Erasure, ErasureVia, Producer, Recipient
+from history.partitions import month_add, month_of
+from history.retention import retention_run
+from notify.models import Category, Erasure, ErasureVia, Notification, Producer, Recipient
 from notify.unread import unread_key
 from preferences.erasure import consent_history_count
 from preferences.models import ConsentRecord
 from tests.conftest import purge_queues
+from tests.history.factories import archived_text, rows_move_to_month
 from tests.push.test_devices_api import webpush_body
 
 USER_ID = "erase-me-8c1d"
@@ -133,18 +137,27 @@ def a_person_with_history(api, smtp) -> Recipient:
     return recipient
 
 
-def test_after_erasure_no_dump_holds_the_person_and_their_consent_is_countable_by_hash(
-    api, channels
+def test_after_erasure_no_dump_or_archive_holds_the_person_and_their_consent_is_countable(
+    api, channels, settings, tmp_path
 ):
     recipient = a_person_with_history(api, channels)
     browser = Device.objects.get(recipient=recipient, kind="webpush")
-    # What there is to erase: the dumps can fail this test.
+    # Their first notification is from five months ago, and retention archived its month.
+    settings.NOTIFY_ARCHIVE_URL, settings.NOTIFY_RETENTION_DAYS = str(tmp_path), 90
+    archived = month_add(month_of(timezone.now()), -5)
+    first = Notification.objects.get(event_id="erase-1")
+    rows_move_to_month(archived, [first.pk])
+    assert list(retention_run().archived) == [f"{archived:%Y-%m}"]
+    assert not Notification.objects.filter(pk=first.pk).exists()
+    # What there is to erase: the dumps and the archive scan can fail this test.
     assert DeliveryAttempt.objects.filter(delivery__notification__recipient=recipient).exists()
     assert AddressSuppression.objects.filter(address=EMAIL.lower()).exists()
-    assert Delivery.objects.filter(notification__recipient=recipient).count() == 10
+    assert Delivery.objects.filter(notification__recipient=recipient).count() == 5
     consents = ConsentRecord.objects.filter(recipient=recipient).count()
     assert consents == 2
     assert set(found(pg_dump_text())) == set(PERSONAL)
+    raw, decoded = archived_text(tmp_path)
+    assert {v for v in PERSONAL if v in decoded} >= {EMAIL.lower(), PHONE, ORDER_NUMBER}
     client = redis.Redis.from_url(settings.REDIS_URL)
     per_person = [unread_key(recipient.pk), push_slots_key(recipient.pk), live_key(browser.pk)]
     assert client.exists(*per_person) == 3
@@ -153,6 +166,8 @@ def test_after_erasure_no_dump_holds_the_person_and_their_consent_is_countable_b
 
     assert found(pg_dump_text()) == []
     assert found(redis_text()) == []
+    raw, decoded = archived_text(tmp_path)
+    assert found(decoded) == [] and [v for v in PERSONAL if v.encode() in raw] == []
     assert client.exists(*per_person) == 0
     assert consent_history_count(user_id=USER_ID) == consents
     kept = ConsentRecord.objects.filter(recipient__isnull=True)
@@ -165,7 +180,7 @@ def test_after_erasure_no_dump_holds_the_person_and_their_consent_is_countable_b
     assert (ledger.via, ledger.requested_by, ledger.recipient_pk) == (
         ErasureVia.API, f"producer shop (key {api_key_prefix(api)})", recipient.pk
     )  # fmt: skip
-    assert ledger.removed["deliveries"] == 10 and ledger.removed["devices"] == 2
+    assert ledger.removed["deliveries"] == 5 and ledger.removed["devices"] == 2
 
     # An event for the erased user id is refused: nothing of it is stored.
     event = {"event_id": "erase-3", "user_id": USER_ID, "category": "order.shipped",

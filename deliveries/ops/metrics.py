@@ -125,6 +125,12 @@ SOURCES: dict[str, Callable[[], Iterator[Metric]]] = {
 }
 
 
+def metrics_source_add(name: str, read: Callable[[], Iterator[Metric]]) -> None:
+    """Let an app above this one report on /metrics (history does, from its ready()):
+    its source is read like the others and has its own `notify_metrics_source_up`."""
+    SOURCES[name] = read
+
+
 class NotifyCollector(Collector):
     """Reads every number fresh on each scrape; holds no state between scrapes."""
 

@@ -6,8 +6,11 @@ them there."""
 from __future__ import annotations
 
 import itertools
+import json
 from datetime import UTC, date, datetime
+from pathlib import Path
 
+import pyarrow.parquet as pq
 from django.db import connection
 from django.utils import timezone
 
@@ -82,11 +85,11 @@ def notifications_in(
             delivery=notification.deliveries.first(), previous_status="dead", previous_attempts=1
         )
         made.append(notification)
-    _move_to(month, [m.pk for m in made])
+    rows_move_to_month(month, [m.pk for m in made])
     return made
 
 
-def _move_to(month: date, notification_ids: list) -> None:
+def rows_move_to_month(month: date, notification_ids: list) -> None:
     """Date the notifications (and their rows) on the 10th of `month`: the month's
     partitions are made first, then the rows move into them."""
     for t in HISTORY_TABLES:
@@ -121,3 +124,12 @@ def partition_rows(table: str, month: date) -> int | None:
             return None
         cursor.execute(f"SELECT count(*) FROM {name}")
         return cursor.fetchone()[0]
+
+
+def archived_text(archive: Path) -> tuple[bytes, str]:
+    """Every archive file's raw bytes, and every value in them decoded, as text."""
+    raw, values = b"", []
+    for path in sorted(archive.rglob("*.parquet")):
+        raw += path.read_bytes()
+        values.append(json.dumps(pq.read_table(path).to_pylist(), default=str))
+    return raw, "\n".join(values)

@@ -5,10 +5,8 @@ not run is finished by retention."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from campaigns.erasure import person_erase
@@ -19,19 +17,10 @@ from history.restore import month_restore
 from history.retention import retention_run, retention_status
 from notify.models import ErasureVia, FeedEntry, Notification
 from tests.history.conftest import months_back
-from tests.history.factories import notifications_in, person
+from tests.history.factories import archived_text, notifications_in, person
 
 EMAIL, PHONE, USER_ID, SECRET = "Erin.Erased@example.org", "+15550109999", "erin-7f3a", "ZQX-91"
 PERSONAL = [EMAIL, PHONE, USER_ID, SECRET]
-
-
-def archived_text(archive: Path) -> tuple[bytes, str]:
-    """Every archive file's raw bytes, and every value in them decoded, as text."""
-    raw, values = b"", []
-    for path in sorted(archive.rglob("*.parquet")):
-        raw += path.read_bytes()
-        values.append(json.dumps(pq.read_table(path).to_pylist(), default=str))
-    return raw, "\n".join(values)
 
 
 def found(archive: Path) -> set[str]:

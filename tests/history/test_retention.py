@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryRedrive
+from deliveries.ops.metrics import metrics_render
 from history.models import ArchivedMonth, MonthState
 from history.partitions import (
     HISTORY_TABLES,
@@ -132,6 +133,10 @@ def test_an_archive_that_cannot_be_written_leaves_the_month_in_place_and_records
                for r in caplog.records)  # fmt: skip
     status = status_now(clock)
     assert (status.months_failed, status.months_pending) == (1, 1)
+    # What an operator's alert sees.
+    scrape = metrics_render().decode()
+    assert 'notify_history_months{state="failed"} 1.0' in scrape
+    assert 'notify_metrics_source_up{source="history"} 1.0' in scrape
 
     # Once the archive can be written, the next run archives it.
     settings.NOTIFY_ARCHIVE_URL = str(tmp_path / "archive")
