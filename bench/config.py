@@ -60,6 +60,7 @@ class Config:
     campaign_recipients: int
     campaign_drain: int
     login_codes: int
+    code_recipients: int
     only: tuple[str, ...]
 
     @classmethod
@@ -87,5 +88,8 @@ class Config:
             campaign_recipients=max(1, env_int("BENCH_CAMPAIGN_RECIPIENTS", 20000)),
             campaign_drain=max(1, env_int("BENCH_CAMPAIGN_DRAIN", 3000)),
             login_codes=max(1, env_int("BENCH_LOGIN_CODES", 40)),
+            # S3's codes go round robin to this many people (0: one each). Per-recipient
+            # order sends one person's emails one at a time, so 1 is the worst case.
+            code_recipients=env_int("BENCH_S3_RECIPIENTS", 0),
             only=only,
         )

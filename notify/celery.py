@@ -3,9 +3,10 @@
 import os
 
 from celery import Celery
-from celery.signals import beat_init, celeryd_after_setup, worker_init
+from celery.signals import beat_init, celeryd_after_setup, task_prerun, worker_init
 
 from notify.checks import process_exit_on_weak_secret_key
+from notify.priority import high_work_mark, low_work_yield
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notify.settings")
 
@@ -32,3 +33,13 @@ def _refuse_weak_secret_key_in_worker(sender=None, **kwargs) -> None:
 @beat_init.connect
 def _refuse_weak_secret_key_in_beat(sender=None, **kwargs) -> None:
     process_exit_on_weak_secret_key(process="celery beat")
+
+
+@task_prerun.connect
+def _campaign_work_yields_to_high(sender=None, task=None, **kwargs) -> None:
+    # Which queue the message came from decides: a worker may serve several.
+    queue = (getattr(task.request, "delivery_info", None) or {}).get("routing_key")
+    if queue == "high":
+        high_work_mark()
+    elif queue == "low":
+        low_work_yield()

@@ -18,7 +18,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 import psycopg
@@ -36,24 +36,30 @@ ROUTE_TASK = "deliveries.route"
 WAKE_CHANNEL = "notify_outbox"  # the trigger of migration 0004 notifies this channel
 
 
-def outbox_publish_pending(*, older_than: float = 0.0) -> int:
+QUEUE_CLASSES = ("high", "medium", "low")
+
+
+def outbox_publish_pending(
+    *, older_than: float = 0.0, queues: Sequence[str] = QUEUE_CLASSES
+) -> int:
     """One round: publish due outbox rows class by class — `high` first, then `medium`,
     then at most NOTIFY_OUTBOX_LOW_BATCH of `low` — and return how many went out.
 
     A campaign puts thousands of `low` rows in the outbox at once; taking them a small
     batch per round, with `high` looked at again before each, keeps a login code from
     waiting behind them. A scheduled notification's row falls due at its send_at.
-    `older_than` (seconds) leaves rows due more recently to a running relay.
+    `older_than` (seconds) leaves rows due more recently to a running relay. `queues`:
+    the classes this relay publishes (the shipped Procfile runs one relay for `high` and
+    `medium` and a lower-priority one for `low`, so a campaign's publishing never holds
+    up a login code's).
     """
     cutoff = timezone.now() - timedelta(seconds=older_than)
-    return sum(
-        _publish_class(queue, limit, cutoff)
-        for queue, limit in (
-            ("high", settings.NOTIFY_OUTBOX_BATCH),
-            ("medium", settings.NOTIFY_OUTBOX_BATCH),
-            ("low", settings.NOTIFY_OUTBOX_LOW_BATCH),
-        )
-    )
+    limits = {
+        "high": settings.NOTIFY_OUTBOX_BATCH,
+        "medium": settings.NOTIFY_OUTBOX_BATCH,
+        "low": settings.NOTIFY_OUTBOX_LOW_BATCH,
+    }
+    return sum(_publish_class(queue, limits[queue], cutoff) for queue in queues)
 
 
 def _publish_class(queue: str, limit: int, cutoff: datetime) -> int:
@@ -90,13 +96,16 @@ def _publish_class(queue: str, limit: int, cutoff: datetime) -> int:
     return len(published)
 
 
-def relay_forever(*, should_stop: Callable[[], bool]) -> None:
-    """Publish whatever is pending, then sleep until a commit wakes us (or the poll
-    interval passes, which also covers a lost NOTIFY and a broker that was away)."""
+def relay_forever(
+    *, should_stop: Callable[[], bool], queues: Sequence[str] = QUEUE_CLASSES
+) -> None:
+    """Publish whatever is pending (of `queues`), then sleep until a commit wakes us (or
+    the poll interval passes, which also covers a lost NOTIFY and a broker that was
+    away)."""
     listener = _listen()
     while not should_stop():
         try:
-            while outbox_publish_pending():
+            while outbox_publish_pending(queues=queues):
                 pass  # something went out: there may be more right away
         except Exception:  # the database is away: back off, then try again
             logger.exception("outbox relay: round failed")

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group, Permission
 SUPPORT_GROUP = "Support"
 REDRIVE_GROUP = "Support: re-drive"
 PRIVACY_GROUP = "Privacy officers"
-SUPPORT_APPS = ("notify", "deliveries", "preferences", "templates_admin", "campaigns")
+SUPPORT_APPS = ("notify", "deliveries", "preferences", "templates_admin", "campaigns", "history")
 
 
 def support_group_ensure() -> Group:

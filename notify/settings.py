@@ -8,6 +8,7 @@ works by is a setting here (prefix NOTIFY_), read once at start, grouped by topi
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -289,6 +290,13 @@ NOTIFY_QUEUE_NAMES = ("high", "medium", "low")
 # The dead-letter consumer (a process of its own) moves each dead-lettered message into a
 # table; with the queue empty it looks again this often (seconds).
 NOTIFY_DEAD_LETTER_POLL_INTERVAL = env_float("NOTIFY_DEAD_LETTER_POLL_INTERVAL", 1.0, minimum=0.05)
+# Campaign work yields to login codes (notify/priority.py): a `low` task waits while a
+# `high` task started within the window (seconds; 0 turns it off), at most the max.
+NOTIFY_CAMPAIGN_YIELD_WINDOW = env_float("NOTIFY_CAMPAIGN_YIELD_WINDOW", 0.2, minimum=0)
+NOTIFY_CAMPAIGN_YIELD_MAX = env_float("NOTIFY_CAMPAIGN_YIELD_MAX", 0.5, minimum=0)
+# Which processes share the CPU (and so yield to each other): the host name by default;
+# containers on one machine set one value for all.
+NOTIFY_CAMPAIGN_YIELD_SCOPE = env_str("NOTIFY_CAMPAIGN_YIELD_SCOPE", socket.gethostname())
 
 
 def _work_queue(name: str) -> Queue:

@@ -1,0 +1,69 @@
+"""Campaign work yields to login codes on a shared host.
+
+While a `high` task (a login code's route or send) is being worked on by any worker, a
+`low` task (a campaign's route or send) waits before it starts, for as long as that lasts
+and at most NOTIFY_CAMPAIGN_YIELD_MAX seconds, so the CPU, the database and the broker
+serve the login code first. A campaign is slowed only while transactional work is in
+flight, and never stopped: each of its tasks goes after the bound at the latest.
+
+The signal is one Redis key per host (NOTIFY_CAMPAIGN_YIELD_SCOPE, the host name unless
+set: what competes is the CPU the processes share, as with the low worker's `nice`) that
+`high` workers keep alive (NOTIFY_CAMPAIGN_YIELD_WINDOW after their last task started;
+written at most four times per window per process, so a burst of login codes costs a
+handful of writes), and that `low` workers read once per task. Redis being away never
+holds anything up: the login code goes on, the campaign too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+from django_redis import get_redis_connection
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
+
+
+def busy_key() -> str:
+    """The Redis key that says `high` work is in flight on this host."""
+    return f"notify:priority:high_busy:{settings.NOTIFY_CAMPAIGN_YIELD_SCOPE}"
+
+
+_last_mark = [float("-inf")]  # when this process last wrote the key (monotonic)
+
+
+def high_work_mark() -> None:
+    """A `high` task starts: keep the busy key alive for another window."""
+    window = settings.NOTIFY_CAMPAIGN_YIELD_WINDOW
+    if window <= 0:
+        return
+    now = time.monotonic()
+    if now - _last_mark[0] < window / 4:
+        return
+    _last_mark[0] = now
+    try:
+        get_redis_connection("default").set(busy_key(), 1, px=max(1, int(window * 1000)))
+    except RedisError:
+        logger.warning("priority: could not mark high work in flight", exc_info=True)
+
+
+def low_work_yield(*, sleep: Callable[[float], None] = time.sleep) -> float:
+    """Before a `low` task: wait while `high` work is in flight, at most
+    NOTIFY_CAMPAIGN_YIELD_MAX seconds; returns the seconds waited."""
+    bound = settings.NOTIFY_CAMPAIGN_YIELD_MAX
+    waited = 0.0
+    try:
+        client = get_redis_connection("default")
+        while waited < bound:
+            left_ms = client.pttl(busy_key())
+            if left_ms <= 0:
+                break
+            step = min(left_ms / 1000, bound - waited)
+            sleep(step)
+            waited += step
+    except RedisError:
+        logger.warning("priority: could not read high work in flight", exc_info=True)
+    return waited

@@ -1,0 +1,57 @@
+"""Campaign work yields to login codes: while a `high` task is in flight on this host, a
+`low` task waits — as long as that lasts, and never longer than the bound."""
+
+from __future__ import annotations
+
+import pytest
+from django_redis import get_redis_connection
+
+from notify import priority
+
+
+@pytest.fixture
+def fresh(settings):
+    settings.NOTIFY_CAMPAIGN_YIELD_WINDOW = 0.2
+    settings.NOTIFY_CAMPAIGN_YIELD_MAX = 0.5
+    settings.NOTIFY_CAMPAIGN_YIELD_SCOPE = "test-host"
+    get_redis_connection("default").delete(priority.busy_key())
+    priority._last_mark[0] = float("-inf")
+    yield
+    get_redis_connection("default").delete(priority.busy_key())
+
+
+def test_a_low_task_starts_at_once_when_no_high_work_is_in_flight(fresh):
+    slept: list[float] = []
+    assert priority.low_work_yield(sleep=slept.append) == 0
+    assert slept == []
+
+
+def test_a_low_task_waits_while_high_work_is_in_flight_but_never_past_the_bound(fresh):
+    priority.high_work_mark()
+    ttl = get_redis_connection("default").pttl(priority.busy_key())
+    assert 0 < ttl <= 200
+    slept: list[float] = []
+    # The key outlives every (recorded, not slept) wait here: only the bound ends it.
+    get_redis_connection("default").pexpire(priority.busy_key(), 60_000)
+    assert priority.low_work_yield(sleep=slept.append) == pytest.approx(0.5)
+    assert sum(slept) == pytest.approx(0.5)
+
+
+def test_high_work_on_another_host_does_not_hold_campaigns_here(fresh, settings):
+    priority.high_work_mark()
+    settings.NOTIFY_CAMPAIGN_YIELD_SCOPE = "another-host"
+    assert priority.low_work_yield(sleep=lambda s: None) == 0
+
+
+def test_a_burst_of_high_tasks_writes_the_key_a_few_times_not_once_each(fresh):
+    client = get_redis_connection("default")
+    priority.high_work_mark()
+    client.delete(priority.busy_key())
+    priority.high_work_mark()  # within a quarter window of the last write: not written
+    assert not client.exists(priority.busy_key())
+
+
+def test_a_zero_window_turns_yielding_off(fresh, settings):
+    settings.NOTIFY_CAMPAIGN_YIELD_WINDOW = 0
+    priority.high_work_mark()
+    assert not get_redis_connection("default").exists(priority.busy_key())
