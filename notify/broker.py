@@ -38,7 +38,10 @@ def publish_task(
     """Publish a task through our exchange to the queue of its class (confirmed).
 
     The exchange is named explicitly: with only a queue, Celery would publish to the
-    default exchange, and bindings on `notify` (taps, mirrors) would never see it.
+    default exchange, and bindings on `notify` (taps, mirrors) would never see it. The
+    broker's confirm is waited for at most NOTIFY_BROKER_CONFIRM_TIMEOUT: a broker that
+    went away mid-publish raises instead of hanging the caller, which keeps what it
+    published for another try (the relay's row stays unpublished).
     """
     celery_app.send_task(
         name,
@@ -48,4 +51,5 @@ def publish_task(
         routing_key=queue,
         countdown=countdown,
         priority=priority,
+        confirm_timeout=settings.NOTIFY_BROKER_CONFIRM_TIMEOUT,
     )

@@ -135,23 +135,30 @@ DATABASE_POOL_MIN_SIZE = env_int("DATABASE_POOL_MIN_SIZE", 1, minimum=0)
 DATABASE_POOL_MAX_SIZE = env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=1)
 # How long a request or task waits for a free pooled connection before it fails.
 DATABASE_POOL_TIMEOUT = env_float("DATABASE_POOL_TIMEOUT", 10.0, minimum=0.1)
+# Parameters sent apart from the SQL, so psycopg prepares a statement a connection runs
+# often and PostgreSQL plans it once, not at every call: planning dominates the hot
+# path's statements over partitioned history. Off behind PgBouncer in transaction mode.
+DATABASE_SERVER_SIDE_BINDING = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
 DATABASES = {
     "default": {
         **database_from_url("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/notify"),
         # Django's pool requires CONN_MAX_AGE=0: "closing" returns the connection.
         "CONN_MAX_AGE": 0 if DATABASE_POOL else env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
         "CONN_HEALTH_CHECKS": not DATABASE_POOL,
-        "OPTIONS": (
-            {
-                "pool": {
-                    "min_size": min(DATABASE_POOL_MIN_SIZE, DATABASE_POOL_MAX_SIZE),
-                    "max_size": DATABASE_POOL_MAX_SIZE,
-                    "timeout": DATABASE_POOL_TIMEOUT,
+        "OPTIONS": {
+            **(
+                {
+                    "pool": {
+                        "min_size": min(DATABASE_POOL_MIN_SIZE, DATABASE_POOL_MAX_SIZE),
+                        "max_size": DATABASE_POOL_MAX_SIZE,
+                        "timeout": DATABASE_POOL_TIMEOUT,
+                    }
                 }
-            }
-            if DATABASE_POOL
-            else {}
-        ),
+                if DATABASE_POOL
+                else {}
+            ),
+            "server_side_binding": DATABASE_SERVER_SIDE_BINDING,
+        },
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -328,6 +335,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
+# Seconds a publisher waits for the broker's confirm before it gives up and raises (a
+# broker restarting mid-publish would otherwise leave it waiting for ever).
+NOTIFY_BROKER_CONFIRM_TIMEOUT = env_float("NOTIFY_BROKER_CONFIRM_TIMEOUT", 10.0, minimum=0.1)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A send running when the broker connection drops is let finish: it records its outcome
 # in the delivery row, and the redelivered message then finds nothing to claim.
@@ -704,45 +714,49 @@ CELERY_BEAT_SCHEDULE = {
     "retry-sweep": {
         "task": "deliveries.sweep_due_retries",
         "schedule": NOTIFY_RETRY_SWEEP_INTERVAL,
-        "options": {"queue": "high"},
+        "options": {"queue": "high", "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT},
     },
     "route-sweep": {
         "task": "deliveries.sweep_unrouted",
         "schedule": NOTIFY_ROUTE_SWEEP_INTERVAL,
-        "options": {"queue": "high"},
+        "options": {"queue": "high", "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT},
     },
     "release-deferred": {
         "task": "deliveries.release_deferred",
         "schedule": NOTIFY_DEFERRED_RELEASE_INTERVAL,
-        "options": {"queue": "high"},
+        "options": {"queue": "high", "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT},
     },
     "unread-reconcile": {
         "task": "notify.reconcile_unread_counts",
         "schedule": NOTIFY_UNREAD_RECONCILE_INTERVAL,
-        "options": {"queue": "high"},
+        "options": {"queue": "high", "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT},
     },
     "campaigns-start-due": {
         "task": "campaigns.start_due",
         "schedule": NOTIFY_CAMPAIGN_START_INTERVAL,
-        "options": {"queue": "high"},
+        "options": {"queue": "high", "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT},
     },
     # Partitions ahead on `high` (small, and a missing month sends rows to the default
     # partition); retention's exports are long and go on `low`, after the campaigns.
     "history-partitions": {
         "task": "history.partitions_ensure",
         "schedule": NOTIFY_HISTORY_MAINTENANCE_INTERVAL,
-        "options": {"queue": "high"},
+        "options": {"queue": "high", "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT},
     },
     "history-retention": {
         "task": "history.retention_run",
         "schedule": NOTIFY_HISTORY_MAINTENANCE_INTERVAL,
-        "options": {"queue": "low"},
+        "options": {"queue": "low", "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT},
     },
     # A run that waited longer than one interval is dropped: the next one does its work.
     "metrics-counts-fold": {
         "task": "deliveries.metrics_counts_fold",
         "schedule": NOTIFY_METRICS_FOLD_INTERVAL,
-        "options": {"queue": "high", "expires": NOTIFY_METRICS_FOLD_INTERVAL},
+        "options": {
+            "queue": "high",
+            "expires": NOTIFY_METRICS_FOLD_INTERVAL,
+            "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT,
+        },
     },
 }
 
