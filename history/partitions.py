@@ -124,9 +124,10 @@ def month_partition_create(t: HistoryTable, month: date) -> bool:
         (strays,) = cursor.fetchone()
         if strays:
             cursor.execute(f"ALTER TABLE {t.table} DETACH PARTITION {default}")
+        # DDL takes no bound parameters: the bounds are literals we made ourselves.
         cursor.execute(
-            f"CREATE TABLE {name} PARTITION OF {t.table} FOR VALUES FROM (%s) TO (%s)",
-            [start, end],
+            f"CREATE TABLE {name} PARTITION OF {t.table} "
+            f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
         )
         if strays:
             cursor.execute(

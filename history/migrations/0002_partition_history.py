@@ -51,10 +51,10 @@ def _partition(cursor, table: str, key: str) -> None:
     )
     while month <= last:
         following = _month_add(month, 1)
+        # DDL takes no bound parameters: the bounds are literals made here.
         cursor.execute(
             f"CREATE TABLE {table}_p{month:%Y_%m} PARTITION OF {new} "
-            "FOR VALUES FROM (%s) TO (%s)",
-            [month, following],
+            f"FOR VALUES FROM ('{month.isoformat()}') TO ('{following.isoformat()}')"
         )
         month = following
     cursor.execute(f"CREATE TABLE {table}_default PARTITION OF {new} DEFAULT")
