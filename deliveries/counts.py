@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from django.conf import settings
 from django.db import connection
 
 from deliveries.models import FINAL_STATUSES, Delivery, DeliveryCount
-from notify.counts import pending_by_index
+from notify.counts import fold_in_batches, pending_by_index
 
 DELIVERIES = Delivery._meta.db_table
 COUNTS = DeliveryCount._meta.db_table
@@ -56,17 +55,8 @@ _UPSERT = f"""
 
 def delivery_counts_fold(*, limit: int | None = None, batch: int | None = None) -> int:
     """Fold deliveries changed since they were last counted into the rollup; returns how
-    many were folded. Stops after `limit` (NOTIFY_METRICS_FOLD_LIMIT) rows, so a run stays
-    short even when a migration left every delivery to count; the next run goes on."""
-    limit = settings.NOTIFY_METRICS_FOLD_LIMIT if limit is None else limit
-    batch = settings.NOTIFY_METRICS_FOLD_BATCH if batch is None else batch
-    folded = 0
-    while folded < limit:
-        taken = _fold_batch(min(batch, limit - folded))
-        folded += taken
-        if taken == 0:
-            break
-    return folded
+    many were folded (at most `limit`, see fold_in_batches)."""
+    return fold_in_batches(_fold_batch, limit=limit, batch=batch)
 
 
 def _fold_batch(size: int) -> int:

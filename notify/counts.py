@@ -13,7 +13,7 @@ and retention drops months long folded, so the counter never goes down.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -61,18 +61,26 @@ def pending_by_index() -> Iterator[CursorWrapper]:
         yield cursor
 
 
-def accepted_counts_fold(*, limit: int | None = None, batch: int | None = None) -> int:
-    """Fold notifications not counted yet into the rollup; returns how many. Stops after
-    `limit` (NOTIFY_METRICS_FOLD_LIMIT) rows; the next run goes on."""
+def fold_in_batches(
+    fold_batch: Callable[[int], int], *, limit: int | None = None, batch: int | None = None
+) -> int:
+    """Run `fold_batch(size)` until it folds nothing or `limit` (NOTIFY_METRICS_FOLD_LIMIT)
+    rows went, in batches of `batch` (NOTIFY_METRICS_FOLD_BATCH); returns how many. A run
+    stays short even when a migration left every row to count: the next run goes on."""
     limit = settings.NOTIFY_METRICS_FOLD_LIMIT if limit is None else limit
     batch = settings.NOTIFY_METRICS_FOLD_BATCH if batch is None else batch
     folded = 0
     while folded < limit:
-        taken = _fold_batch(min(batch, limit - folded))
+        taken = fold_batch(min(batch, limit - folded))
         folded += taken
         if taken == 0:
             break
     return folded
+
+
+def accepted_counts_fold(*, limit: int | None = None, batch: int | None = None) -> int:
+    """Fold notifications not counted yet into the rollup; returns how many."""
+    return fold_in_batches(_fold_batch, limit=limit, batch=batch)
 
 
 def _fold_batch(size: int) -> int:

@@ -31,6 +31,10 @@ _TEST_DEFAULTS = {
     # its own test (with the production setting), not shared across tests.
     "NOTIFY_AUTH_CACHE_SECONDS": "0",
     "NOTIFY_OUTBOX_POLL_INTERVAL": "0.5",
+    # The suite's workers serve every queue in one process, so campaign tasks yielding to
+    # login codes would only slow the campaign tests down; tests/test_priority.py shows
+    # the yielding itself, with the production window.
+    "NOTIFY_CAMPAIGN_YIELD_WINDOW": "0",
     "NOTIFY_PUBLIC_URL": "http://testserver",
     # DEBUG is off here as in production, so the web process (uvicorn under the push
     # tests) needs a key it accepts; a test-only one.

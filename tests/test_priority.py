@@ -11,7 +11,7 @@ from notify import priority
 
 @pytest.fixture
 def fresh(settings):
-    settings.NOTIFY_CAMPAIGN_YIELD_WINDOW = 0.2
+    settings.NOTIFY_CAMPAIGN_YIELD_WINDOW = 0.2  # the production default
     settings.NOTIFY_CAMPAIGN_YIELD_MAX = 0.5
     settings.NOTIFY_CAMPAIGN_YIELD_SCOPE = "test-host"
     get_redis_connection("default").delete(priority.busy_key())
