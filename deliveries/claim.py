@@ -78,7 +78,10 @@ def delivery_claim(*, delivery: Delivery, now: datetime, version: TemplateVersio
     if delivery.template_version_id is None and version is not None:
         changes["template_version"] = version
     claimed = (
-        Delivery.objects.filter(pk=delivery.pk, status__in=CLAIMABLE_STATUSES)
+        # The month too: PostgreSQL then plans and updates one partition, not all.
+        Delivery.objects.filter(
+            pk=delivery.pk, accepted_at=delivery.accepted_at, status__in=CLAIMABLE_STATUSES
+        )
         .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
         .filter(order_clear(now=now))
         .update(
@@ -124,7 +127,7 @@ def delivery_skip_if_live(*, delivery: Delivery, claimed_at: datetime | None) ->
     ):
         return False
     now = timezone.now()
-    rows = Delivery.objects.filter(pk=delivery.pk)
+    rows = Delivery.objects.filter(pk=delivery.pk, accepted_at=delivery.accepted_at)
     changes: dict[str, Any] = {}
     if claimed_at is None:
         rows = rows.filter(status__in=CLAIMABLE_STATUSES)

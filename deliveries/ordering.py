@@ -110,9 +110,9 @@ def delivery_hold(*, delivery: Delivery, now: datetime) -> bool:
     again after `hold_countdown`. False when it is no longer claimable (taken meanwhile).
     """
     waited = (now - (delivery.held_since or now)).total_seconds()
-    marked = Delivery.objects.filter(pk=delivery.pk, status__in=CLAIMABLE_STATUSES).update(
-        held_since=Coalesce(F("held_since"), now), enqueued_at=now, updated_at=now
-    )
+    marked = Delivery.objects.filter(
+        pk=delivery.pk, accepted_at=delivery.accepted_at, status__in=CLAIMABLE_STATUSES
+    ).update(held_since=Coalesce(F("held_since"), now), enqueued_at=now, updated_at=now)
     if not marked:
         return False
     delivery_enqueue(

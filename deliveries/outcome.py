@@ -91,7 +91,10 @@ def attempt_record(
         # Only the holder of the current claim writes the outcome; a sweeper may have
         # given a stale claim to someone else meanwhile.
         updated = Delivery.objects.filter(
-            pk=delivery.pk, status=DeliveryStatus.SENDING, claimed_at=claimed_at
+            pk=delivery.pk,
+            accepted_at=delivery.accepted_at,  # one partition to plan and update
+            status=DeliveryStatus.SENDING,
+            claimed_at=claimed_at,
         ).update(**changes)
         if updated and result.hard_bounce:
             # The address itself is dead: later deliveries to it are not tried.
