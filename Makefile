@@ -18,7 +18,7 @@ test: bootstrap services
 	$(RUFF) check .
 	$(RUFF) format --check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest --durations=15
 
 ## lint: ruff, and the import-linter contract (.importlinter): imports run one way
 lint: bootstrap
