@@ -15,16 +15,18 @@ from enum import Enum
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F, Q
+from django.db import connection
+from django.db.models import F
 from django.utils import timezone
 
 from deliveries.enqueue import delivery_enqueue
 from deliveries.fairness import push_slot_member, push_slot_release
 from deliveries.live import device_is_live, feed_entry_seen
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus
-from deliveries.ordering import order_clear
+from deliveries.ordering import ORDER_CLEAR_SQL, order_wait_since
 from deliveries.retry import PUSH_CHANNELS
-from notify.models import FeedEntry, Notification
+from notify.models import Category, FeedEntry, Notification, Recipient
+from notify.rows import ModelColumns, related_cache
 from templates_admin.models import TemplateVersion
 from templates_admin.selectors import (
     published_choices_sql,
@@ -42,28 +44,69 @@ class Loaded:
     version: TemplateVersion | None
 
 
+_DELIVERY = ModelColumns(Delivery, "d")
+_NOTIFICATION = ModelColumns(Notification, "n")
+_RECIPIENT = ModelColumns(Recipient, "r")
+_CATEGORY = ModelColumns(Category, "c")
+# Written once rather than built by the ORM per call (see notify/rows.py). The
+# notification is joined in the delivery's month, so only that partition is read.
+LOAD_SQL = f"""
+    SELECT {_DELIVERY.sql}, {_NOTIFICATION.sql}, {_RECIPIENT.sql}, {_CATEGORY.sql},
+           {published_choices_sql(category_column="n.category_id", channel_column="d.channel").sql}
+      FROM deliveries_delivery d
+      JOIN notify_notification n ON n.id = d.notification_id AND n.created_at = d.accepted_at
+      JOIN notify_recipient r ON r.id = n.recipient_id
+      JOIN notify_category c ON c.id = n.category_id
+     WHERE d.id = %(id)s
+"""
+
+
 def delivery_load(*, delivery_id: int) -> Loaded | None:
     """One statement: the delivery, what it belongs to, and which versions are published."""
-    delivery = (
-        Delivery.objects.select_related("notification__recipient", "notification__category")
-        .annotate(
-            published=published_choices_sql(
-                category_column=f'"{Notification._meta.db_table}"."category_id"',
-                channel_column=f'"{Delivery._meta.db_table}"."channel"',
-            )
-        )
-        .filter(pk=delivery_id)
-        .first()
-    )
-    if delivery is None:
+    with connection.cursor() as cursor:
+        cursor.execute(LOAD_SQL, {"id": delivery_id})
+        row = cursor.fetchone()
+    if row is None:
         return None
+    delivery, published = _loaded_rows(row)
     if delivery.template_version_id is not None:
         version = template_version_cached(delivery.template_version_id)
     else:
-        version = published_version_pick(
-            delivery.published, locale=delivery.notification.recipient.locale
-        )
+        locale = delivery.notification.recipient.locale
+        version = published_version_pick(published, locale=locale)
     return Loaded(delivery, version)
+
+
+def _loaded_rows(row: tuple) -> tuple[Delivery, list]:
+    """LOAD_SQL's row: the delivery with its notification, recipient and category, as
+    select_related would have them, and the published versions' [[locale, id], …]."""
+    at = 0
+    built = []
+    for columns in (_DELIVERY, _NOTIFICATION, _RECIPIENT, _CATEGORY):
+        built.append(columns.build(row[at : at + columns.width]))
+        at += columns.width
+    delivery, notification, recipient, category = built
+    related_cache(notification, "recipient", recipient)
+    related_cache(notification, "category", category)
+    related_cache(delivery, "notification", notification)
+    return delivery, row[at]
+
+
+# queued|retrying -> sending, when due and clear of an earlier delivery to the same person
+# (ORDER_CLEAR_SQL). Written once as SQL rather than built by the ORM at every call:
+# compiling the nested order probes cost the sender more CPU than anything else it did.
+# The month (accepted_at) is given so PostgreSQL plans and updates one partition; the
+# first claim pins the template version (a retry keeps the pinned one).
+CLAIM_SQL = f"""
+    UPDATE deliveries_delivery AS d
+       SET status = 'sending', claimed_at = %(now)s, held_since = NULL,
+           attempts = d.attempts + 1, updated_at = %(now)s,
+           template_version_id = COALESCE(d.template_version_id, %(version_id)s)
+     WHERE d.id = %(id)s AND d.accepted_at = %(accepted_at)s
+       AND d.status IN ('queued', 'retrying')
+       AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= %(now)s)
+       AND {ORDER_CLEAR_SQL}
+"""
 
 
 def delivery_claim(*, delivery: Delivery, now: datetime, version: TemplateVersion | None) -> bool:
@@ -74,31 +117,24 @@ def delivery_claim(*, delivery: Delivery, now: datetime, version: TemplateVersio
     show the text that was used. On success `delivery` reflects the claim; its
     `held_since` is left as loaded, for the attempt row (the row's is cleared).
     """
-    changes: dict[str, Any] = {}
-    if delivery.template_version_id is None and version is not None:
-        changes["template_version"] = version
-    claimed = (
-        # The month too: PostgreSQL then plans and updates one partition, not all.
-        Delivery.objects.filter(
-            pk=delivery.pk, accepted_at=delivery.accepted_at, status__in=CLAIMABLE_STATUSES
+    with connection.cursor() as cursor:
+        cursor.execute(
+            CLAIM_SQL,
+            {
+                "id": delivery.pk,
+                "accepted_at": delivery.accepted_at,
+                "now": now,
+                "waited_enough": order_wait_since(now=now),
+                "version_id": version.pk if version is not None else None,
+            },
         )
-        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
-        .filter(order_clear(now=now))
-        .update(
-            status=DeliveryStatus.SENDING,
-            claimed_at=now,
-            held_since=None,
-            attempts=F("attempts") + 1,
-            updated_at=now,
-            **changes,
-        )
-    )
+        claimed = cursor.rowcount
     if claimed != 1:
         return False
     delivery.status = DeliveryStatus.SENDING
     delivery.claimed_at = now
     delivery.attempts += 1
-    if "template_version" in changes:
+    if delivery.template_version_id is None and version is not None:
         delivery.template_version = version
     return True
 

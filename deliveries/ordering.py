@@ -3,11 +3,11 @@
 Order: a delivery is not handed to its provider while an earlier one to the same person
 on the same channel is still on its way. "Earlier" is by the event's `occurred_at`, then
 by acceptance, then by notification id (a total order, so two deliveries never wait for
-each other); "on its way" is `ON_ITS_WAY`, or a notification of that person not routed
+each other); "on its way" is `ON_ITS_WAY_SQL`, or a notification of that person not routed
 yet (its deliveries do not exist yet). A delivery whose earlier one is retrying after a
 failed try is not held: provider queues and retries may reorder anyway, and a flapping
 provider must not stall everything after it. The check is a condition of the claim
-UPDATE (two index probes inside that one statement, see `order_clear`), so an unheld
+UPDATE (two index probes inside that one statement, see `ORDER_CLEAR_SQL`), so an unheld
 send costs no extra statement there; a held one is put back with a countdown and goes
 anyway once held NOTIFY_ORDER_WAIT_MAX, the wait written on its attempt row (`held_ms`).
 When a delivery is done with, the next one held behind it is published at once
@@ -26,7 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -34,61 +34,58 @@ from deliveries.enqueue import delivery_enqueue
 from deliveries.fairness import push_slot_member, push_slot_release
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
 from deliveries.retry import PUSH_CHANNELS
-from notify.models import Channel, Notification
+from notify.models import Channel
 
-# What an earlier delivery may be doing for a later one to wait: queued, sending, or put
-# back before its first try (a rate limit or open breaker postponed it: our own pacing,
-# not a provider's retry). The index `delivery_order_pending` has this condition.
-ON_ITS_WAY = Q(status__in=[DeliveryStatus.QUEUED, DeliveryStatus.SENDING]) | Q(
-    status=DeliveryStatus.RETRYING, attempts=0
-)
+# What an earlier delivery may be doing for a later one to wait ("on its way"): queued,
+# sending, or put back before its first try (a rate limit or open breaker postponed it:
+# our own pacing, not a provider's retry). The index `delivery_order_pending` has this
+# condition, and ON_ITS_WAY_SQL says it for the probe's alias `e`.
+ON_ITS_WAY_SQL = "(e.status IN ('queued', 'sending') OR (e.status = 'retrying' AND e.attempts = 0))"
 SUPERSEDABLE_CHANNELS = frozenset({Channel.EMAIL, Channel.SMS, *PUSH_CHANNELS})
 
 
-def _before(occurred: str, accepted: str, tiebreak: str) -> Q:
-    """Rows whose (occurred, accepted, notification id) sort before the outer delivery's."""
-    outer_occurred, outer_accepted = OuterRef("occurred_at"), OuterRef("accepted_at")
-    # The first term bounds the index range read; the rest decide within it.
-    return Q(**{f"{occurred}__lte": outer_occurred}) & (
-        Q(**{f"{occurred}__lt": outer_occurred})
-        | Q(**{occurred: outer_occurred, f"{accepted}__lt": outer_accepted})
-        | Q(
-            **{
-                occurred: outer_occurred,
-                accepted: outer_accepted,
-                f"{tiebreak}__lt": OuterRef("notification_id"),
-            }
+def _before_sql(row: str, occurred: str, accepted: str, tiebreak: str) -> str:
+    """`row`'s (occurred, accepted, notification id) sorts before the claimed delivery's
+    (alias `d`). The first term bounds the index range read; the rest decide within it."""
+    return (
+        f"{row}.{occurred} <= d.occurred_at AND ({row}.{occurred} < d.occurred_at"
+        f" OR ({row}.{occurred} = d.occurred_at AND {row}.{accepted} < d.accepted_at)"
+        f" OR ({row}.{occurred} = d.occurred_at AND {row}.{accepted} = d.accepted_at"
+        f" AND {row}.{tiebreak} < d.notification_id))"
+    )
+
+
+# The claim's condition on the delivery being claimed (alias `d`): no earlier delivery
+# to this person on this channel is on its way, or it has been held since before
+# %(waited_enough)s (now - NOTIFY_ORDER_WAIT_MAX) already. Both probes are index range
+# reads (`delivery_order_pending`, whose condition ON_ITS_WAY_SQL writes in literals so
+# that a prepared statement's plan can use it; and `notif_unrouted_order`) bounded by
+# what that person has in flight, not scans. Rows from before ordering existed have no
+# recipient and are never held.
+ORDER_CLEAR_SQL = f"""(
+    d.recipient_id IS NULL
+    OR d.held_since <= %(waited_enough)s
+    OR (
+        NOT EXISTS (
+            SELECT 1 FROM deliveries_delivery e
+             WHERE e.recipient_id = d.recipient_id AND e.channel = d.channel
+               AND {ON_ITS_WAY_SQL}
+               AND {_before_sql("e", "occurred_at", "accepted_at", "notification_id")}
+        )
+        AND NOT EXISTS (
+            SELECT 1 FROM notify_notification n
+             WHERE n.recipient_id = d.recipient_id
+               AND n.routed_at IS NULL AND n.cancelled_at IS NULL
+               AND (n.send_at IS NULL OR n.send_at <= %(now)s)
+               AND {_before_sql("n", "occurred_at", "created_at", "id")}
         )
     )
+)"""
 
 
-def order_clear(*, now: datetime) -> Q:
-    """The claim's condition: no earlier delivery to this person on this channel is on
-    its way, or this one has been held for NOTIFY_ORDER_WAIT_MAX already.
-
-    Both probes are index range reads (`delivery_order_pending`, `notif_unrouted_order`)
-    bounded by what that person has in flight, not scans.
-    """
-    earlier_delivery = Delivery.objects.filter(
-        ON_ITS_WAY,
-        _before("occurred_at", "accepted_at", "notification_id"),
-        recipient_id=OuterRef("recipient_id"),
-        channel=OuterRef("channel"),
-    )
-    earlier_unrouted = Notification.objects.filter(
-        recipient_id=OuterRef("recipient_id"),
-        routed_at__isnull=True,
-        cancelled_at__isnull=True,
-    ).filter(
-        Q(send_at__isnull=True) | Q(send_at__lte=now),
-        _before("occurred_at", "created_at", "id"),
-    )
-    waited_enough = now - timedelta(seconds=settings.NOTIFY_ORDER_WAIT_MAX)
-    return (
-        Q(recipient_id__isnull=True)  # rows from before ordering existed
-        | Q(held_since__lte=waited_enough)
-        | (~Exists(earlier_delivery) & ~Exists(earlier_unrouted))
-    )
+def order_wait_since(*, now: datetime) -> datetime:
+    """A delivery held since before this goes anyway (NOTIFY_ORDER_WAIT_MAX)."""
+    return now - timedelta(seconds=settings.NOTIFY_ORDER_WAIT_MAX)
 
 
 def held_ms(*, delivery: Delivery, now: datetime) -> int:

@@ -31,12 +31,13 @@ from deliveries.models import (
 )
 from deliveries.outcome_log import delivery_outcome_log
 from deliveries.retry import PUSH_CHANNELS
+from deliveries.route_lock import notification_lock
 from deliveries.selectors import push_targets_by_channel
 from deliveries.suppression import suppressed_addresses_sql, suppression_key
 from notify.models import Channel, Notification
 from preferences.gate import ChannelDecision, channels_for, decide_deliveries, gate_seal
 from templates_admin.rendering import build_context, render_version
-from templates_admin.selectors import published_choices_sql, published_version_pick
+from templates_admin.selectors import published_version_pick
 
 logger = logging.getLogger(__name__)
 
@@ -59,29 +60,18 @@ def notification_route(*, notification_id: object, now: datetime | None = None) 
     """
     now = now or timezone.now()  # an argument so the gate's clock can be shown in tests
     with transaction.atomic():
-        notification = (
-            Notification.objects.select_for_update(of=("self",))
-            .select_related("recipient", "category")
-            .annotate(
-                inapp_published=published_choices_sql(
-                    category_column=f'"{Notification._meta.db_table}"."category_id"',
-                    channel_column=f"'{Channel.INAPP.value}'",
-                ),
-                suppressed=suppressed_addresses_sql(),
-            )
-            .get(pk=notification_id)
-        )
+        notification = notification_lock(notification_id=notification_id)
         if notification.routed_at is not None:
             started = _still_queued(notification)
             done: list[int] = []
         elif notification.cancelled_at is not None:  # cancelled before it was routed
             started, done = [], []
-            Notification.objects.filter(pk=notification.pk).update(routed_at=now)
+            _routed_mark(notification, now)
         else:
             started, done = _deliveries_create(
                 notification, channels_for(notification), now, suppressed=notification.suppressed
             )
-            Notification.objects.filter(pk=notification.pk).update(routed_at=now)
+            _routed_mark(notification, now)
             notification.routed_at = now
         owner = (notification.recipient_id, notification.pk)
         transaction.on_commit(lambda: _deliveries_start(started, owner))
@@ -272,6 +262,13 @@ def _context(notification: Notification) -> dict:
             "locale": recipient.locale,
             "timezone": recipient.timezone,
         },
+    )
+
+
+def _routed_mark(notification: Notification, now: datetime) -> None:
+    """Mark it routed; by id and month, so PostgreSQL plans and updates one partition."""
+    Notification.objects.filter(pk=notification.pk, created_at=notification.created_at).update(
+        routed_at=now
     )
 
 

@@ -135,10 +135,14 @@ DATABASE_POOL_MIN_SIZE = env_int("DATABASE_POOL_MIN_SIZE", 1, minimum=0)
 DATABASE_POOL_MAX_SIZE = env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=1)
 # How long a request or task waits for a free pooled connection before it fails.
 DATABASE_POOL_TIMEOUT = env_float("DATABASE_POOL_TIMEOUT", 10.0, minimum=0.1)
-# Parameters sent apart from the SQL, so psycopg prepares a statement a connection runs
-# often and PostgreSQL plans it once, not at every call: planning dominates the hot
-# path's statements over partitioned history. Off behind PgBouncer in transaction mode.
+# Parameters sent apart from the SQL, so that psycopg can prepare a statement a
+# connection runs often and PostgreSQL plans it once per connection, not at every call:
+# planning dominates the hot path's statements over partitioned history. A statement is
+# prepared at its DATABASE_PREPARE_THRESHOLD-th run on a connection (Django's default is
+# never; psycopg keeps the 100 most used per connection). Off behind PgBouncer in
+# transaction mode (DATABASE_SERVER_SIDE_BINDING=0 turns both off).
 DATABASE_SERVER_SIDE_BINDING = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
+DATABASE_PREPARE_THRESHOLD = env_int("DATABASE_PREPARE_THRESHOLD", 5, minimum=0)
 DATABASES = {
     "default": {
         **database_from_url("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/notify"),
@@ -158,6 +162,11 @@ DATABASES = {
                 else {}
             ),
             "server_side_binding": DATABASE_SERVER_SIDE_BINDING,
+            **(
+                {"prepare_threshold": DATABASE_PREPARE_THRESHOLD}
+                if DATABASE_SERVER_SIDE_BINDING
+                else {}
+            ),
         },
     }
 }

@@ -1,0 +1,72 @@
+"""Model instances from hand-written SQL, for the few statements on the hot path that are
+written once as SQL instead of being built by the ORM at every call.
+
+Building a queryset with joins and annotations costs the worker more CPU than
+PostgreSQL spends running it; a statement written once (and prepared by psycopg after a
+few runs) costs neither. `ModelColumns` says which columns to select for a model under
+an alias and turns those values back into an instance, with the field's own converters
+(a JSON field is decoded as the ORM would), as if it had been loaded by the ORM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from typing import Any, Generic, TypeVar
+
+from django.db import connection
+from django.db.models import Model
+from django.db.models.expressions import Col
+
+M = TypeVar("M", bound=Model)
+Converter = Callable[[Any, Any, Any], Any]
+
+
+class ModelColumns(Generic[M]):
+    """Every concrete column of `model` under the SQL alias `alias`."""
+
+    def __init__(self, model: type[M], alias: str) -> None:
+        self.model = model
+        self.alias = alias
+
+    @cached_property
+    def _fields(self) -> list[Any]:
+        return list(self.model._meta.concrete_fields)
+
+    @cached_property
+    def sql(self) -> str:
+        """The select list: `alias."column", …` in field order."""
+        return ", ".join(f'{self.alias}."{field.column}"' for field in self._fields)
+
+    @cached_property
+    def width(self) -> int:
+        return len(self._fields)
+
+    @cached_property
+    def _attnames(self) -> list[str]:
+        return [field.attname for field in self._fields]
+
+    @cached_property
+    def _converters(self) -> list[tuple[int, list[Converter], Col]]:
+        converters = []
+        for index, field in enumerate(self._fields):
+            column = Col(self.model._meta.db_table, field)
+            found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+            if found:
+                converters.append((index, found, column))
+        return converters
+
+    def build(self, values: Sequence[Any]) -> M:
+        """An instance from `width` values in select-list order, as loaded from the
+        database (not `_state.adding`)."""
+        row = list(values)
+        for index, converters, column in self._converters:
+            for converter in converters:
+                row[index] = converter(row[index], column, connection)
+        return self.model.from_db(connection.alias, self._attnames, row)
+
+
+def related_cache(instance: Model, name: str, related: Model | None) -> None:
+    """Remember `related` as `instance.<name>`, as select_related would: reading the
+    attribute then costs no query."""
+    instance._meta.get_field(name).set_cached_value(instance, related)
