@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.template import TemplateSyntaxError
 from django.utils import timezone
 
@@ -35,6 +35,7 @@ from deliveries.route_lock import notification_lock
 from deliveries.selectors import push_targets_by_channel
 from deliveries.suppression import suppressed_addresses_sql, suppression_key
 from notify.models import Channel, Notification
+from notify.rows import ModelInsert
 from preferences.gate import ChannelDecision, channels_for, decide_deliveries, gate_seal
 from templates_admin.rendering import build_context, render_version
 from templates_admin.selectors import published_version_pick
@@ -67,12 +68,10 @@ def notification_route(*, notification_id: object, now: datetime | None = None) 
         elif notification.cancelled_at is not None:  # cancelled before it was routed
             started, done = [], []
             _routed_mark(notification, now)
-        else:
+        else:  # the deliveries and routed_at in one statement
             started, done = _deliveries_create(
                 notification, channels_for(notification), now, suppressed=notification.suppressed
             )
-            _routed_mark(notification, now)
-            notification.routed_at = now
         owner = (notification.recipient_id, notification.pk)
         transaction.on_commit(lambda: _deliveries_start(started, owner))
     return [*done, *(s.delivery_id for s in started)]
@@ -177,9 +176,9 @@ def _deliveries_create(
             )
         )
     else:
-        created = Delivery.objects.bulk_create(rows)
-    if attempts:  # bulk_create gave the rows their ids; the attempts point at them
-        DeliveryAttempt.objects.bulk_create(attempts)
+        _routed_write(notification, rows, attempts, now)
+        created = rows
+    if attempts:
         for attempt in attempts:
             row = attempt.delivery
             delivery_outcome_log(
@@ -263,6 +262,62 @@ def _context(notification: Notification) -> dict:
             "timezone": recipient.timezone,
         },
     )
+
+
+_DELIVERY_INSERT = ModelInsert(Delivery)
+_ATTEMPT_INSERT = ModelInsert(DeliveryAttempt, computed=("delivery_id",))
+
+
+def _routed_write(
+    notification: Notification,
+    rows: list[Delivery],
+    attempts: list[DeliveryAttempt],
+    now: datetime,
+) -> None:
+    """One statement: the delivery rows, the attempt rows of those settled already (the
+    in-app one), and the notification marked routed (by id and month: one partition).
+    Gives `rows` their ids. Written as SQL rather than two bulk_creates and an update:
+    one round trip instead of three, and none of the ORM's per-call compiling."""
+    if not rows:  # nothing to deliver on any channel
+        _routed_mark(notification, now)
+        notification.routed_at = now
+        return
+    values, params = _DELIVERY_INSERT.values_sql(rows)
+    sql = [
+        f"WITH d AS (INSERT INTO {Delivery._meta.db_table} ({_DELIVERY_INSERT.columns_sql})"
+        f" VALUES {values} RETURNING id, channel, target)"
+    ]
+    if attempts:
+        # Each attempt finds its delivery's new id by (channel, target), unique per
+        # notification.
+        keyed = []
+        for attempt in attempts:
+            if attempt.accepted_at is None:
+                attempt.accepted_at = attempt.delivery.accepted_at
+            one, one_params = _ATTEMPT_INSERT.values_sql([attempt], typed=True)
+            keyed.append(one[:-1] + ", %s::text, %s::text)")
+            params += [*one_params, attempt.delivery.channel, attempt.delivery.target]
+        columns = _ATTEMPT_INSERT.columns_sql
+        picked = ", ".join(f"v.{column}" for column in _ATTEMPT_INSERT.columns)
+        sql.append(
+            f", a AS (INSERT INTO {DeliveryAttempt._meta.db_table} ({columns}, delivery_id)"
+            f" SELECT {picked}, d.id FROM (VALUES {', '.join(keyed)})"
+            f" AS v({columns}, key_channel, key_target)"
+            " JOIN d ON d.channel = v.key_channel AND d.target = v.key_target)"
+        )
+    sql.append(
+        f", r AS (UPDATE {Notification._meta.db_table} SET routed_at = %s"
+        " WHERE id = %s AND created_at = %s)"
+        " SELECT id, channel, target FROM d"
+    )
+    params += [now, notification.pk, notification.created_at]
+    with connection.cursor() as cursor:
+        cursor.execute("".join(sql), params)
+        ids = {(channel, target): pk for pk, channel, target in cursor.fetchall()}
+    for row in rows:
+        row.pk = ids[(row.channel, row.target)]
+        row._state.adding, row._state.db = False, connection.alias
+    notification.routed_at = now
 
 
 def _routed_mark(notification: Notification, now: datetime) -> None:

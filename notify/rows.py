@@ -70,3 +70,45 @@ def related_cache(instance: Model, name: str, related: Model | None) -> None:
     """Remember `related` as `instance.<name>`, as select_related would: reading the
     attribute then costs no query."""
     instance._meta.get_field(name).set_cached_value(instance, related)
+
+
+class ModelInsert(Generic[M]):
+    """The columns an INSERT of `model` rows sets, and each row's values as the ORM would
+    save them (`auto_now` fields set on the instance). Not set: an automatic primary key
+    and columns with a database default (both are the database's to fill), and those in
+    `computed`, which the statement supplies itself."""
+
+    def __init__(self, model: type[M], *, computed: Sequence[str] = ()) -> None:
+        self.model = model
+        self.computed = tuple(computed)
+
+    @cached_property
+    def fields(self) -> list[Any]:
+        return [
+            field
+            for field in self.model._meta.concrete_fields
+            if not field.db_returning and field.attname not in self.computed
+        ]
+
+    @cached_property
+    def columns(self) -> list[str]:
+        """The quoted column names, in field order, without the computed ones."""
+        return [f'"{field.column}"' for field in self.fields]
+
+    @cached_property
+    def columns_sql(self) -> str:
+        return ", ".join(self.columns)
+
+    def values_sql(self, objs: Sequence[M], *, typed: bool = False) -> tuple[str, list[Any]]:
+        """`(%s, …), (%s, …)` for `objs` and their parameters. `typed` casts each value
+        to its column's type, for VALUES that do not feed an INSERT directly."""
+        if typed:
+            holders = ", ".join(f"%s::{field.cast_db_type(connection)}" for field in self.fields)
+        else:
+            holders = ", ".join(["%s"] * len(self.fields))
+        params = [
+            field.get_db_prep_save(field.pre_save(obj, True), connection)
+            for obj in objs
+            for field in self.fields
+        ]
+        return ", ".join([f"({holders})"] * len(objs)), params

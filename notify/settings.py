@@ -675,6 +675,9 @@ NOTIFY_METRICS_FOLD_INTERVAL = env_float("NOTIFY_METRICS_FOLD_INTERVAL", 15.0, m
 # Rows per fold statement, and at most this many per run (the rest waits for the next).
 NOTIFY_METRICS_FOLD_BATCH = env_int("NOTIFY_METRICS_FOLD_BATCH", 2000, minimum=1)
 NOTIFY_METRICS_FOLD_LIMIT = env_int("NOTIFY_METRICS_FOLD_LIMIT", 200_000, minimum=1)
+# Sources /metrics reads besides the database, broker and Redis ones, by dotted path:
+# apps above the one that serves /metrics report here without it importing them.
+NOTIFY_METRICS_SOURCES = {"history": "history.metrics.history_metrics"}
 
 # --- Campaigns -----------------------------------------------------------------------
 # Recipients fanned out per batch: one INSERT … SELECT for their notifications, one for

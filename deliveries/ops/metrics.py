@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 
+from django.conf import settings
+from django.utils.module_loading import import_string
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -118,17 +120,19 @@ def _redis() -> Iterator[Metric]:
     yield breakers
 
 
-SOURCES: dict[str, Callable[[], Iterator[Metric]]] = {
+BUILT_IN: dict[str, Callable[[], Iterator[Metric]]] = {
     "database": _database,
     "broker": _broker,
     "redis": _redis,
 }
 
 
-def metrics_source_add(name: str, read: Callable[[], Iterator[Metric]]) -> None:
-    """Let an app above this one report on /metrics (history does, from its ready()):
-    its source is read like the others and has its own `notify_metrics_source_up`."""
-    SOURCES[name] = read
+def metrics_sources() -> dict[str, Callable[[], Iterator[Metric]]]:
+    """The sources a scrape reads: the built-in ones, then those that apps above this
+    one name in NOTIFY_METRICS_SOURCES (name → dotted path; history's months are one).
+    Each has its own `notify_metrics_source_up`."""
+    extra = {name: import_string(path) for name, path in settings.NOTIFY_METRICS_SOURCES.items()}
+    return {**BUILT_IN, **extra}
 
 
 class NotifyCollector(Collector):
@@ -140,7 +144,7 @@ class NotifyCollector(Collector):
             "1 when this scrape could read the source, 0 when it could not.",
             labels=["source"],
         )
-        for source, read in SOURCES.items():
+        for source, read in metrics_sources().items():
             try:
                 # Materialise first: a source failing halfway must not emit half its metrics.
                 metrics = list(read())

@@ -1,0 +1,96 @@
+"""The statements written once as SQL on the hot path load and write what the ORM would:
+the sender's load, the route's lock and the route's write."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from deliveries.claim import delivery_load
+from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
+from deliveries.route_lock import notification_lock
+from deliveries.routing import notification_route
+from deliveries.suppression import address_suppress
+from notify.models import Category, Notification, Producer, Recipient
+from notify.services import notification_accept
+
+PAYLOAD = {"order_number": "H-1", "delivery_date": "2026-12-03", "items_count": 2}
+
+
+def accepted(user_id: str, channels: list[str]) -> Notification:
+    result = notification_accept(
+        producer=Producer.objects.get_or_create(name="hot")[0],
+        event_id=str(uuid.uuid4()),
+        user_id=user_id,
+        category=Category.objects.get(key="order.shipped"),
+        payload=PAYLOAD,
+        channels=channels,
+        ttl_seconds=None,
+    )
+    return Notification.objects.get(pk=result.notification_id)
+
+
+def fields(instance) -> dict:
+    return {f.attname: getattr(instance, f.attname) for f in instance._meta.concrete_fields}
+
+
+def test_the_senders_load_is_the_orms_row_with_its_relations_in_one_statement(demo_data):
+    Recipient.objects.create(user_id="hot-1", email="hot1@example.com", locale="de")
+    notification = accepted("hot-1", ["inapp", "email"])
+    notification_route(notification_id=notification.pk)
+    notification.refresh_from_db()
+    email = Delivery.objects.get(notification=notification, channel="email")
+    delivery_load(delivery_id=email.pk)  # template versions are kept in memory after
+
+    with CaptureQueriesContext(connection) as queries:
+        loaded = delivery_load(delivery_id=email.pk)
+        delivery = loaded.delivery
+        # Related rows come with it, as select_related would bring them.
+        recipient, category = delivery.notification.recipient, delivery.notification.category
+    assert len(queries) == 1
+
+    assert fields(delivery) == fields(email)
+    assert fields(delivery.notification) == fields(notification)
+    assert delivery.notification.payload == PAYLOAD  # JSON decoded, not a string
+    assert recipient.user_id == "hot-1" and category.key == "order.shipped"
+    assert loaded.version is not None and loaded.version.template.channel == "email"
+    assert delivery_load(delivery_id=email.pk + 10_000) is None
+
+
+def test_the_routes_lock_reads_the_recipients_bounced_addresses(demo_data):
+    Recipient.objects.create(user_id="hot-2", email="Hot2@Example.com", phone="+15550100")
+    notification = accepted("hot-2", ["email"])
+    address_suppress(channel="email", address="hot2@example.com", evidence="test")
+    address_suppress(channel="sms", address="+15550100", evidence="test")
+
+    locked = notification_lock(notification_id=notification.pk)
+
+    assert fields(locked) == fields(notification)
+    assert sorted(locked.suppressed) == ["email:hot2@example.com", "sms:+15550100"]
+    assert [locale for locale, _ in locked.inapp_published]  # the demo's in-app templates
+
+
+def test_the_routes_write_makes_each_delivery_its_attempt_and_marks_routed(demo_data):
+    Recipient.objects.create(user_id="hot-3", email="hot3@example.com", locale="en")
+    notification = accepted("hot-3", ["inapp", "email"])
+
+    started = notification_route(notification_id=notification.pk)
+
+    rows = {d.channel: d for d in Delivery.objects.filter(notification=notification)}
+    assert set(rows) == {"inapp", "email"}
+    assert sorted(started) == sorted(d.pk for d in rows.values())
+    inapp, email = rows["inapp"], rows["email"]
+    assert inapp.status == DeliveryStatus.DELIVERED and inapp.attempts == 1
+    assert email.status == DeliveryStatus.QUEUED and email.enqueued_at is not None
+    for row in rows.values():
+        assert row.accepted_at == notification.created_at  # the notification's month
+        assert row.gate_seal and row.recipient_id == notification.recipient_id
+        assert row.created_at is not None and row.updated_at is not None
+        assert row.counted_status == ""  # the database's default: not counted yet
+    [attempt] = DeliveryAttempt.objects.filter(delivery__notification=notification)
+    assert attempt.delivery_id == inapp.pk and attempt.number == 1
+    assert attempt.accepted_at == notification.created_at
+    notification.refresh_from_db()
+    assert notification.routed_at is not None
