@@ -88,6 +88,20 @@ def _fold_batch(size: int) -> int:
         return cursor.fetchone()[0]
 
 
+def _final_or_nothing(status: str) -> str:
+    """What a row leaving the database stays counted as: its status when final, else
+    nothing ('', so it leaves the rollup). Needs the %(final)s parameter."""
+    return f"CASE WHEN {status} = ANY(%(final)s) THEN {status} ELSE '' END"
+
+
+# The counts' changes of the rows in `gone` as they leave (see _final_or_nothing).
+_LEAVING = f"""
+    SELECT channel, {_final_or_nothing("status")} AS status,
+           attempts, counted_status, counted_attempts
+      FROM gone
+"""
+
+
 def delivery_counts_settle(*, delivery_ids: Sequence[int]) -> None:
     """Before these deliveries are deleted (erasure): keep what they ended as and forget
     what never will end.
@@ -107,12 +121,8 @@ def delivery_counts_settle(*, delivery_ids: Sequence[int]) -> None:
                   FROM {DELIVERIES}
                  WHERE id = ANY(%(ids)s)
                    FOR UPDATE
-            ), changed AS (
-                SELECT channel,
-                       CASE WHEN status = ANY(%(final)s) THEN status ELSE '' END AS status,
-                       attempts, counted_status, counted_attempts
-                  FROM gone
-            ), moves AS ({_MOVES})
+            ), changed AS ({_LEAVING})
+            , moves AS ({_MOVES})
             {_UPSERT}
             """,
             {"ids": list(delivery_ids), "final": sorted(FINAL_STATUSES)},
@@ -134,16 +144,11 @@ def delivery_counts_retire(*, partition: str) -> None:
                   FROM {partition}
                  WHERE ({PENDING}) OR NOT (status = ANY(%(final)s))
                    FOR UPDATE
-            ), changed AS (
-                SELECT channel,
-                       CASE WHEN status = ANY(%(final)s) THEN status ELSE '' END AS status,
-                       attempts, counted_status, counted_attempts
-                  FROM gone
-            ), marked AS (
+            ), changed AS ({_LEAVING})
+            , marked AS (
                 UPDATE {partition} d
                    SET counted_attempts = d.attempts,
-                       counted_status = CASE WHEN d.status = ANY(%(final)s)
-                                             THEN d.status ELSE '' END
+                       counted_status = {_final_or_nothing("d.status")}
                   FROM gone g
                  WHERE d.id = g.id
             ), moves AS ({_MOVES})

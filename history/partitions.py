@@ -12,6 +12,7 @@ no month holds yet (it should stay empty: a row there is reported and moved).
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
@@ -106,13 +107,16 @@ def default_partition_rows() -> dict[str, int]:
     return counts
 
 
-def month_partition_create(t: HistoryTable, month: date) -> bool:
+def month_partition_create(
+    t: HistoryTable, month: date, *, existing: Collection[date] | None = None
+) -> bool:
     """Create `month`'s partition of one table if it is missing; returns whether it was.
+    `existing`: the table's months already read from the catalog (else read here).
 
     Rows of that month waiting in the default partition move into it in the same
     transaction (PostgreSQL refuses a new partition whose rows sit in the default one).
     """
-    if month in month_partitions(t.table):
+    if month in (month_partitions(t.table) if existing is None else existing):
         return False
     start, end = month_bounds(month)
     name, default = partition_name(t.table, month), default_partition(t.table)
@@ -157,7 +161,8 @@ def partitions_ensure(*, now: datetime | None = None, ahead: int | None = None) 
                 f"FROM {default_partition(t.table)}"
             )
             months |= {row[0] for row in cursor.fetchall()}
+        existing = set(month_partitions(t.table))  # one catalog read per table
         for month in sorted(months):
-            if month_partition_create(t, month):
+            if month_partition_create(t, month, existing=existing):
                 created.append(partition_name(t.table, month))
     return created
