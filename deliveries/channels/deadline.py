@@ -6,6 +6,7 @@ read from outside is to shut its socket down, so a call runs under `call_deadlin
 timer that, when the deadline passes, shuts down every socket the call registered
 (`deadline_watch`). The blocked read returns at once, the call fails, and the caller
 learns from `CallWatch.expired` that it was the deadline, not the peer, that ended it.
+One watchdog thread per process keeps every call's deadline.
 
 `BoundedAdapter` applies this to `requests` (Web Push, FCM): each request runs under
 its own deadline (firebase-admin sends a batch from a thread pool, so the deadline
@@ -18,9 +19,12 @@ deadline from the moment they connect (the greeting can drip too).
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import smtplib
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,6 +88,59 @@ def _shutdown(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
+class _Watchdog:
+    """One thread per process that expires the watches whose deadline passed.
+
+    A timer thread per call would cost every provider call a thread start (and the
+    caller waits for that thread to run, which under load takes milliseconds); this one
+    sleeps until the earliest deadline and is started once.
+    """
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, CallWatch]] = []  # a heap by deadline
+        self._armed: set[int] = set()  # tickets not disarmed (others leave the heap unseen)
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._order = itertools.count()
+
+    def arm(self, watch: CallWatch, seconds: float) -> int:
+        """Expire `watch` in `seconds` unless `disarm`ed first; returns its ticket."""
+        ticket = next(self._order)
+        with self._wake:
+            if self._thread is None or not self._thread.is_alive():  # also after a fork
+                self._thread = threading.Thread(
+                    target=self._run, name="provider-deadlines", daemon=True
+                )
+                self._thread.start()
+            heapq.heappush(self._due, (time.monotonic() + seconds, ticket, watch))
+            self._armed.add(ticket)
+            if self._due[0][1] == ticket:  # the new earliest: sleep less
+                self._wake.notify()
+        return ticket
+
+    def disarm(self, ticket: int) -> None:
+        with self._wake:
+            self._armed.discard(ticket)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while self._due and self._due[0][1] not in self._armed:
+                    heapq.heappop(self._due)
+                if not self._due:
+                    self._wake.wait()
+                    continue
+                at, ticket, watch = self._due[0]
+                left = at - time.monotonic()
+                if left > 0:
+                    self._wake.wait(left)
+                    continue
+                heapq.heappop(self._due)
+                self._armed.discard(ticket)
+            watch.expire()  # outside the lock: shutting sockets down may take a moment
+
+
+_watchdog = _Watchdog()
 _current = threading.local()
 
 
@@ -91,15 +148,13 @@ _current = threading.local()
 def call_deadline(seconds: float) -> Iterator[CallWatch]:
     """Run the block under a total deadline; sockets it registers are shut down at it."""
     watch = CallWatch()
-    timer = threading.Timer(seconds, watch.expire)
-    timer.daemon = True
     previous = getattr(_current, "watch", None)
     _current.watch = watch
-    timer.start()
+    ticket = _watchdog.arm(watch, seconds)
     try:
         yield watch
     finally:
-        timer.cancel()
+        _watchdog.disarm(ticket)
         _current.watch = previous
         watch.close_expired()
 
