@@ -3,10 +3,16 @@
 import os
 
 from celery import Celery
-from celery.signals import beat_init, celeryd_after_setup, task_prerun, worker_init
+from celery.signals import (
+    beat_init,
+    celeryd_after_setup,
+    task_postrun,
+    task_prerun,
+    worker_init,
+)
 
 from notify.checks import process_exit_on_weak_secret_key
-from notify.priority import high_work_mark, low_work_yield
+from notify.priority import high_work_mark, low_work_done, low_work_yield
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notify.settings")
 
@@ -43,3 +49,8 @@ def _campaign_work_yields_to_high(sender=None, task=None, **kwargs) -> None:
         high_work_mark()
     elif queue == "low":
         low_work_yield()
+
+
+@task_postrun.connect
+def _campaign_turn_back(sender=None, task=None, **kwargs) -> None:
+    low_work_done()  # a no-op unless this thread's low task took a turn

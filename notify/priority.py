@@ -3,8 +3,12 @@
 While a `high` task (a login code's route or send) is being worked on by any worker, a
 `low` task (a campaign's route or send) waits before it starts, for as long as that lasts
 and at most NOTIFY_CAMPAIGN_YIELD_MAX seconds, so the CPU, the database and the broker
-serve the login code first. A campaign is slowed only while transactional work is in
-flight, and never stopped: each of its tasks goes after the bound at the latest.
+serve the login code first. While it lasts past the bound, the campaign's tasks in one
+process also take turns (NOTIFY_CAMPAIGN_YIELD_CONCURRENCY at a time, waiting for a turn
+at most the bound again), so what runs beside a login code is one campaign task, not a
+burst of all the sender threads at once. A campaign is slowed only while transactional
+work is in flight, and never stopped: each of its tasks goes after twice the bound at
+the latest.
 
 The signal is one Redis key per host (NOTIFY_CAMPAIGN_YIELD_SCOPE, the host name unless
 set: what competes is the CPU the processes share, as with the low worker's `nice`) that
@@ -17,6 +21,7 @@ holds anything up: the login code goes on, the campaign too.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -50,20 +55,58 @@ def high_work_mark() -> None:
         logger.warning("priority: could not mark high work in flight", exc_info=True)
 
 
+class _Turns:
+    """The turns campaign tasks of this process take while high work outlasts the bound."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._semaphore: threading.BoundedSemaphore | None = None
+        self._size = 0
+        self.held = threading.local()
+
+    def semaphore(self) -> threading.BoundedSemaphore:
+        size = max(1, settings.NOTIFY_CAMPAIGN_YIELD_CONCURRENCY)
+        with self._lock:
+            if self._semaphore is None or self._size != size:
+                self._semaphore, self._size = threading.BoundedSemaphore(size), size
+            return self._semaphore
+
+
+_turns = _Turns()
+
+
 def low_work_yield(*, sleep: Callable[[float], None] = time.sleep) -> float:
     """Before a `low` task: wait while `high` work is in flight, at most
-    NOTIFY_CAMPAIGN_YIELD_MAX seconds; returns the seconds waited."""
+    NOTIFY_CAMPAIGN_YIELD_MAX seconds; if it is still in flight then, wait for this
+    process's turn (as long again at most). Returns the seconds waited. A task that took
+    a turn gives it back in `low_work_done`."""
     bound = settings.NOTIFY_CAMPAIGN_YIELD_MAX
     waited = 0.0
+    busy = False
     try:
         client = get_redis_connection("default")
-        while waited < bound:
+        while True:
             left_ms = client.pttl(busy_key())
-            if left_ms <= 0:
+            busy = left_ms > 0
+            if not busy or waited >= bound:
                 break
             step = min(left_ms / 1000, bound - waited)
             sleep(step)
             waited += step
     except RedisError:
         logger.warning("priority: could not read high work in flight", exc_info=True)
+    if busy and bound > 0:
+        started = time.monotonic()
+        semaphore = _turns.semaphore()
+        if semaphore.acquire(timeout=bound):
+            _turns.held.semaphore = semaphore
+        waited += time.monotonic() - started
     return waited
+
+
+def low_work_done() -> None:
+    """After a `low` task: give back the turn it took, if it took one."""
+    semaphore = getattr(_turns.held, "semaphore", None)
+    if semaphore is not None:
+        _turns.held.semaphore = None
+        semaphore.release()

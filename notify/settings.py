@@ -310,6 +310,9 @@ NOTIFY_DEAD_LETTER_POLL_INTERVAL = env_float("NOTIFY_DEAD_LETTER_POLL_INTERVAL",
 # `high` task started within the window (seconds; 0 turns it off), at most the max.
 NOTIFY_CAMPAIGN_YIELD_WINDOW = env_float("NOTIFY_CAMPAIGN_YIELD_WINDOW", 0.2, minimum=0)
 NOTIFY_CAMPAIGN_YIELD_MAX = env_float("NOTIFY_CAMPAIGN_YIELD_MAX", 0.5, minimum=0)
+# While high work outlasts that wait, this many campaign tasks per process run at a time
+# (each waits for its turn at most NOTIFY_CAMPAIGN_YIELD_MAX again).
+NOTIFY_CAMPAIGN_YIELD_CONCURRENCY = env_int("NOTIFY_CAMPAIGN_YIELD_CONCURRENCY", 1, minimum=1)
 # Which processes share the CPU (and so yield to each other): the host name by default;
 # containers on one machine set one value for all.
 NOTIFY_CAMPAIGN_YIELD_SCOPE = env_str("NOTIFY_CAMPAIGN_YIELD_SCOPE", socket.gethostname())
