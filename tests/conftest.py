@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from kombu import Connection
 
-from tests.processes import ARTIFACTS, ROOT, RelayProcess, WorkerProcess
+from tests.processes import ARTIFACTS, ROOT, RelayProcess, WorkerProcess, stop_children
 
 WORK_QUEUES = ("high", "medium", "low", "dead_letter")
 
@@ -188,21 +188,25 @@ def workers_with(worker_env, celery_worker, pipeline):
         **overrides: str,
     ) -> list[WorkerProcess]:
         env = {**worker_env, **overrides}
-        for _ in range(count):
-            worker = WorkerProcess(
+        workers = [
+            WorkerProcess(
                 env,
                 name=f"custom-{uuid.uuid4().hex[:6]}",
                 queues=queues,
                 pool=pool,
                 concurrency=concurrency,
             )
-            worker.start()
+            for _ in range(count)
+        ]
+        for worker in workers:  # they start up side by side; each answers a ping first
+            worker.spawn()
             started.append(worker)
+        for worker in workers:
+            worker.wait_ready()
         return started
 
     yield start
-    for worker in started:
-        worker.stop()
+    stop_children([worker.process for worker in started])  # side by side, each SIGTERM
     celery_worker.restore(WORK_QUEUES[:3])
 
 

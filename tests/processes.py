@@ -15,10 +15,20 @@ ARTIFACTS = ROOT / "artifacts"
 
 def stop_child(process: subprocess.Popen | None) -> None:
     """SIGTERM (a clean shutdown), then SIGKILL if it is not gone in 15 s."""
-    if process and process.poll() is None:
+    stop_children([process])
+
+
+def stop_children(processes: list[subprocess.Popen | None]) -> None:
+    """`stop_child` for several at once: all are sent SIGTERM first, so their clean
+    shutdowns overlap instead of running one after another; SIGKILL for any that is not
+    gone 15 s later."""
+    running = [p for p in processes if p and p.poll() is None]
+    for process in running:
         process.terminate()
+    deadline = time.monotonic() + 15
+    for process in running:
         try:
-            process.wait(timeout=15)
+            process.wait(timeout=max(deadline - time.monotonic(), 0.01))
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -46,8 +56,12 @@ class WorkerProcess:
         self.log_path = ARTIFACTS / f"worker-{name}.log"
 
     def start(self, timeout: float = 30.0) -> None:
-        from notify.celery import app
+        self.spawn()
+        self.wait_ready(timeout)
 
+    def spawn(self) -> None:
+        """Start the process without waiting for it (`wait_ready` does): several workers
+        spawned first and then waited for start up side by side."""
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
         self.process = subprocess.Popen(
             [
@@ -58,11 +72,18 @@ class WorkerProcess:
             ],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Return once the worker answers a ping (it consumes by then)."""
+        from notify.celery import app
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"worker exited at start; see {self.log_path}")
-            replies = app.control.ping(timeout=0.5)
+            # Addressed to this node, the ping returns as soon as it answers (an
+            # unaddressed one always waits out its whole timeout).
+            replies = app.control.ping(destination=[self.node], timeout=0.5)
             if any(any(key.startswith(f"{self.name}@") for key in reply) for reply in replies):
                 return
         raise RuntimeError(f"worker did not answer a ping in {timeout}s; see {self.log_path}")
