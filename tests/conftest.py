@@ -210,6 +210,20 @@ def workers_with(worker_env, celery_worker, pipeline):
     celery_worker.restore(WORK_QUEUES[:3])
 
 
+# The test settings' email retries (0.3 … 4.8 s) run out after ~9 s; these, as many and
+# as growing, after ~1.5 s.
+QUICK_EMAIL_RETRY_DELAYS = "0.05,0.1,0.2,0.4,0.8"
+
+
+@pytest.fixture
+def quick_email_retries(workers_with):
+    """A worker whose email retries run out in ~1.5 s, for a test that needs emails to
+    die after their five retries and does not look at the timing. It takes the session
+    worker's place for the test (see workers_with); starting and stopping it costs ~6 s,
+    so it pays off from two dying emails on."""
+    return workers_with(NOTIFY_EMAIL_RETRY_DELAYS=QUICK_EMAIL_RETRY_DELAYS)
+
+
 @pytest.fixture
 def pipeline(transactional_db, celery_worker, outbox_relay, smtp, broker):
     """Everything a notification needs to travel: the outbox relay, a worker, the SMTP

@@ -153,7 +153,7 @@ def died(notification_id: str) -> Delivery:
 
 
 def test_a_dead_send_is_redriven_as_its_delivery_from_either_admin_page(
-    api, pipeline, dead_letter_consumer, scrape
+    api, pipeline, dead_letter_consumer, scrape, quick_email_retries
 ):
     smtp = pipeline
     smtp.handler.default_data_answer = "451 4.4.1 Relay busy"  # every try, until fixed

@@ -66,7 +66,9 @@ def wait_settled(notification_ids: list[str], expected: int, *, timeout: float, 
 
 
 @pytest.mark.e2e
-def test_metrics_after_a_run_show_delivered_dead_and_suppressed_per_channel(api, pipeline, scrape):
+def test_metrics_after_a_run_show_delivered_dead_and_suppressed_per_channel(
+    api, pipeline, scrape, quick_email_retries
+):
     smtp = pipeline
     for n in range(5):
         api.put(f"/v1/users/m{n}", {"email": f"m{n}@example.com"}, format="json")
