@@ -150,12 +150,33 @@ def worker_env(django_db_setup, smtp_peer) -> dict[str, str]:
     return worker_environment(connection.settings_dict["NAME"], smtp_peer.port)
 
 
+# The session worker once a test has started it (tests that must not have their queued
+# messages taken pause it: see `session_worker_paused`).
+_session_workers: list[WorkerProcess] = []
+
+
 @pytest.fixture(scope="session")
 def celery_worker(worker_env):
     worker = WorkerProcess(worker_env, name="test-all")
     worker.start()
+    _session_workers.append(worker)
     yield worker
+    _session_workers.remove(worker)
     worker.stop()
+
+
+@pytest.fixture
+def session_worker_paused():
+    """For a test that publishes sends no worker may take: the session worker, if an
+    earlier test started it, stops consuming for the test, and consumes again after."""
+    from notify.celery import app
+
+    for worker in _session_workers:
+        for queue in WORK_QUEUES[:3]:
+            app.control.cancel_consumer(queue, destination=[worker.node], reply=True)
+    yield
+    for worker in _session_workers:
+        worker.restore(WORK_QUEUES[:3])
 
 
 @pytest.fixture(scope="session")

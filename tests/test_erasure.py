@@ -41,9 +41,10 @@ PERSONAL = [USER_ID, EMAIL.lower(), EMAIL, PHONE, ENDPOINT, FCM_TOKEN, ORDER_NUM
 
 
 @pytest.fixture
-def channels(transactional_db, smtp, broker, settings):
+def channels(transactional_db, smtp, broker, settings, session_worker_paused):
     """Every channel on; in-process email sends go to the SMTP peer; queued sends are
-    published to the test vhost (no worker takes them) and purged afterwards."""
+    published to the test vhost (no worker takes them: the session worker, if running,
+    is paused) and purged afterwards."""
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", smtp.port
     settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email", "webpush", "fcm", "sms"]
