@@ -155,7 +155,7 @@ def _seed(first: int, last: int, *, recent: bool) -> None:
                    now() - make_interval(
                        secs => %(offset)s + (g::bigint * 7919) %% %(spread)s
                    ) AS at
-              FROM generate_series(%(first)s, %(last)s) AS g
+              FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g
             """,
             params,
         )
@@ -205,7 +205,7 @@ def _seed_pending(round_: int) -> None:
                      fingerprint, created_at)
                 SELECT gen_random_uuid(), %(producer)s, 's6-pending-{round_}-' || g,
                        %(recipient)s, %(category)s, '{{}}', '', now()
-                  FROM generate_series(1, %(n)s) AS g
+                  FROM generate_series(1, %(n)s::int) AS g
                 RETURNING id, event_id, created_at
             )
             INSERT INTO {Delivery._meta.db_table}
