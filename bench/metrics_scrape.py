@@ -94,14 +94,14 @@ class Fold:
 
 
 def _time_scrapes(n: int) -> Timing:
-    from deliveries.ops.metrics import SOURCES, metrics_render
+    from deliveries.ops.metrics import BUILT_IN, metrics_render
 
     totals, databases = [], []
     for i in range(WARMUP + n):
         started = time.perf_counter()
         body = metrics_render()
         middle = time.perf_counter()
-        list(SOURCES["database"]())
+        list(BUILT_IN["database"]())
         ended = time.perf_counter()
         if b'notify_metrics_source_up{source="database"} 1.0' not in body:
             raise BenchError("the scrape could not read the database")
