@@ -26,7 +26,7 @@ from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus
 from deliveries.ordering import ORDER_CLEAR_SQL, order_wait_since
 from deliveries.retry import PUSH_CHANNELS
 from notify.models import Category, FeedEntry, Notification, Recipient
-from notify.rows import ModelColumns, related_cache
+from notify.rows import ModelColumns, instances_split, related_cache
 from templates_admin.models import TemplateVersion
 from templates_admin.selectors import (
     published_choices_sql,
@@ -80,16 +80,12 @@ def delivery_load(*, delivery_id: int) -> Loaded | None:
 def _loaded_rows(row: tuple) -> tuple[Delivery, list]:
     """LOAD_SQL's row: the delivery with its notification, recipient and category, as
     select_related would have them, and the published versions' [[locale, id], …]."""
-    at = 0
-    built = []
-    for columns in (_DELIVERY, _NOTIFICATION, _RECIPIENT, _CATEGORY):
-        built.append(columns.build(row[at : at + columns.width]))
-        at += columns.width
+    built, (published,) = instances_split(row, _DELIVERY, _NOTIFICATION, _RECIPIENT, _CATEGORY)
     delivery, notification, recipient, category = built
     related_cache(notification, "recipient", recipient)
     related_cache(notification, "category", category)
     related_cache(delivery, "notification", notification)
-    return delivery, row[at]
+    return delivery, published
 
 
 # queued|retrying -> sending, when due and clear of an earlier delivery to the same person
@@ -99,11 +95,11 @@ def _loaded_rows(row: tuple) -> tuple[Delivery, list]:
 # first claim pins the template version (a retry keeps the pinned one).
 CLAIM_SQL = f"""
     UPDATE deliveries_delivery AS d
-       SET status = 'sending', claimed_at = %(now)s, held_since = NULL,
+       SET status = '{DeliveryStatus.SENDING.value}', claimed_at = %(now)s, held_since = NULL,
            attempts = d.attempts + 1, updated_at = %(now)s,
            template_version_id = COALESCE(d.template_version_id, %(version_id)s)
      WHERE d.id = %(id)s AND d.accepted_at = %(accepted_at)s
-       AND d.status IN ('queued', 'retrying')
+       AND d.status IN ({", ".join(f"'{s.value}'" for s in CLAIMABLE_STATUSES)})
        AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= %(now)s)
        AND {ORDER_CLEAR_SQL}
 """

@@ -40,7 +40,10 @@ from notify.models import Channel
 # sending, or put back before its first try (a rate limit or open breaker postponed it:
 # our own pacing, not a provider's retry). The index `delivery_order_pending` has this
 # condition, and ON_ITS_WAY_SQL says it for the probe's alias `e`.
-ON_ITS_WAY_SQL = "(e.status IN ('queued', 'sending') OR (e.status = 'retrying' AND e.attempts = 0))"
+ON_ITS_WAY_SQL = (
+    f"(e.status IN ('{DeliveryStatus.QUEUED.value}', '{DeliveryStatus.SENDING.value}')"
+    f" OR (e.status = '{DeliveryStatus.RETRYING.value}' AND e.attempts = 0))"
+)
 SUPERSEDABLE_CHANNELS = frozenset({Channel.EMAIL, Channel.SMS, *PUSH_CHANNELS})
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from django.db import connection
 
-from deliveries.models import AddressSuppression
+from deliveries.suppression import suppressed_addresses_raw_sql
 from notify.models import Category, Channel, Notification, Recipient
-from notify.rows import ModelColumns, related_cache
+from notify.rows import ModelColumns, instances_split, related_cache
 from templates_admin.selectors import published_choices_sql
 
 _NOTIFICATION = ModelColumns(Notification, "n")
@@ -21,15 +21,9 @@ _CATEGORY = ModelColumns(Category, "c")
 _INAPP_PUBLISHED = published_choices_sql(
     category_column="n.category_id", channel_column=f"'{Channel.INAPP.value}'"
 ).sql
-# The list keeps email addresses lower-cased and phone numbers as they are.
-_SUPPRESSED = f"""ARRAY(
-    SELECT s.channel || ':' || s.address FROM {AddressSuppression._meta.db_table} s
-     WHERE (s.channel = '{Channel.EMAIL.value}' AND s.address = lower(r.email))
-        OR (s.channel = '{Channel.SMS.value}' AND s.address = r.phone)
-)"""
 LOCK_SQL = f"""
     SELECT {_NOTIFICATION.sql}, {_RECIPIENT.sql}, {_CATEGORY.sql},
-           {_INAPP_PUBLISHED}, {_SUPPRESSED}
+           {_INAPP_PUBLISHED}, {suppressed_addresses_raw_sql(recipient_alias="r")}
       FROM notify_notification n
       JOIN notify_recipient r ON r.id = n.recipient_id
       JOIN notify_category c ON c.id = n.category_id
@@ -47,13 +41,10 @@ def notification_lock(*, notification_id: object) -> Notification:
         row = cursor.fetchone()
     if row is None:
         raise Notification.DoesNotExist(f"notification {notification_id} does not exist")
-    at = 0
-    built = []
-    for columns in (_NOTIFICATION, _RECIPIENT, _CATEGORY):
-        built.append(columns.build(row[at : at + columns.width]))
-        at += columns.width
-    notification, recipient, category = built
+    (notification, recipient, category), rest = instances_split(
+        row, _NOTIFICATION, _RECIPIENT, _CATEGORY
+    )
     related_cache(notification, "recipient", recipient)
     related_cache(notification, "category", category)
-    notification.inapp_published, notification.suppressed = row[at], row[at + 1]
+    notification.inapp_published, notification.suppressed = rest
     return notification

@@ -33,7 +33,7 @@ from deliveries.outcome_log import delivery_outcome_log
 from deliveries.retry import PUSH_CHANNELS
 from deliveries.route_lock import notification_lock
 from deliveries.selectors import push_targets_by_channel
-from deliveries.suppression import suppressed_addresses_sql, suppression_key
+from deliveries.suppression import suppression_key
 from notify.models import Channel, Notification
 from notify.rows import ModelInsert
 from preferences.gate import ChannelDecision, channels_for, decide_deliveries, gate_seal
@@ -82,12 +82,7 @@ def notification_fallback(*, notification_id: object, failed_channel: str) -> li
     channel — through the gate, like any delivery. Returns the deliveries started."""
     now = timezone.now()
     with transaction.atomic():
-        notification = (
-            Notification.objects.select_for_update(of=("self",))
-            .select_related("recipient", "category")
-            .annotate(suppressed=suppressed_addresses_sql())
-            .get(pk=notification_id)
-        )
+        notification = notification_lock(notification_id=notification_id)
         fallback = notification.category.fallback_channel
         if not fallback or fallback == failed_channel:
             return []

@@ -49,6 +49,17 @@ def suppressed_addresses_sql() -> ArraySubquery:
     return ArraySubquery(on_list.values_list(Concat("channel", Value(":"), "address")))
 
 
+def suppressed_addresses_raw_sql(*, recipient_alias: str) -> str:
+    """`suppressed_addresses_sql` for a statement written as SQL, the recipient's row
+    under `recipient_alias`: an array of `suppression_key` strings."""
+    r = recipient_alias
+    return f"""ARRAY(
+        SELECT s.channel || ':' || s.address FROM {AddressSuppression._meta.db_table} s
+         WHERE (s.channel = '{Channel.EMAIL.value}' AND s.address = lower({r}.email))
+            OR (s.channel = '{Channel.SMS.value}' AND s.address = {r}.phone)
+    )"""
+
+
 def _stored(channel: str, address: str) -> str:
     """The address as the list stores it: email case-insensitively, a phone number as is."""
     return address.lower() if channel == Channel.EMAIL else address

@@ -66,6 +66,18 @@ class ModelColumns(Generic[M]):
         return self.model.from_db(connection.alias, self._attnames, row)
 
 
+def instances_split(
+    row: Sequence[Any], *columns: ModelColumns[Any]
+) -> tuple[list[Model], Sequence[Any]]:
+    """A row that selected `columns` one after the other, then other values: the
+    instances, and the values after them."""
+    instances, at = [], 0
+    for part in columns:
+        instances.append(part.build(row[at : at + part.width]))
+        at += part.width
+    return instances, row[at:]
+
+
 def related_cache(instance: Model, name: str, related: Model | None) -> None:
     """Remember `related` as `instance.<name>`, as select_related would: reading the
     attribute then costs no query."""
