@@ -2,22 +2,107 @@
 
 from __future__ import annotations
 
+import functools
+import logging
+
+from celery.worker.consumer import Consumer
+from celery.worker.consumer.delayed_delivery import DelayedDelivery
 from django.conf import settings
 from kombu import Connection
+from kombu.transport.native_delayed_delivery import (
+    bind_queue_to_native_delayed_delivery_exchange,
+    declare_native_delayed_delivery_exchanges_and_queues,
+)
+from kombu.utils.url import maybe_sanitize_url
 
 from notify.celery import app as celery_app
+from notify.celery import broker_countdown
+
+logger = logging.getLogger(__name__)
 
 
 def declare_topology(connection: Connection | None = None) -> None:
     """Declare every exchange, queue and binding in settings (idempotent).
 
     Run by each worker at start, so the dead-letter exchange and queue exist before the
-    first message is dead-lettered, even on a broker that has never seen us.
+    first message is dead-lettered, even on a broker that has never seen us. With
+    quorum queues, also the exchanges and queues of native delayed delivery.
     """
     with connection or celery_app.connection_for_write() as conn:
         channel = conn.default_channel
         for queue in celery_app.conf.task_queues:
             queue.bind(channel).declare()
+        if settings.NOTIFY_QUORUM_QUEUES:
+            declare_delayed_delivery(conn)
+
+
+def declare_delayed_delivery(connection: Connection) -> None:
+    """Declare native delayed delivery's exchanges and queues, and bind the work queues
+    to its delivery exchange, through `connection` (idempotent).
+
+    Only the work queues: nothing is published to `dead_letter` with a countdown, and
+    its exchange is a direct one, which delayed delivery cannot forward to.
+    """
+    declare_native_delayed_delivery_exchanges_and_queues(
+        connection, celery_app.conf.broker_native_delayed_delivery_queue_type
+    )
+    for queue in celery_app.conf.task_queues:
+        if queue.name in settings.NOTIFY_QUEUE_NAMES:
+            bind_queue_to_native_delayed_delivery_exchange(connection, queue)
+
+
+class DelayedDeliveryOnLiveNode(DelayedDelivery):
+    """Celery's native-delayed-delivery start-up step, through the node the worker is
+    connected to.
+
+    Celery's own step declares the delay topology once per URL of the broker list and
+    retries an unreachable one for about fifteen seconds before it gives up — each time
+    the consumer (re)connects, and before the worker takes messages again. With a node
+    down that stall would follow every failover. A cluster shares its topology, so the
+    live node is enough; if that fails the worker goes on (a countdown published before
+    the topology exists is what the retry sweeper recovers) and logs why.
+    """
+
+    def start(self, c: Consumer) -> None:
+        url = c.connection.as_uri(include_password=True)
+        try:
+            with c.app.connection_for_write(url=url) as connection:
+                declare_delayed_delivery(connection)
+        except Exception as error:  # the node went away meanwhile: the next start retries
+            logger.warning(
+                "delayed delivery: could not declare its topology on %s: %s",
+                maybe_sanitize_url(url), error,
+            )  # fmt: skip
+
+
+class WorkerConsumer(Consumer):
+    """Celery's consumer (settings: CELERY_WORKER_CONSUMER), with two changes for a
+    broker cluster:
+
+    - `DelayedDeliveryOnLiveNode` in place of Celery's own step (included, as Celery's
+      is, only when a queue is a quorum queue);
+    - its reconnection back-off capped at NOTIFY_BROKER_RECONNECT_MAX. Celery waits
+      2 s more after each round of the node list, up to 30 s, so after a long outage
+      of every node a worker could idle half a minute with the cluster back. (Within a
+      round it tries the next node at once: a single lost node costs no wait.)
+    """
+
+    class Blueprint(Consumer.Blueprint):
+        default_steps = [
+            "notify.broker:DelayedDeliveryOnLiveNode"
+            if step == "celery.worker.consumer.delayed_delivery:DelayedDelivery"
+            else step
+            for step in Consumer.Blueprint.default_steps
+        ]
+
+    def ensure_connected(self, conn: Connection) -> Connection:
+        conn.ensure_connection = functools.partial(
+            conn.ensure_connection,
+            interval_start=settings.NOTIFY_BROKER_RECONNECT_MAX / 4,
+            interval_step=settings.NOTIFY_BROKER_RECONNECT_MAX / 4,
+            interval_max=settings.NOTIFY_BROKER_RECONNECT_MAX,
+        )
+        return super().ensure_connected(conn)
 
 
 def queue_depth(name: str, connection: Connection | None = None) -> int:
@@ -49,7 +134,7 @@ def publish_task(
         queue=queue,
         exchange=settings.NOTIFY_EXCHANGE.name,
         routing_key=queue,
-        countdown=countdown,
+        countdown=broker_countdown(countdown),
         priority=priority,
         confirm_timeout=settings.NOTIFY_BROKER_CONFIRM_TIMEOUT,
     )

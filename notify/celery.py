@@ -1,8 +1,9 @@
 """The Celery application (`celery -A notify`). Configuration lives in settings (CELERY_*)."""
 
+import math
 import os
 
-from celery import Celery
+from celery import Celery, Task
 from celery.signals import (
     beat_init,
     celeryd_after_setup,
@@ -10,15 +11,78 @@ from celery.signals import (
     task_prerun,
     worker_init,
 )
+from django.conf import settings
+from redbeat import RedBeatScheduler
 
 from notify.checks import process_exit_on_weak_secret_key
 from notify.priority import high_work_mark, low_work_done, low_work_yield
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notify.settings")
 
-app = Celery("notify")
+
+def broker_countdown(countdown: float | None) -> float | None:
+    """The countdown to publish for `countdown` seconds.
+
+    With quorum queues Celery delays messages in the broker (native delayed delivery),
+    in whole seconds: it truncates (1.9 s would come at 1 s, before it is due) and
+    refuses anything under 1 s with a ValueError at publish time — inside a task's
+    `retry` that ValueError turns the retry into a dead letter. So a positive countdown
+    is rounded up to whole seconds there. Classic queues keep it as it is.
+    """
+    if not settings.NOTIFY_QUORUM_QUEUES or countdown is None or countdown <= 0:
+        return countdown
+    return float(math.ceil(countdown))
+
+
+def delivered_queue(delivery_info: dict | None) -> str | None:
+    """The queue class (`high`, `medium`, `low`) a task's message was routed to.
+
+    The routing key is the queue's name, except after a broker delay (quorum queues):
+    native delayed delivery prefixes it with the delay's bits ("0.1.….1.low"), and the
+    message reaches its queue by a "#.low" binding. The last word is the queue either way.
+    """
+    routing_key = (delivery_info or {}).get("routing_key")
+    return routing_key.rsplit(".", 1)[-1] if routing_key else None
+
+
+class NotifyTask(Task):
+    """Every task of the app: countdowns (a task's own `retry` included, which publishes
+    through here) are made fit for the broker's delayed delivery (`broker_countdown`)."""
+
+    def apply_async(self, args=None, kwargs=None, task_id=None, producer=None, link=None,
+                    link_error=None, shadow=None, **options):  # fmt: skip
+        if "countdown" in options:
+            options["countdown"] = broker_countdown(options["countdown"])
+        return super().apply_async(
+            args, kwargs, task_id, producer, link, link_error, shadow, **options
+        )
+
+
+app = Celery("notify", task_cls=NotifyTask)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+class LeaderBeatScheduler(RedBeatScheduler):
+    """celery-redbeat's scheduler: of several beat processes, only the holder of its Redis
+    lock schedules; the others wait in `beat_init` until the lock is free.
+
+    Redbeat renews the lock once per tick. This one also renews it right before every
+    publish, so a leader that stalled (a hung broker, a paused process) past the lock's
+    life finds it gone — LockNotOwnedError ends the process — instead of publishing
+    beside the beat that took over. NOTIFY_BEAT_LOCK_TIMEOUT is longer than one publish
+    may take, so a publish begun under the lock ends under it.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        # Before the lock: a beat that must not run should not wait for it first.
+        process_exit_on_weak_secret_key(process="celery beat")
+        super().__init__(*args, **kwargs)
+
+    def maybe_due(self, entry, **kwargs):
+        if self.lock is not None and entry.is_due()[0]:
+            self.lock.extend(self.lock_timeout)
+        return super().maybe_due(entry, **kwargs)
 
 
 @celeryd_after_setup.connect
@@ -44,7 +108,7 @@ def _refuse_weak_secret_key_in_beat(sender=None, **kwargs) -> None:
 @task_prerun.connect
 def _campaign_work_yields_to_high(sender=None, task=None, **kwargs) -> None:
     # Which queue the message came from decides: a worker may serve several.
-    queue = (getattr(task.request, "delivery_info", None) or {}).get("routing_key")
+    queue = delivered_queue(getattr(task.request, "delivery_info", None))
     if queue == "high":
         high_work_mark()
     elif queue == "low":

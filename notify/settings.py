@@ -293,14 +293,74 @@ NOTIFY_OUTBOX_BATCH = env_int("NOTIFY_OUTBOX_BATCH", 500, minimum=1)
 NOTIFY_OUTBOX_LOW_BATCH = env_int("NOTIFY_OUTBOX_LOW_BATCH", 25, minimum=1)
 NOTIFY_OUTBOX_POLL_INTERVAL = env_float("NOTIFY_OUTBOX_POLL_INTERVAL", 1.0, minimum=0.05)
 
+
 # --- Celery on RabbitMQ: queues, priorities, acknowledgements ------------------------------
-CELERY_BROKER_URL = env_url(
-    "CELERY_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//", schemes=("amqp", "amqps")
-)
+def _broker_urls(name: str, default: str) -> str:
+    """One broker URL, or the nodes of a RabbitMQ cluster as Celery's failover list (URLs
+    separated by ";"); each is checked, so a typo in the third node stops the start too."""
+    raw = env_str(name, default)
+    urls = [url.strip() for url in raw.split(";") if url.strip()]
+    if not urls:
+        raise ImproperlyConfigured(f"{name} must name at least one broker URL")
+    for position, url in enumerate(urls, start=1):
+        # No variable has this name: env_url checks `url` and names the node in its error.
+        env_url(f"{name} (node {position})", url, schemes=("amqp", "amqps"))
+    return ";".join(urls)
+
+
+# Every process (web, relays, workers, beat) takes the whole list, connects to the first
+# node that answers and moves to the next one when its node goes away, without a restart
+# (docs/scaling.md). Give each host its own order to spread the connections.
+CELERY_BROKER_URL = _broker_urls("CELERY_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
+# Which node of the list a client tries next: "round-robin" (the order given) or "shuffle".
+CELERY_BROKER_FAILOVER_STRATEGY = env_str("NOTIFY_BROKER_FAILOVER_STRATEGY", "round-robin")
+if CELERY_BROKER_FAILOVER_STRATEGY not in ("round-robin", "shuffle"):
+    raise ImproperlyConfigured("NOTIFY_BROKER_FAILOVER_STRATEGY must be round-robin or shuffle")
+# AMQP heartbeat of the workers' consumers (seconds; 0 off): a node that vanishes without
+# closing its connections (a host lost, a cable cut) is noticed after about two missed
+# beats. A publisher notices at its next publish, whose confirm does not come within
+# NOTIFY_BROKER_CONFIRM_TIMEOUT. A killed broker process is noticed at once either way,
+# its sockets being closed by the kernel.
+CELERY_BROKER_HEARTBEAT = env_int("NOTIFY_BROKER_HEARTBEAT", 60, minimum=0)
+# Seconds a client waits for one node to answer a connect before trying the next.
+CELERY_BROKER_CONNECTION_TIMEOUT = env_float("NOTIFY_BROKER_CONNECT_TIMEOUT", 4.0, minimum=0.1)
+# With no node answering, a worker tries the whole list again after a pause that grows
+# to at most this (seconds): how late it may notice the cluster is back.
+NOTIFY_BROKER_RECONNECT_MAX = env_float("NOTIFY_BROKER_RECONNECT_MAX", 5.0, minimum=0.1)
+# ... and keeps trying for as long as the outage lasts (Celery's default gives up after
+# 100 tries and exits the worker).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# The queues' kind (docs/queues.md). "classic": the queues live on one node, with
+# priority inside each queue (x-max-priority) — the single-broker default. "quorum":
+# each queue is replicated on NOTIFY_QUORUM_REPLICAS nodes of a cluster and survives the
+# loss of a minority of them; RabbitMQ 3.10 refuses x-max-priority on quorum queues,
+# so priority is the three queue classes alone, and countdowns travel through Celery's
+# native delayed delivery (whole seconds, on a topic exchange). A broker (vhost) that
+# already has the queues of one kind cannot switch in place: see docs/scaling.md.
+NOTIFY_QUEUE_TYPE = env_str("NOTIFY_QUEUE_TYPE", "classic")
+if NOTIFY_QUEUE_TYPE not in ("classic", "quorum"):
+    raise ImproperlyConfigured(
+        f"NOTIFY_QUEUE_TYPE must be classic or quorum, got {NOTIFY_QUEUE_TYPE!r}"
+    )
+NOTIFY_QUORUM_QUEUES = NOTIFY_QUEUE_TYPE == "quorum"
+# Quorum queues: how many nodes hold each queue (3 survives one node lost, 5 two), and
+# how many times one message may be delivered before the queue dead-letters it — a
+# message that kills its worker every time ends in the Dead letters table instead of
+# going round for ever.
+NOTIFY_QUORUM_REPLICAS = env_int("NOTIFY_QUORUM_REPLICAS", 3, minimum=1)
+NOTIFY_QUEUE_DELIVERY_LIMIT = env_int("NOTIFY_QUEUE_DELIVERY_LIMIT", 5, minimum=1)
+# Where a new quorum queue's leader goes: "balanced" spreads the leaders of high, medium
+# and low over the nodes; "client-local" puts each on the node that declared it.
+NOTIFY_QUORUM_LEADER_LOCATOR = env_str("NOTIFY_QUORUM_LEADER_LOCATOR", "balanced")
 NOTIFY_QUEUE_MAX_PRIORITY = env_int("NOTIFY_QUEUE_MAX_PRIORITY", 10, minimum=1)
 NOTIFY_PRIORITY_FIRST_ATTEMPT = env_int("NOTIFY_PRIORITY_FIRST_ATTEMPT", 5, minimum=0)
 NOTIFY_PRIORITY_RETRY = env_int("NOTIFY_PRIORITY_RETRY", 3, minimum=0)
-NOTIFY_EXCHANGE = Exchange("notify", type="direct", durable=True)
+# Native delayed delivery forwards a delayed message to its queue through the queue's
+# exchange by a topic pattern, so with quorum queues the exchange is a topic one (the
+# routing keys are the plain queue names, matched exactly either way).
+NOTIFY_EXCHANGE = Exchange(
+    "notify", type="topic" if NOTIFY_QUORUM_QUEUES else "direct", durable=True
+)
 NOTIFY_DEAD_LETTER_EXCHANGE = Exchange("dead_letter", type="direct", durable=True)
 NOTIFY_QUEUE_NAMES = ("high", "medium", "low")
 # The dead-letter consumer (a process of its own) moves each dead-lettered message into a
@@ -318,27 +378,56 @@ NOTIFY_CAMPAIGN_YIELD_CONCURRENCY = env_int("NOTIFY_CAMPAIGN_YIELD_CONCURRENCY",
 NOTIFY_CAMPAIGN_YIELD_SCOPE = env_str("NOTIFY_CAMPAIGN_YIELD_SCOPE", socket.gethostname())
 
 
+def _quorum_arguments() -> dict[str, object]:
+    return {
+        "x-queue-type": "quorum",
+        "x-quorum-initial-group-size": NOTIFY_QUORUM_REPLICAS,
+        "x-queue-leader-locator": NOTIFY_QUORUM_LEADER_LOCATOR,
+    }
+
+
 def _work_queue(name: str) -> Queue:
-    return Queue(
-        name,
-        NOTIFY_EXCHANGE,
-        routing_key=name,
-        durable=True,
-        queue_arguments={
-            "x-max-priority": NOTIFY_QUEUE_MAX_PRIORITY,
-            "x-dead-letter-exchange": NOTIFY_DEAD_LETTER_EXCHANGE.name,
-            "x-dead-letter-routing-key": "dead_letter",
-        },
-    )
+    dead_lettering = {
+        "x-dead-letter-exchange": NOTIFY_DEAD_LETTER_EXCHANGE.name,
+        "x-dead-letter-routing-key": "dead_letter",
+    }
+    if NOTIFY_QUORUM_QUEUES:
+        arguments = {
+            **_quorum_arguments(),
+            **dead_lettering,
+            "x-delivery-limit": NOTIFY_QUEUE_DELIVERY_LIMIT,
+            # At-least-once: the queue keeps a dead message until `dead_letter` has
+            # confirmed it (at-most-once would drop it if that queue's node is away);
+            # RabbitMQ requires reject-publish overflow for it.
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
+        }
+    else:
+        arguments = {"x-max-priority": NOTIFY_QUEUE_MAX_PRIORITY, **dead_lettering}
+    return Queue(name, NOTIFY_EXCHANGE, routing_key=name, durable=True, queue_arguments=arguments)
 
 
 CELERY_TASK_QUEUES = [
     *(_work_queue(name) for name in NOTIFY_QUEUE_NAMES),
-    Queue("dead_letter", NOTIFY_DEAD_LETTER_EXCHANGE, routing_key="dead_letter", durable=True),
+    # No delivery limit here: the consumer puts a message back when the database is
+    # away, and it must never be dropped for that.
+    Queue(
+        "dead_letter",
+        NOTIFY_DEAD_LETTER_EXCHANGE,
+        routing_key="dead_letter",
+        durable=True,
+        queue_arguments=_quorum_arguments() if NOTIFY_QUORUM_QUEUES else None,
+    ),
 ]
+# Quorum queues switch on Celery's native delayed delivery: a countdown waits in the
+# broker's `celery_delayed_*` queues (quorum too, so a delay survives a lost node), not
+# unacknowledged in a worker. The worker declares them through the node it is connected
+# to (notify/broker.py, WorkerConsumer), not once per node of the list.
+CELERY_BROKER_NATIVE_DELAYED_DELIVERY_QUEUE_TYPE = "quorum"
+CELERY_WORKER_CONSUMER = "notify.broker:WorkerConsumer"
 CELERY_TASK_DEFAULT_QUEUE = "medium"
 CELERY_TASK_DEFAULT_EXCHANGE = NOTIFY_EXCHANGE.name
-CELERY_TASK_DEFAULT_EXCHANGE_TYPE = "direct"
+CELERY_TASK_DEFAULT_EXCHANGE_TYPE = NOTIFY_EXCHANGE.type
 CELERY_TASK_DEFAULT_ROUTING_KEY = "medium"
 CELERY_TASK_CREATE_MISSING_QUEUES = False
 CELERY_TASK_ACKS_LATE = True
@@ -724,6 +813,41 @@ NOTIFY_HISTORY_MAINTENANCE_INTERVAL = env_float(
 )
 
 # --- Periodic jobs (celery beat) ------------------------------------------------------
+# Several beat processes may run (one per host); exactly one schedules. celery-redbeat
+# elects it with a lock in Redis that expires unless its holder renews it; the others
+# wait for it, and one of them takes over within NOTIFY_BEAT_LOCK_TIMEOUT +
+# NOTIFY_BEAT_MAX_LOOP_INTERVAL of the leader's death (within the interval alone when
+# the leader stops cleanly and releases the lock).
+# The schedule's state (when each job last ran) is in Redis too, so the new leader goes
+# on where the old one stopped. notify/celery.py: LeaderBeatScheduler.
+CELERY_BEAT_SCHEDULER = "notify.celery:LeaderBeatScheduler"
+# celery-redbeat reads its settings under their own names (REDBEAT_*), outside Celery's
+# CELERY_ namespace: with the prefix it would not see them and fall back to the broker's.
+REDBEAT_REDIS_URL = REDIS_URL
+REDBEAT_KEY_PREFIX = env_str("NOTIFY_BEAT_KEY_PREFIX", "notify:beat:")
+# Seconds the leader's lock lives without renewal. The leader renews it before every
+# publish, so a publish that gets its confirm (NOTIFY_BROKER_CONFIRM_TIMEOUT at most)
+# ends while the lock still holds; only a broker that hangs through kombu's publish
+# retries could let it outlive the lock and overlap the next leader's first publish (of
+# jobs that are all safe to run twice).
+NOTIFY_BEAT_LOCK_TIMEOUT = env_float("NOTIFY_BEAT_LOCK_TIMEOUT", 20.0, minimum=1)
+# The longest beat sleeps between two looks at its schedule, and how often a waiting
+# beat tries the lock (seconds).
+NOTIFY_BEAT_MAX_LOOP_INTERVAL = env_float("NOTIFY_BEAT_MAX_LOOP_INTERVAL", 2.0, minimum=0.1)
+if NOTIFY_BEAT_LOCK_TIMEOUT <= NOTIFY_BROKER_CONFIRM_TIMEOUT + NOTIFY_BEAT_MAX_LOOP_INTERVAL:
+    raise ImproperlyConfigured(
+        "NOTIFY_BEAT_LOCK_TIMEOUT must exceed NOTIFY_BROKER_CONFIRM_TIMEOUT plus "
+        "NOTIFY_BEAT_MAX_LOOP_INTERVAL: a leader must finish a publish before its lock lapses"
+    )
+REDBEAT_LOCK_TIMEOUT = NOTIFY_BEAT_LOCK_TIMEOUT
+CELERY_BEAT_MAX_LOOP_INTERVAL = NOTIFY_BEAT_MAX_LOOP_INTERVAL
+# Redis is asked with these timeouts (seconds), so a Redis that hangs makes the leader
+# give up (and exit) rather than publish on a lock it can no longer renew.
+NOTIFY_BEAT_REDIS_TIMEOUT = env_float("NOTIFY_BEAT_REDIS_TIMEOUT", 5.0, minimum=0.1)
+REDBEAT_REDIS_OPTIONS = {
+    "socket_timeout": NOTIFY_BEAT_REDIS_TIMEOUT,
+    "socket_connect_timeout": NOTIFY_BEAT_REDIS_TIMEOUT,
+}
 # Maintenance runs on `high`: it is small, and recovery must not wait behind a campaign.
 CELERY_BEAT_SCHEDULE = {
     "retry-sweep": {

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Celery beat: publishes the periodic maintenance tasks (outbox and retry sweeps, unread
-# reconciles) to the queues; it runs none itself. Run exactly one per deployment.
+# Celery beat: publishes the periodic maintenance tasks (retry and route sweeps, unread
+# reconciles, ...) to the queues; it runs none itself. Run one per host, or two anywhere:
+# they elect one leader through a lock in Redis (celery-redbeat, notify/celery.py) and
+# the others wait, taking over within NOTIFY_BEAT_LOCK_TIMEOUT + NOTIFY_BEAT_MAX_LOOP_INTERVAL
+# (22 s by default) when the leader dies, at once when it stops cleanly. The schedule's
+# state lives in Redis too: there is no local schedule file.
 # It never queries PostgreSQL itself, so its pool is kept small (docs/connections.md).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 export DATABASE_POOL_MAX_SIZE=${DATABASE_POOL_MAX_SIZE:-2}
-mkdir -p var
 celery=$(tool celery)
-exec "$celery" -A notify beat -s var/celerybeat-schedule -l "${LOG_LEVEL:-INFO}" "$@"
+exec "$celery" -A notify beat -l "${LOG_LEVEL:-INFO}" "$@"

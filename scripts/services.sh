@@ -147,8 +147,10 @@ PG_PORT=$(url_part "$DATABASE_URL" port 5432)
 PG_DB=$(url_part "$DATABASE_URL" path "")
 REDIS_HOST=$(url_part "$REDIS_URL" host "")
 REDIS_PORT=$(url_part "$REDIS_URL" port 6379)
-RABBIT_HOST=$(url_part "$CELERY_BROKER_URL" host "")
-RABBIT_PORT=$(url_part "$CELERY_BROKER_URL" port 5672)
+# A cluster's nodes come as a ";"-separated list (docs/scaling.md): the first is checked.
+RABBIT_URL=${CELERY_BROKER_URL%%;*}
+RABBIT_HOST=$(url_part "$RABBIT_URL" host "")
+RABBIT_PORT=$(url_part "$RABBIT_URL" port 5672)
 [ -n "$PG_DB" ] || die "DATABASE_URL names no database: $DATABASE_URL"
 
 ensure PostgreSQL "$PG_HOST" "$PG_PORT" pg_answers pg_start

@@ -2,7 +2,8 @@
 # One Celery worker for one queue, as in production:
 #   scripts/worker.sh QUEUE [extra celery worker args]
 # QUEUE is high, medium or low; the worker is named QUEUE@<host> so Flower shows which
-# queue it serves. Threads pool with WORKER_CONCURRENCY senders (8: provider calls wait
+# queue it serves (WORKER_HOSTNAME replaces <host>, e.g. for several workers of one queue
+# in containers that share a host name). Threads pool with WORKER_CONCURRENCY senders (8: provider calls wait
 # on the network). Each sender thread borrows one PostgreSQL connection from the
 # process's pool while it runs a task, so the pool gets the senders plus 2 spare (for
 # the worker's own background threads); see docs/connections.md for the budget.
@@ -29,6 +30,6 @@ nice=()
 if [ "$queue" = low ] && [ "${WORKER_LOW_NICE:-10}" != 0 ]; then
     nice=(nice -n "${WORKER_LOW_NICE:-10}")
 fi
-exec "${nice[@]}" "$celery" -A notify worker -Q "$queue" -n "$queue@%h" \
+exec "${nice[@]}" "$celery" -A notify worker -Q "$queue" -n "$queue@${WORKER_HOSTNAME:-%h}" \
     --pool threads --concurrency "$WORKER_CONCURRENCY" \
     -l "${LOG_LEVEL:-INFO}" --without-gossip --without-mingle "$@"

@@ -198,3 +198,59 @@ class WebProcess:
 
     def stop(self) -> None:
         stop_child(self.process)
+
+
+class ScriptProcess:
+    """One of the shipped process scripts (`scripts/worker.sh medium`, `scripts/relay.sh
+    high,medium`, `scripts/beat.sh`, ...) as a child, logging to artifacts/NAME.log.
+    The scripts `exec` their program, so the child's pid is the program's: `kill` is a
+    crash of that process (SIGKILL), `stop` a clean shutdown."""
+
+    def __init__(self, script: str, *args: str, env: dict[str, str], name: str) -> None:
+        self.command = ["bash", f"scripts/{script}", *args]
+        self.env = env
+        self.name = name
+        self.process: subprocess.Popen | None = None
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.log_path = ARTIFACTS / f"{name}.log"
+        self._log_start = 0
+
+    def start(self) -> None:
+        self.log_path.touch()
+        self._log_start = self.log_path.stat().st_size  # what this run logs comes after
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
+        self.process = subprocess.Popen(
+            self.command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def log(self) -> str:
+        """What this run of the process has logged so far."""
+        with open(self.log_path, "rb") as handle:
+            handle.seek(self._log_start)
+            return handle.read().decode("utf-8", errors="replace")
+
+    def wait_logged(self, text: str, timeout: float = 30.0) -> None:
+        """Return once this run has logged `text`; fail if it exits first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log():
+                return
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited before logging {text!r}; see {self.log_path}"
+                )
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name} did not log {text!r} in {timeout}s; see {self.log_path}")
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.running:
+            self.process.kill()
+            self.process.wait()
+
+    def stop(self) -> None:
+        stop_child(self.process)
