@@ -27,7 +27,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from notify.broker import publish_task
+from notify.broker import batch_size_for, chunked, publish_task
 from notify.models import Outbox
 
 logger = logging.getLogger(__name__)
@@ -73,11 +73,13 @@ def _publish_class(queue: str, limit: int, cutoff: datetime) -> int:
         )
         published: list[int] = []
         failed: list[int] = []
-        for pk, notification_id in rows:
+        # One route message per batch of rows: what is queued together is routed together,
+        # and a lone row goes at once as a batch of one.
+        for batch in chunked(rows, batch_size_for(queue)):
             try:
                 publish_task(
                     ROUTE_TASK,
-                    args=[str(notification_id)],
+                    args=[[str(notification_id) for _, notification_id in batch]],
                     queue=queue,
                     priority=settings.NOTIFY_PRIORITY_FIRST_ATTEMPT,
                 )
@@ -85,7 +87,7 @@ def _publish_class(queue: str, limit: int, cutoff: datetime) -> int:
                 logger.exception("outbox relay: publish failed; retrying on the next round")
                 failed = [row[0] for row in rows[len(published) :]]
                 break
-            published.append(pk)
+            published.extend(pk for pk, _ in batch)
         now = timezone.now()
         if published:
             Outbox.objects.filter(pk__in=published).update(
