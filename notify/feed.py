@@ -102,3 +102,19 @@ def feed_mark_read(
         if marked:
             transaction.on_commit(lambda: unread_decrement(recipient_id=recipient.pk, by=marked))
     return marked
+
+
+def feed_entry_document(entry: FeedEntry) -> dict:
+    """A feed entry as the feed API and the live stream show it (one shape for both)."""
+    return {
+        "id": entry.pk,
+        "notification_id": entry.notification_id,
+        "category": entry.category,
+        "title": entry.title,
+        "body": entry.body,
+        "url": entry.url,
+        "created_at": entry.created_at,
+        # Arrival order is the feed's; a client places an entry by when it happened.
+        "occurred_at": entry.occurred_at,
+        "read_at": entry.read_at,
+    }
