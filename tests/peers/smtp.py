@@ -72,6 +72,11 @@ class ScriptedHandler:
     async def handle_DATA(self, server, session, envelope):
         if self.data_delay:
             await asyncio.sleep(self.data_delay)
+            transport = getattr(server, "transport", None)
+            if transport is None or transport.is_closing():
+                # The client went away before our answer: like a real relay, this server
+                # never took responsibility for the message, so it is not delivered.
+                return "421 4.4.2 Client went away"
         with self.lock:
             self.data_calls.append(time.time())
             answer = self.data_answers.popleft() if self.data_answers else self.default_data_answer

