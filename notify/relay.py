@@ -66,28 +66,32 @@ def _publish_class(queue: str, limit: int, cutoff: datetime) -> int:
     """Publish up to `limit` due rows of one queue class, oldest first, and mark them."""
     with transaction.atomic():
         rows = list(
-            Outbox.objects.select_for_update(skip_locked=True)
+            Outbox.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(published_at__isnull=True, queue=queue, due_at__lte=cutoff)
             .order_by("due_at")
-            .values_list("pk", "notification_id")[:limit]
+            .values_list("pk", "notification_id", "notification__recipient_id")[:limit]
         )
+        # One route message per batch of rows: what is queued together is routed together,
+        # and a lone row goes at once as a batch of one. One person's rows are kept
+        # together (in their order): their sends then go out in order inside one batch,
+        # instead of each waiting for the one before it in another batch.
+        rows.sort(key=lambda row: row[2] or 0)
         published: list[int] = []
         failed: list[int] = []
-        # One route message per batch of rows: what is queued together is routed together,
-        # and a lone row goes at once as a batch of one.
         for batch in chunked(rows, batch_size_for(queue)):
             try:
                 publish_task(
                     ROUTE_TASK,
-                    args=[[str(notification_id) for _, notification_id in batch]],
+                    args=[[str(notification_id) for _, notification_id, _ in batch]],
                     queue=queue,
                     priority=settings.NOTIFY_PRIORITY_FIRST_ATTEMPT,
                 )
             except Exception:  # the broker is away: keep the rest for the next round
                 logger.exception("outbox relay: publish failed; retrying on the next round")
-                failed = [row[0] for row in rows[len(published) :]]
+                done = set(published)
+                failed = [row[0] for row in rows if row[0] not in done]
                 break
-            published.extend(pk for pk, _ in batch)
+            published.extend(pk for pk, _, _ in batch)
         now = timezone.now()
         if published:
             Outbox.objects.filter(pk__in=published).update(
