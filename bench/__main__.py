@@ -10,21 +10,28 @@ baseline and subject alternating, so a noisy neighbour hits both.
   S1     POST /v1/notifications vs a bare DRF view doing the same two inserts
   S5     GET /v1/users/{id}/unread-count vs a bare view reading one Redis key
   load   BENCH_LOAD_CONNECTIONS clients for BENCH_LOAD_SECONDS: errors, backends, p99
-  S2     events drained by the worker (inapp + email) vs no-op tasks, same command
+  S2     events drained by the worker (inapp + email) vs no-op tasks, same command,
+         both from their first message (start-up on its own line); costs per notification
   S3     p99 of a login code (event -> email delivered) while a campaign drains on the
          low worker vs the same codes idle
   S4     a campaign's fan-out (campaign_fan_out, in-process) vs a plain batched INSERT
          of the same notification and outbox rows, recipients/s
   S6     a /metrics scrape over 1,000,000 deliveries vs the same over 10,000 (the
          rollups folded, one fold interval of changes left), in-process
+  S7     a campaign to BENCH_S7_RECIPIENTS consenting recipients (inapp + email) through
+         the Procfile's workers and relays, launch -> last email in an SMTP sink, vs a
+         bare smtplib loop over one connection into the same sink; costs per
+         notification; then one campaign to BENCH_S7_LARGE_RECIPIENTS (0: off)
 
 Results go to stdout; progress and process logs to stderr and var/bench/.
-BENCH_ONLY=s1,s5,load,s2,s3,s4,s6 picks scenarios. Logs of the processes: var/bench/*.log.
+BENCH_ONLY=s1,s5,load,s2,s3,s4,s6,s7 picks scenarios. Logs of the processes: var/bench/*.log.
 
 Where things are: runner.py (the run and its preparation); web_scenarios.py with
 intake_unread.py (S1, S5) and client_load.py (load); pipeline.py with pipeline_drains.py
 (S2); login_codes.py (S3) and campaign_fanout.py (S4), with campaign_seed.py (their
-recipients); metrics_scrape.py (S6); under them config.py, places.py, processes.py,
+recipients); metrics_scrape.py (S6); campaign_drain.py with campaign_drain_run.py and
+smtp_sink.py (S7); costs.py (SQL, broker messages and PostgreSQL CPU per notification,
+counted in the processes by apps.py); under them config.py, places.py, processes.py,
 wrk.py and report.py.
 """
 

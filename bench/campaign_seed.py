@@ -1,9 +1,11 @@
-"""Campaign audiences for S3 and S4: bench recipients seeded set-based, and the resets.
+"""Campaign audiences for S3, S4 and S7: bench recipients seeded set-based, and the resets.
 
 Recipients are `bench-r-0000001`, ... with an email, all-marketing consent and a quiet
 window of none (start = end), so the gate lets a campaign really send at any hour. They
 are seeded with three INSERT … SELECT statements over generate_series, once: later runs
-only add the missing ones (the bench database outlives a run).
+only add the missing ones (the bench database outlives a run). S7 seeds its own
+(another prefix, consent to its own category only, so S4's "everyone with consent"
+never counts them).
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ CAMPAIGN_PAYLOAD = {"headline": "Bench sale: -30% on boots", "url": "https://sho
 BENCH_CAMPAIGN_NAME = "bench"  # campaigns the bench launched start with this name
 
 
-def user_id(number: int) -> str:
+def user_id(number: int, prefix: str = PREFIX) -> str:
     """The user id of bench recipient `number` (1-based), as the seeding SQL spells it."""
-    return f"{PREFIX}{number:0{DIGITS}d}"
+    return f"{prefix}{number:0{DIGITS}d}"
 
 
 def guard_database(bench: Bench) -> None:
@@ -35,9 +37,18 @@ def guard_database(bench: Bench) -> None:
         raise BenchError(f"refusing to touch {connection.settings_dict['NAME']!r}")
 
 
-def seed_recipients(bench: Bench, count: int, *, exactly: bool = False) -> int:
-    """Make sure bench recipients 1..count exist with email, consent and no quiet hours;
-    with `exactly`, remove those beyond `count` (S4's audience "all" must be count).
+def seed_recipients(
+    bench: Bench,
+    count: int,
+    *,
+    exactly: bool = False,
+    prefix: str = PREFIX,
+    first: int = 1,
+    consent_category: int | None = None,
+) -> int:
+    """Make sure bench recipients first..count exist with email, consent and no quiet
+    hours; with `exactly`, remove those beyond `count` (S4's audience "all" must be count).
+    Consent is to all marketing, or to `consent_category` (a category id) only.
 
     Returns how many recipients were added.
     """
@@ -48,7 +59,7 @@ def seed_recipients(bench: Bench, count: int, *, exactly: bool = False) -> int:
 
     guard_database(bench)
     recipients = Recipient._meta.db_table
-    like = PREFIX + "%"
+    like = prefix + "%"
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -56,25 +67,25 @@ def seed_recipients(bench: Bench, count: int, *, exactly: bool = False) -> int:
                 (user_id, email, phone, locale, timezone, created_at, updated_at)
             SELECT %(prefix)s || lpad(g::text, %(digits)s, '0'),
                    'r' || g || '@bench.example', '', 'en', 'UTC', now(), now()
-              FROM generate_series(1, %(count)s) g
+              FROM generate_series(%(first)s::int, %(count)s::int) g
             ON CONFLICT (user_id) DO NOTHING
             """,
-            {"prefix": PREFIX, "digits": DIGITS, "count": count},
+            {"prefix": prefix, "digits": DIGITS, "first": first, "count": count},
         )
         added = cursor.rowcount
-        # Consent to all marketing on every channel, as a signup checkbox records it.
+        # Consent on every channel, as a signup checkbox records it.
         cursor.execute(
             f"""
             INSERT INTO {ConsentRecord._meta.db_table}
                 (recipient_id, category_id, channel, granted, source, text_version,
                  ip_address, user_agent, created_at)
-            SELECT r.id, NULL, '', true, 'signup', 'bench', NULL, '', now()
+            SELECT r.id, %(category)s::bigint, '', true, 'signup', 'bench', NULL, '', now()
               FROM {recipients} r
              WHERE r.user_id LIKE %(like)s
                AND NOT EXISTS (SELECT 1 FROM {ConsentRecord._meta.db_table} c
                                 WHERE c.recipient_id = r.id)
             """,
-            {"like": like},
+            {"like": like, "category": consent_category},
         )
         # start = end is "no quiet hours": the default window (21:00-09:00) would defer
         # every campaign delivery for half of the day.
@@ -89,7 +100,9 @@ def seed_recipients(bench: Bench, count: int, *, exactly: bool = False) -> int:
     if exactly:
         # Rare (a smaller count than an earlier run); the ORM follows the cascades, in
         # chunks: its IN lists must stay under the 65,535 parameters a statement can bind.
-        extra = Recipient.objects.filter(user_id__startswith=PREFIX, user_id__gt=user_id(count))
+        extra = Recipient.objects.filter(
+            user_id__startswith=prefix, user_id__gt=user_id(count, prefix)
+        )
         while ids := list(extra.values_list("pk", flat=True)[:10_000]):
             Recipient.objects.filter(pk__in=ids).delete()
     # Statistics, as autovacuum would soon have them: without them the planner guesses a

@@ -12,12 +12,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
 DEMO_USER = "demo-user"
-SCENARIOS = ("s1", "s5", "load", "s2", "s3", "s4", "s6")
+SCENARIOS = ("s1", "s5", "load", "s2", "s3", "s4", "s6", "s7")
 
 # The defaults of scripts/web.sh, scripts/worker.sh, beat.sh and manage.sh, for the
 # budget printed next to the measured peak (docs/connections.md works it out).
 WEB_POOL_DEFAULT = 10
 SMALL_POOL_DEFAULT = 2  # beat and the relay (scripts/beat.sh, scripts/manage.sh)
+
+# Targets of DESIGN.md 10a/10d. Constants, not BENCH_* knobs, on purpose: a target is
+# never lowered to pass, so no run can move one; a figure short of it prints "NOT met".
+S2_TARGET = 0.15  # R-X3: pipeline drain / no-op drain, both from their first message
+S2_SQL_TARGET = 15.0  # R-X3: SQL statements per order.shipped event, end to end
+S7_TARGET = 0.5  # R-B4: campaign emails/s / a bare smtplib loop's
+S7_SQL_TARGET = 1.5  # R-B4: SQL statements per campaign notification
+S7_BROKER_TARGET = 0.1  # R-B4: broker messages per campaign notification
 
 
 class BenchError(RuntimeError):
@@ -44,7 +52,8 @@ def env_float(name: str, default: float) -> float:
 
 @dataclass(frozen=True)
 class Config:
-    """Every knob, from BENCH_* variables; the defaults keep `make bench` near 7 minutes."""
+    """Every knob, from BENCH_* variables. The defaults keep S1-S6 near 7 minutes; S7's
+    campaigns take as long as the pipeline needs (BENCH_S7_RUNS, BENCH_S7_LARGE_RECIPIENTS)."""
 
     runs: int
     seconds: float
@@ -61,6 +70,14 @@ class Config:
     campaign_drain: int
     login_codes: int
     code_recipients: int
+    stall_seconds: float
+    s7_recipients: int
+    s7_runs: int
+    s7_large: int
+    s7_timeout: float
+    s7_processes: tuple[str, ...]
+    count_flush: float
+    pg_cpu_interval: float
     only: tuple[str, ...]
 
     @classmethod
@@ -91,5 +108,25 @@ class Config:
             # S3's codes go round robin to this many people (0: one each). Per-recipient
             # order sends one person's emails one at a time, so 1 is the worst case.
             code_recipients=env_int("BENCH_S3_RECIPIENTS", 0),
+            # A drain with no progress for this long has failed (it raised, or the gate
+            # held everything back); better said at once than after the timeout.
+            stall_seconds=env_float("BENCH_STALL_SECONDS", 60.0),
+            s7_recipients=max(1, env_int("BENCH_S7_RECIPIENTS", 20000)),
+            s7_runs=max(1, env_int("BENCH_S7_RUNS", 3)),
+            # The end-to-end campaign of R-B4's scale, run once after S7's runs; 0 turns
+            # it off (today's per-notification pipeline needs ~50 min for 100,000).
+            s7_large=max(0, env_int("BENCH_S7_LARGE_RECIPIENTS", 100000)),
+            s7_timeout=env_float("BENCH_S7_TIMEOUT", 7200.0),
+            # Procfile entries S7 starts (shell patterns): every worker and relay, as
+            # deployed, whatever queues the campaign path uses today or tomorrow.
+            s7_processes=tuple(
+                p.strip()
+                for p in os.environ.get("BENCH_S7_PROCESSES", "worker*,relay*").split(",")
+                if p.strip()
+            ),
+            # How often a counting process writes its counts to Redis (bench.apps).
+            count_flush=env_float("BENCH_COUNT_FLUSH_SECONDS", 0.25),
+            # How often the PostgreSQL backends' CPU is read from /proc (bench.costs).
+            pg_cpu_interval=env_float("BENCH_PG_CPU_INTERVAL", 0.25),
             only=only,
         )

@@ -1,8 +1,12 @@
-"""Timed drains for S2: work preloaded with the worker stopped, then timed from the
-worker's start (scripts/worker.sh, the shipped command) until all of it is done.
+"""Timed drains for S2: work preloaded with the worker stopped, then the worker
+(scripts/worker.sh, the shipped command) started and timed from its first message.
 
-`noop_run` drains no-op tasks (Celery's own cost per message); `pipeline_run` drains
-events posted through the API (inapp + email), with the outbox relay when there is one.
+`noop_run` drains no-op tasks (Celery's own cost per message), from the first task the
+worker started to the last it finished (bench.apps notes both in the worker itself).
+`pipeline_run` drains events posted through the API (inapp + email), with the outbox
+relay when there is one, from the first routed event (the earliest delivery row: routing
+creates them) to the last delivery final (the latest finished_at), read in the database,
+so neither the start-up nor the bench's polling is inside either figure.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bench.config import DEMO_USER, BenchError, env_float
+from bench.config import DEMO_USER, BenchError
+from bench.costs import Costs, PgCpu, counted_here, counting_env, read_tally
 from bench.places import BackendSampler
 from bench.processes import Proc
 
@@ -28,24 +33,27 @@ class Drain:
 
     n: int
     started: float  # the worker process was started
-    finished: float  # the last one was done
+    first: float  # the first no-op task started / the first event was routed
+    finished: float  # the last no-op task finished / the last delivery was final
     ready: float | None = None  # the worker said it was ready to consume
-    statements: int = 0  # SQL statements the worker (and relay) reported at exit
+    costs: Costs | None = None  # intake + drain, every process (pipeline only)
+    intake: Costs | None = None  # of which the API's part, in-process (pipeline only)
     peak_backends: int = 0  # PostgreSQL backends on the bench database, at most
 
     @property
     def rate(self) -> float:
-        return self.n / (self.finished - self.started)
+        """Per second from the first message to the last: start-up is not in it."""
+        return self.n / (self.finished - self.first)
 
     @property
-    def startup(self) -> float | None:
+    def startup(self) -> float:
+        """Worker start -> its first message (for the pipeline: the first routed event)."""
+        return self.first - self.started
+
+    @property
+    def ready_after(self) -> float | None:
+        """Worker start -> Celery's worker_ready."""
         return self.ready - self.started if self.ready else None
-
-    @property
-    def drain_rate(self) -> float | None:
-        if self.ready is None or self.finished <= self.ready:
-            return None
-        return self.n / (self.finished - self.ready)
 
 
 def ready_at(key: str) -> float | None:
@@ -69,8 +77,13 @@ def noop_run(bench: Bench, worker_env: dict[str, str], n: int) -> Drain:
                 NOOP_TASK, queue="medium", routing_key="medium", exchange="notify",
                 priority=5, producer=producer,
             )  # fmt: skip
-    ready_key = f"bench:ready:{time.time_ns()}"
-    env = {**worker_env, "BENCH_READY_KEY": ready_key}
+    stamp = time.time_ns()
+    ready_key, count_key = f"bench:ready:{stamp}", f"bench:count:{stamp}"
+    env = {
+        **worker_env,
+        **counting_env(count_key, bench.config.count_flush),
+        "BENCH_READY_KEY": ready_key,
+    }
     started = time.time()
     worker = bench.stack.start("worker-noop", ["bash", "scripts/worker.sh", "medium"], env)
     try:
@@ -85,43 +98,35 @@ def noop_run(bench: Bench, worker_env: dict[str, str], n: int) -> Drain:
                     raise BenchError(f"no-op: {ready} of {n} tasks left after the timeout")
                 worker.check()
                 time.sleep(0.01)
-        finished = time.time()
     finally:
-        bench.stack.stop(worker)
-    return Drain(n, started, finished, ready_at(ready_key))
+        bench.stack.stop(worker)  # a warm shutdown: the worker writes its times at exit
+    tally = read_tally(count_key)
+    if tally.first_task is None or tally.last_task is None:
+        raise BenchError("no-op: the worker wrote no task times (bench.apps)")
+    return Drain(n, started, tally.first_task, tally.last_task, ready_at(ready_key))
 
 
-def pipeline_run(
-    bench: Bench, worker_env: dict[str, str], n: int, has_relay: bool, *, count_intake: bool
-) -> tuple[Drain, float | None]:
-    """Preload n events through the API in-process (worker stopped), then time the
-    worker (and relay) from start until every delivery is final. Also returns the
-    intake's SQL statements per event when asked to count them."""
-    from django.db import connection
+def pipeline_run(bench: Bench, worker_env: dict[str, str], n: int, has_relay: bool) -> Drain:
+    """Preload n events through the API in-process (worker stopped), then start the
+    worker (and relay) and time them from the first routed event until every delivery
+    is final. Counts the intake's and the processes' statements, publishes and
+    PostgreSQL CPU."""
     from django.test import Client
-    from django.test.utils import CaptureQueriesContext
-    from django_redis import get_redis_connection
 
     bench.reset_data()
     users = event_recipients(bench.config.event_recipients)
     client = Client(HTTP_AUTHORIZATION=f"Bearer {bench.api_key}")
     stamp = f"s2-{os.getpid()}-{time.time_ns()}"
-    counted = min(n, 100) if count_intake else 0
-    intake_sql: float | None = None
-    with CaptureQueriesContext(connection) as captured:
-        for number in range(counted):
+    with PgCpu(bench.places, bench.config.pg_cpu_interval) as intake_cpu, counted_here() as here:
+        for number in range(n):
             post_event(client, stamp, number, users[number % len(users)])
-    if counted:
-        intake_sql = len(captured.captured_queries) / counted
-    for number in range(counted, n):
-        post_event(client, stamp, number, users[number % len(users)])
+    intake = Costs(n, here.sql, here.published, intake_cpu.seconds(bench=True))
     bench.close_db()
 
-    sql_key, ready_key = f"bench:sql:{stamp}", f"bench:ready:{stamp}"
+    count_key, ready_key = f"bench:count:{stamp}", f"bench:ready:{stamp}"
     env = {
         **worker_env,
-        "BENCH_COUNT_SQL": "1",
-        "BENCH_SQL_KEY": sql_key,
+        **counting_env(count_key, bench.config.count_flush),
         "BENCH_READY_KEY": ready_key,
     }
     started = time.time()
@@ -129,16 +134,37 @@ def pipeline_run(
     if has_relay:
         procs.append(bench.stack.start("relay", ["bash", "scripts/manage.sh", "outbox_relay"], env))
     try:
-        with BackendSampler(bench.places) as sampler:
+        with (
+            BackendSampler(bench.places) as sampler,
+            PgCpu(bench.places, bench.config.pg_cpu_interval) as cpu,
+        ):
             wait_final(bench, n, procs)
-            finished = time.time()
     finally:
         for proc in procs:
-            bench.stack.stop(proc)  # a warm shutdown: the SQL count is written at exit
-        bench.close_db()
-    statements = int(get_redis_connection("default").get(sql_key) or 0)
-    drain = Drain(n, started, finished, ready_at(ready_key), statements, sampler.peak)
-    return drain, intake_sql
+            bench.stack.stop(proc)  # a warm shutdown: the counts are written at exit
+    first, finished = routed_span()
+    bench.close_db()
+    tally = read_tally(count_key)
+    costs = Costs(
+        n,
+        intake.sql + tally.sql,
+        intake.published + tally.published,
+        intake.pg_cpu + cpu.seconds(),
+    )
+    return Drain(n, started, first, finished, ready_at(ready_key), costs, intake, sampler.peak)
+
+
+def routed_span() -> tuple[float, float]:
+    """(first routed event, last delivery final) as time.time(), from the deliveries:
+    routing creates them, and each final one has its finished_at."""
+    from django.apps import apps
+    from django.db.models import Max, Min
+
+    delivery = apps.get_model("deliveries", "Delivery")
+    span = delivery.objects.aggregate(first=Min("created_at"), last=Max("finished_at"))
+    if span["first"] is None or span["last"] is None:
+        raise BenchError(f"no routed event or no finished delivery: {span}")
+    return span["first"].timestamp(), span["last"].timestamp()
 
 
 def event_recipients(count: int) -> list[str]:
@@ -173,7 +199,7 @@ def post_event(client: Client, stamp: str, number: int, user_id: str) -> None:
         raise BenchError(f"preload POST answered {response.status_code}: {response.content!r}")
 
 
-def wait_final(bench: Bench, n: int, procs: list[Proc]) -> None:
+def wait_final(bench: Bench, n: int, procs: list[Proc], *, label: str = "S2") -> None:
     """Return once every notification has deliveries and all of them are final.
 
     Fails early when a task was dead-lettered (it raised: see the worker's log) or
@@ -190,7 +216,7 @@ def wait_final(bench: Bench, n: int, procs: list[Proc]) -> None:
         ~Exists(of_it) | Exists(of_it.exclude(status__in=FINAL_STATUSES))
     )
     deadline = time.monotonic() + bench.config.pipeline_timeout
-    stall = env_float("BENCH_STALL_SECONDS", 60.0)
+    stall = bench.config.stall_seconds
     last_left, last_change = n, time.monotonic()
     with app.connection_for_read() as conn:
         channel = conn.default_channel
@@ -220,7 +246,7 @@ def wait_final(bench: Bench, n: int, procs: list[Proc]) -> None:
             time.sleep(0.1)
     summary = status_summary()
     if set(summary) - {"delivered"}:
-        print(f"S2: WARNING not every delivery was delivered: {summary}")
+        print(f"{label}: WARNING not every delivery was delivered: {summary}")
 
 
 def status_summary() -> dict[str, int]:

@@ -37,10 +37,13 @@ def free_port() -> int:
 
 
 class Proc:
-    """A child process in its own session, logging to var/bench/NAME.log."""
+    """A child process in its own session, logging to var/bench/NAME.log; its PostgreSQL
+    connections carry "bench:NAME" as application_name (libpq reads PGAPPNAME), so the
+    bench can tell whose backend is whose (bench.costs)."""
 
     def __init__(self, name: str, argv: Sequence[str], env: dict[str, str]) -> None:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
+        env = {**env, "PGAPPNAME": f"bench:{name}"}
         self.name = name
         self.log_path = LOG_DIR / f"{name}.log"
         self._log: IO[bytes] = open(self.log_path, "wb")  # noqa: SIM115 closed in stop()

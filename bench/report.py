@@ -49,11 +49,12 @@ def ratio(subject: float, baseline: float) -> float:
     return subject / baseline if baseline else float("nan")
 
 
-def verdict(value: float, target: float, *, at_least: bool) -> str:
-    """'target ≥ 0.6x: met' (or ≤, or 'NOT met'), for the end of a result line."""
+def verdict(value: float, target: float, *, at_least: bool, unit: str = "x") -> str:
+    """'target ≥ 0.6x: met' (or ≤, or 'NOT met'), for the end of a result line; `unit`
+    follows the target ('' for a count)."""
     ok = value >= target if at_least else value <= target
     sign = "≥" if at_least else "≤"
-    return f"target {sign} {target:g}x: {'met' if ok else 'NOT met'}"
+    return f"target {sign} {target:g}{unit}: {'met' if ok else 'NOT met'}"
 
 
 def median_of(results: list[LoadResult], field: Callable[[LoadResult], float]) -> float:

@@ -3,7 +3,8 @@
 `Bench` holds what the scenarios share (the knobs, the places, the process stack, the
 API key, the failures so far) and prepares the places; the scenarios themselves live in
 bench/web_scenarios.py (S1, S5, load), bench/pipeline.py (S2), bench/login_codes.py (S3),
-bench/campaign_fanout.py (S4) and bench/metrics_scrape.py (S6).
+bench/campaign_fanout.py (S4), bench/metrics_scrape.py (S6) and bench/campaign_drain.py
+(S7).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import os
 import subprocess
 from collections.abc import Callable
 
+from bench.campaign_drain import scenario_s7
 from bench.campaign_fanout import scenario_s4
 from bench.config import DEMO_USER, ROOT, BenchError, Config
+from bench.costs import BENCH_APP
 from bench.login_codes import scenario_s3
 from bench.metrics_scrape import scenario_s6
 from bench.pipeline import scenario_s2
@@ -27,7 +30,7 @@ from bench.wrk import Load, LoadResult, run_wrk
 def child_environment(places: Places, config: Config) -> dict[str, str]:
     """The environment of every process the bench starts (and of the bench itself)."""
     env = dict(os.environ)
-    for name in ("HOST", "PORT", "BENCH_COUNT_SQL", "BENCH_SQL_KEY", "BENCH_READY_KEY"):
+    for name in ("HOST", "PORT", "BENCH_COUNT_KEY", "BENCH_READY_KEY"):
         env.pop(name, None)
     env.update(places.environment())
     env.update(
@@ -40,6 +43,9 @@ def child_environment(places: Places, config: Config) -> dict[str, str]:
             ),
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
             "PYTHONUNBUFFERED": "1",
+            # The bench's own backends, left out of the PostgreSQL CPU it measures
+            # (bench.costs); each process it starts gets its own name (bench.processes).
+            "PGAPPNAME": BENCH_APP,
             # Capacity is measured, not the configured per-key and per-provider limits:
             # the throttle and the SMTP token bucket still run, they just never say no.
             "NOTIFY_API_RATE_PER_SECOND": "1000000",
@@ -196,6 +202,13 @@ class Bench:
         if "s6" in self.config.only:
             with phase("S6 metrics scrape: 10,000 then 1,000,000 deliveries"):
                 self.guard("S6", lambda: scenario_s6(self))
+        if "s7" in self.config.only:
+            large = f", then {self.config.s7_large}" if self.config.s7_large else ""
+            with phase(
+                f"S7 campaign drain: {self.config.s7_runs} x {self.config.s7_recipients} "
+                f"recipients{large}"
+            ):
+                self.guard("S7", lambda: scenario_s7(self))
         if self.failed:
             print(f"failed: {', '.join(self.failed)} (process logs in var/bench/)")
             return 1

@@ -1,8 +1,15 @@
-"""One attempt at one delivery: load, claim, check, call the provider, record.
+"""One attempt at each delivery of a batch: load, claim, check, call the provider, record.
+
+Every send goes through `deliveries_attempt` — a single delivery is a batch of one, a
+channel's batch from a route or a campaign is many — so every member gets the same
+checks: the live stream, the claim (with per-recipient order), supersede, the gate's
+seal, the template, the deadline, the breaker and the rate limit (charged per message).
 
 The delivery row is the write-ahead record: the claim (`queued|retrying → sending`)
-makes a duplicate or early message harmless, and the outcome and next attempt are
-written before any message about them is published.
+makes a duplicate or early message harmless, and each outcome and next attempt is
+written before any message about it is published. A batch costs the same four
+statements whatever its size (load, claim, the attempt rows, the outcomes); what is
+rare (a refused claim, a postponed send, a superseded event) costs its own.
 """
 
 from __future__ import annotations
@@ -10,91 +17,162 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
+from django.conf import settings
 from django.template import TemplateSyntaxError
 from django.utils import timezone
 
 from deliveries.channels import provider_for
 from deliveries.channels.base import SendResult
 from deliveries.claim import (
+    Loaded,
     Refusal,
-    delivery_claim,
+    deliveries_claim,
+    deliveries_load,
     delivery_claim_refused,
-    delivery_load,
     delivery_skip_if_live,
 )
-from deliveries.fcm_batch import fcm_send_with_siblings
 from deliveries.models import AttemptOutcome, Delivery, Reason
 from deliveries.ordering import (
     delivery_hold,
     delivery_supersede,
     held_ms,
+    hold_countdown,
     newer_delivered,
     successor_wake,
 )
-from deliveries.outcome import AttemptReport, AttemptResult, attempt_record
-from deliveries.pressure import delivery_postpone, provider_admission, provider_outcome
+from deliveries.outcome import AttemptReport, AttemptResult, Tried, attempts_record
+from deliveries.pressure import (
+    Admission,
+    delivery_postpone,
+    provider_admission,
+    provider_outcome,
+)
+from deliveries.sent_marks import sent_mark
+from notify.priority import low_work_done, low_work_yield
 from preferences.gate import gate_seal_valid
 from templates_admin.bounds import RenderLimitExceeded
-from templates_admin.models import TemplateVersion
-from templates_admin.rendering import build_context
+from templates_admin.rendering import recipient_context
 
 logger = logging.getLogger(__name__)
 
 
-def delivery_attempt(*, delivery_id: int) -> AttemptReport:
-    """Run one attempt of a delivery if it is due and unclaimed."""
-    now = timezone.now()
-    loaded = delivery_load(delivery_id=delivery_id)
-    if loaded is None:
-        raise Delivery.DoesNotExist(f"delivery {delivery_id} does not exist")
-    delivery, version = loaded.delivery, loaded.version
-    # A device live on the stream got the notification there; checked before the claim
-    # (no claim taken) and right after it (the claim is given back).
-    if delivery_skip_if_live(delivery=delivery, claimed_at=None):
-        successor_wake(delivery=delivery)  # done with: the next one held behind may go
-        return AttemptReport(AttemptResult.SKIPPED_LIVE, delivery_id)
-    if not delivery_claim(delivery=delivery, now=now, version=version):
-        refusal = delivery_claim_refused(delivery_id=delivery_id, now=now)
-        if refusal is Refusal.HELD and delivery_hold(delivery=delivery, now=now):
-            return AttemptReport(AttemptResult.HELD, delivery_id)
-        return AttemptReport(
-            AttemptResult.EARLY if refusal is Refusal.EARLY else AttemptResult.NOT_CLAIMED,
-            delivery_id,
-        )
-    if delivery_skip_if_live(delivery=delivery, claimed_at=now):
-        successor_wake(delivery=delivery)
-        return AttemptReport(AttemptResult.SKIPPED_LIVE, delivery_id)
-    # An older event than one the person already got here about the same subject.
-    if newer_delivered(delivery=delivery) and delivery_supersede(delivery=delivery, claimed_at=now):
-        successor_wake(delivery=delivery)
-        return AttemptReport(AttemptResult.SUPERSEDED, delivery_id)
+@dataclass(frozen=True)
+class _Call:
+    """A claimed member that passed every check and may call its provider."""
 
-    started_at = timezone.now()
-    clock = time.monotonic()
-    reason = ""
-    probe_failed = False
-    notification = delivery.notification
-    if not gate_seal_valid(
-        notification_id=notification.pk,
-        channel=delivery.channel,
-        target=delivery.target,
-        seal=delivery.gate_seal,
-    ):
-        result = SendResult.permanent(response="refused: this delivery did not pass the gate")
-        reason = Reason.NOT_GATED
-    elif version is None:
-        result = SendResult.permanent(response="no published template for this channel")
-        reason = Reason.NO_TEMPLATE
-    elif _past_deadline(delivery, started_at):
-        # Past its deadline (TTL) it is no longer useful: not sent late. Recorded as a
-        # failed try, which the retry policy turns into `expired` (the deadline is behind us).
-        result = SendResult.transient(
-            status_code="deadline", response="past its deadline; not sent"
-        )
-    else:
+    loaded: Loaded
+    admission: Admission
+    started_at: datetime
+
+
+def delivery_attempt(*, delivery_id: int) -> AttemptReport:
+    """Run one attempt of a delivery if it is due and unclaimed (a batch of one)."""
+    reports = deliveries_attempt(delivery_ids=[delivery_id])
+    if not reports:
+        raise Delivery.DoesNotExist(f"delivery {delivery_id} does not exist")
+    return reports[0]
+
+
+def deliveries_attempt(
+    *, delivery_ids: Sequence[int], between: Callable[[], object] | None = None
+) -> list[AttemptReport]:
+    """One attempt at each of these deliveries that is due and unclaimed; one report
+    each (ids that no longer exist have none).
+
+    Members are sent in per-recipient order. A member whose earlier batch-mate (same
+    person, same channel) did not go now waits behind it, as it would behind any earlier
+    delivery. `between` runs before each provider call (campaign work yields to login
+    codes there).
+
+    The batch goes in rounds (claim, send, record) of about NOTIFY_BATCH_ROUND_SECONDS
+    each: a round grows while the provider answers fast and shrinks to one member when
+    it is slow. So a pause or a cancel reaches the rest of a batch within a round (what
+    it holds is no longer claimable), and a worker killed mid-batch leaves at most one
+    round sent but not recorded — the window in which a send may be repeated, as a
+    single send has between the provider's answer and its record. A provider that sends
+    a batch in one call (FCM's multicast) takes the whole batch as one round.
+    """
+    loaded = sorted(deliveries_load(delivery_ids=delivery_ids).values(), key=_order_key)
+    reports: list[AttemptReport] = []
+    waiting: dict[tuple, tuple] = {}  # order lane -> the first of its members that did not go
+    size = settings.NOTIFY_BATCH_ROUND_START
+    channels = {item.delivery.channel for item in loaded}
+    if any(hasattr(provider_for(channel), "send_many") for channel in channels):
+        size = len(loaded)  # a multicast is one call: the batch is its one round
+    start = 0
+    while start < len(loaded):
+        members = loaded[start : start + size]
+        start += size
+        clock = time.monotonic()
+        reports.extend(_round(members, waiting, between))
+        size = _round_size_next(size, time.monotonic() - clock)
+    return reports
+
+
+def _round_size_next(size: int, elapsed: float) -> int:
+    """The next round's size: doubled while a round takes under half its time, cut in
+    proportion when it takes longer, never under one member."""
+    target = settings.NOTIFY_BATCH_ROUND_SECONDS
+    if elapsed < target / 2:
+        return size * 2
+    if elapsed > target:
+        return max(1, int(size * target / elapsed))
+    return size
+
+
+def _round(
+    members: Sequence[Loaded], waiting: dict[tuple, tuple], between: Callable[[], object] | None
+) -> list[AttemptReport]:
+    """Claim, check, send and record these members (statements: one claim, two to
+    record, whatever their number)."""
+    now = timezone.now()
+    reports: list[AttemptReport] = []
+    candidates: list[Loaded] = []
+    for item in members:
+        # A device live on the stream got the notification there; checked before the
+        # claim (no claim taken) and right after it (the claim is given back).
+        if delivery_skip_if_live(delivery=item.delivery, claimed_at=None):
+            successor_wake(delivery=item.delivery)  # done with: the next one may go
+            reports.append(_report(AttemptResult.SKIPPED_LIVE, item.delivery))
+        else:
+            candidates.append(item)
+    claimed = deliveries_claim(loaded=candidates, now=now)
+    checked: list[Loaded] = []
+    for item in candidates:
+        delivery = item.delivery
+        if delivery.pk not in claimed:
+            reports.append(_refused(item, now))
+            _did_not_go(waiting, item)
+        elif _behind(waiting, item):
+            reports.append(_wait_behind(delivery, now))
+        elif delivery_skip_if_live(delivery=delivery, claimed_at=now):
+            successor_wake(delivery=delivery)
+            reports.append(_report(AttemptResult.SKIPPED_LIVE, delivery))
+        elif newer_delivered(delivery=delivery) and delivery_supersede(
+            delivery=delivery, claimed_at=now
+        ):
+            # An older event than one the person already got here about the same subject.
+            successor_wake(delivery=delivery)
+            reports.append(_report(AttemptResult.SUPERSEDED, delivery))
+        else:
+            checked.append(item)
+    tries: list[Tried] = []
+    calls: list[_Call] = []
+    for item in checked:
+        delivery = item.delivery
+        started_at = timezone.now()
+        refused = _refused_before_call(item, started_at)
+        if refused is not None:
+            result, reason = refused
+            tries.append(_tried(item, result, reason, now, started_at, duration=0))
+            continue
+        if _behind(waiting, item):
+            reports.append(_wait_behind(delivery, now))
+            continue
         admission = provider_admission(
             channel=delivery.channel, queue=delivery.queue, target=delivery.target
         )
@@ -105,48 +183,217 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
                 wait_seconds=admission.wait_seconds,
                 why=admission.why,
             )
-            return AttemptReport(AttemptResult.POSTPONED, delivery.pk)
-        recipient = notification.recipient
-        context = build_context(
-            notification.payload,
-            recipient={
-                "user_id": recipient.user_id,
-                "locale": recipient.locale,
-                "timezone": recipient.timezone,
-            },
-        )
-        result, reason = _call_provider(delivery, version, context)
-        provider_outcome(breaker=admission.breaker, outcome=result.outcome)
-        probe_failed = admission.probe and result.outcome == AttemptOutcome.TRANSIENT
-    return attempt_record(
-        delivery,
-        result,
-        reason=reason,
-        claimed_at=now,
-        started_at=started_at,
-        duration=int((time.monotonic() - clock) * 1000),
-        uncharged=probe_failed,
-        held=held_ms(delivery=delivery, now=now),
+            _did_not_go(waiting, item)
+            reports.append(_report(AttemptResult.POSTPONED, delivery))
+            continue
+        calls.append(_Call(item, admission, started_at))
+    tries.extend(_provider_calls(calls, claimed_at=now, between=between))
+    return reports + attempts_record(tries)
+
+
+def _order_key(item: Loaded) -> tuple:
+    """Per-recipient order: by the event's time, then acceptance, then notification id."""
+    delivery = item.delivery
+    return (
+        delivery.occurred_at or delivery.accepted_at,
+        delivery.accepted_at,
+        str(delivery.notification_id),
+        delivery.pk,
     )
 
 
-def _past_deadline(delivery: Delivery, now: datetime) -> bool:
-    """A delivery whose deadline (the TTL, see `delivery_deadline`) has run out."""
-    return delivery.deadline is not None and now >= delivery.deadline
+def _order_lane(delivery: Delivery) -> tuple:
+    """Deliveries that keep an order among themselves: one person's, on one channel.
+    Rows from before per-recipient order keep none (a lane of their own)."""
+    if delivery.recipient_id is None:
+        return ("unordered", delivery.pk)
+    return (delivery.recipient_id, delivery.channel)
 
 
-def _call_provider(
-    delivery: Delivery, version: TemplateVersion, context: dict[str, Any]
-) -> tuple[SendResult, str]:
-    try:
-        if delivery.channel == "fcm":
-            return fcm_send_with_siblings(delivery, version, context), ""
-        return provider_for(delivery.channel).send(delivery, version, context), ""
-    except RenderLimitExceeded as error:  # before TemplateSyntaxError, its base
+def _did_not_go(waiting: dict[tuple, tuple], item: Loaded) -> None:
+    """Note that this member did not go now: its lane's later members wait behind it."""
+    lane, key = _order_lane(item.delivery), _order_key(item)
+    if lane not in waiting or key < waiting[lane]:
+        waiting[lane] = key
+
+
+def _behind(waiting: dict[tuple, tuple], item: Loaded) -> bool:
+    """An earlier member of this one's lane did not go now."""
+    first = waiting.get(_order_lane(item.delivery))
+    return first is not None and first < _order_key(item)
+
+
+def _report(result: AttemptResult, delivery: Delivery) -> AttemptReport:
+    return AttemptReport(result, delivery.pk, delivery.queue)
+
+
+def _refused(item: Loaded, now: datetime) -> AttemptReport:
+    """A claim refused: why, and what follows (an early message is put back, a held
+    delivery looks again later)."""
+    delivery = item.delivery
+    refusal = delivery_claim_refused(delivery_id=delivery.pk, now=now)
+    if refusal is Refusal.HELD and delivery_hold(delivery=delivery, now=now):
+        return _report(AttemptResult.HELD, delivery)
+    result = AttemptResult.EARLY if refusal is Refusal.EARLY else AttemptResult.NOT_CLAIMED
+    return _report(result, delivery)
+
+
+def _wait_behind(delivery: Delivery, claimed_at: datetime) -> AttemptReport:
+    """Claimed, but an earlier batch-mate to the same person on this channel did not go:
+    the claim is given back uncharged, and the delivery looks again shortly."""
+    delivery_postpone(
+        delivery=delivery,
+        claimed_at=claimed_at,
+        wait_seconds=hold_countdown(waited=0.0),
+        why="held for an earlier delivery",
+    )
+    return _report(AttemptResult.HELD, delivery)
+
+
+def _refused_before_call(item: Loaded, now: datetime) -> tuple[SendResult, str] | None:
+    """A member that must not reach its provider: not sealed by the gate, no template,
+    or past its deadline. None when it may go."""
+    delivery = item.delivery
+    if not gate_seal_valid(
+        notification_id=delivery.notification_id,
+        channel=delivery.channel,
+        target=delivery.target,
+        seal=delivery.gate_seal,
+    ):
+        refused = SendResult.permanent(response="refused: this delivery did not pass the gate")
+        return refused, Reason.NOT_GATED
+    if item.version is None:
+        return SendResult.permanent(response="no published template for this channel"), (
+            Reason.NO_TEMPLATE
+        )
+    if delivery.deadline is not None and now >= delivery.deadline:
+        # Past its deadline (TTL) it is no longer useful: not sent late. Recorded as a
+        # failed try, which the retry policy turns into `expired` (the deadline is behind us).
+        return SendResult.transient(
+            status_code="deadline", response="past its deadline; not sent"
+        ), ""
+    return None
+
+
+def _tried(
+    item: Loaded,
+    result: SendResult,
+    reason: str,
+    claimed_at: datetime,
+    started_at: datetime,
+    *,
+    duration: int,
+    uncharged: bool = False,
+) -> Tried:
+    delivery = item.delivery
+    return Tried(
+        delivery,
+        result,
+        reason,
+        claimed_at=claimed_at,
+        started_at=started_at,
+        duration=duration,
+        uncharged=uncharged,
+        held=held_ms(delivery=delivery, now=claimed_at),
+    )
+
+
+def _provider_calls(
+    calls: Sequence[_Call], *, claimed_at: datetime, between: Callable[[], object] | None
+) -> list[Tried]:
+    """Render and send each call, by its provider's batching rule: a provider with
+    `send_many` (FCM's multicast) takes the channel's members at once; the others take
+    them one after another on their kept session (one SMTP connection, one SMPP bind)."""
+    tries: list[Tried] = []
+    by_channel: dict[str, list[_Call]] = {}
+    for call in calls:
+        by_channel.setdefault(call.loaded.delivery.channel, []).append(call)
+    for channel, group in by_channel.items():
+        provider = provider_for(channel)
+        send_many = getattr(provider, "send_many", None)
+        if send_many is not None:
+            if between is not None:
+                between()
+            clock = time.monotonic()
+            items = [(c.loaded.delivery, c.loaded.version, _context(c)) for c in group]
+            try:
+                answers = send_many(items)
+            except Exception as error:  # the whole call failed: each member records it
+                answers = [error] * len(group)
+            results = [
+                _classify_raised(a, c.loaded.delivery) if isinstance(a, Exception) else (a, "")
+                for c, a in zip(group, answers, strict=True)
+            ]
+            duration = int((time.monotonic() - clock) * 1000)
+            for call, (result, reason) in zip(group, results, strict=True):
+                tries.append(_after_call(call, result, reason, claimed_at, duration))
+            continue
+        for position, call in enumerate(group, start=1):
+            if between is not None:
+                between()
+            clock = time.monotonic()
+            delivery = call.loaded.delivery
+            try:
+                result, reason = provider.send(delivery, call.loaded.version, _context(call)), ""
+            except Exception as error:
+                result, reason = _classify_raised(error, delivery)
+            duration = int((time.monotonic() - clock) * 1000)
+            if result.outcome == AttemptOutcome.DELIVERED and position < len(group):
+                # Recorded only with its round: until then, the mark speaks for it.
+                sent_mark(
+                    delivery_id=delivery.pk,
+                    claimed_at=claimed_at,
+                    provider_message_id=result.provider_message_id,
+                )
+            tries.append(_after_call(call, result, reason, claimed_at, duration))
+    return tries
+
+
+def _context(call: _Call) -> dict:
+    notification = call.loaded.delivery.notification
+    return recipient_context(notification.payload, notification.recipient)
+
+
+def _after_call(
+    call: _Call, result: SendResult, reason: str, claimed_at: datetime, duration: int
+) -> Tried:
+    """Tell the breaker how the call went, and make the try to record."""
+    provider_outcome(breaker=call.admission.breaker, outcome=result.outcome)
+    probe_failed = call.admission.probe and result.outcome == AttemptOutcome.TRANSIENT
+    return _tried(
+        call.loaded,
+        result,
+        reason,
+        claimed_at,
+        call.started_at,
+        duration=duration,
+        uncharged=probe_failed,
+    )
+
+
+def _classify_raised(error: Exception, delivery: Delivery) -> tuple[SendResult, str]:
+    """A provider call that raised: a template error fails for good (with its reason);
+    anything else is a bug or an unclassified failure, recorded and retried."""
+    if isinstance(error, RenderLimitExceeded):  # before TemplateSyntaxError, its base
         return SendResult.permanent(response=f"template error: {error}"), Reason.RENDER_LIMIT
-    except TemplateSyntaxError as error:
+    if isinstance(error, TemplateSyntaxError):
         return SendResult.permanent(response=f"template error: {error}"), Reason.RENDER_ERROR
-    except Exception as error:  # a bug or an unclassified failure: recorded, then retried
-        logger.exception("delivery %s: provider raised", delivery.pk)
-        text = "".join(traceback.format_exception_only(error)).strip()
-        return SendResult.transient(status_code=type(error).__name__, response=text), ""
+    logger.exception("delivery %s: provider raised", delivery.pk, exc_info=error)
+    text = "".join(traceback.format_exception_only(error)).strip()
+    return SendResult.transient(status_code=type(error).__name__, response=text), ""
+
+
+def campaign_yield_due() -> Callable[[], object]:
+    """A `between` for a low batch: at most every NOTIFY_CAMPAIGN_YIELD_CHECK seconds,
+    give the turn back and wait again while login codes are in flight, so a long
+    campaign batch yields inside as a short task would between tasks."""
+    last = [time.monotonic()]
+
+    def between() -> None:
+        if time.monotonic() - last[0] < settings.NOTIFY_CAMPAIGN_YIELD_CHECK:
+            return
+        low_work_done()
+        low_work_yield()
+        last[0] = time.monotonic()
+
+    return between

@@ -9,6 +9,7 @@ notification reached it there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -49,7 +50,9 @@ _NOTIFICATION = ModelColumns(Notification, "n")
 _RECIPIENT = ModelColumns(Recipient, "r")
 _CATEGORY = ModelColumns(Category, "c")
 # Written once rather than built by the ORM per call (see notify/rows.py). The
-# notification is joined in the delivery's month, so only that partition is read.
+# notification is joined in the delivery's month, so only that partition is read. One
+# statement loads a whole batch; its text does not depend on the batch's size, so it is
+# prepared once.
 LOAD_SQL = f"""
     SELECT {_DELIVERY.sql}, {_NOTIFICATION.sql}, {_RECIPIENT.sql}, {_CATEGORY.sql},
            {published_choices_sql(category_column="n.category_id", channel_column="d.channel").sql}
@@ -57,24 +60,31 @@ LOAD_SQL = f"""
       JOIN notify_notification n ON n.id = d.notification_id AND n.created_at = d.accepted_at
       JOIN notify_recipient r ON r.id = n.recipient_id
       JOIN notify_category c ON c.id = n.category_id
-     WHERE d.id = %(id)s
+     WHERE d.id = ANY(%(ids)s::bigint[])
 """
 
 
-def delivery_load(*, delivery_id: int) -> Loaded | None:
-    """One statement: the delivery, what it belongs to, and which versions are published."""
+def deliveries_load(*, delivery_ids: Sequence[int]) -> dict[int, Loaded]:
+    """One statement for a batch: each delivery with what it belongs to and the template
+    version an attempt would use. Ids that do not exist are missing from the answer."""
     with connection.cursor() as cursor:
-        cursor.execute(LOAD_SQL, {"id": delivery_id})
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    delivery, published = _loaded_rows(row)
-    if delivery.template_version_id is not None:
-        version = template_version_cached(delivery.template_version_id)
-    else:
-        locale = delivery.notification.recipient.locale
-        version = published_version_pick(published, locale=locale)
-    return Loaded(delivery, version)
+        cursor.execute(LOAD_SQL, {"ids": list(delivery_ids)})
+        rows = cursor.fetchall()
+    loaded: dict[int, Loaded] = {}
+    for row in rows:
+        delivery, published = _loaded_rows(row)
+        if delivery.template_version_id is not None:
+            version = template_version_cached(delivery.template_version_id)
+        else:
+            locale = delivery.notification.recipient.locale
+            version = published_version_pick(published, locale=locale)
+        loaded[delivery.pk] = Loaded(delivery, version)
+    return loaded
+
+
+def delivery_load(*, delivery_id: int) -> Loaded | None:
+    """One delivery, loaded as `deliveries_load` loads a batch."""
+    return deliveries_load(delivery_ids=[delivery_id]).get(delivery_id)
 
 
 def _loaded_rows(row: tuple) -> tuple[Delivery, list]:
@@ -89,50 +99,60 @@ def _loaded_rows(row: tuple) -> tuple[Delivery, list]:
 
 
 # queued|retrying -> sending, when due and clear of an earlier delivery to the same person
-# (ORDER_CLEAR_SQL). Written once as SQL rather than built by the ORM at every call:
-# compiling the nested order probes cost the sender more CPU than anything else it did.
-# The month (accepted_at) is given so PostgreSQL plans and updates one partition; the
-# first claim pins the template version (a retry keeps the pinned one).
+# (ORDER_CLEAR_SQL), for a whole batch in one statement. Written once as SQL rather than
+# built by the ORM at every call: compiling the nested order probes cost the sender more
+# CPU than anything else it did. Each delivery's month (accepted_at) is given so
+# PostgreSQL plans and updates one partition per row; the first claim pins the template
+# version (a retry keeps the pinned one). An earlier delivery to the same person that is
+# in the same batch does not hold a later one: the batch sends its members in order.
 CLAIM_SQL = f"""
     UPDATE deliveries_delivery AS d
        SET status = '{DeliveryStatus.SENDING.value}', claimed_at = %(now)s, held_since = NULL,
            attempts = d.attempts + 1, updated_at = %(now)s,
-           template_version_id = COALESCE(d.template_version_id, %(version_id)s)
-     WHERE d.id = %(id)s AND d.accepted_at = %(accepted_at)s
+           template_version_id = COALESCE(d.template_version_id, v.version_id)
+      FROM unnest(%(ids)s::bigint[], %(months)s::timestamptz[], %(versions)s::bigint[])
+           AS v(id, month, version_id)
+     WHERE d.id = v.id AND d.accepted_at = v.month
        AND d.status IN ({", ".join(f"'{s.value}'" for s in CLAIMABLE_STATUSES)})
        AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= %(now)s)
        AND {ORDER_CLEAR_SQL}
+    RETURNING d.id
 """
 
 
-def delivery_claim(*, delivery: Delivery, now: datetime, version: TemplateVersion | None) -> bool:
-    """Take the delivery for one attempt; False when it is not ours to send now (taken,
-    early, or held for an earlier delivery: see `delivery_claim_refused`).
+def deliveries_claim(*, loaded: Sequence[Loaded], now: datetime) -> set[int]:
+    """Take a batch's deliveries for one attempt each, in one statement; returns the ids
+    claimed. The others are not ours to send now (taken, early, or held for an earlier
+    delivery: see `delivery_claim_refused`).
 
     The claim pins the template version on the first attempt, so retries and history
-    show the text that was used. On success `delivery` reflects the claim; its
+    show the text that was used. Each claimed delivery reflects its claim; its
     `held_since` is left as loaded, for the attempt row (the row's is cleared).
     """
+    if not loaded:
+        return set()
     with connection.cursor() as cursor:
         cursor.execute(
             CLAIM_SQL,
             {
-                "id": delivery.pk,
-                "accepted_at": delivery.accepted_at,
+                "ids": [item.delivery.pk for item in loaded],
+                "months": [item.delivery.accepted_at for item in loaded],
+                "versions": [item.version.pk if item.version else None for item in loaded],
                 "now": now,
                 "waited_enough": order_wait_since(now=now),
-                "version_id": version.pk if version is not None else None,
             },
         )
-        claimed = cursor.rowcount
-    if claimed != 1:
-        return False
-    delivery.status = DeliveryStatus.SENDING
-    delivery.claimed_at = now
-    delivery.attempts += 1
-    if delivery.template_version_id is None and version is not None:
-        delivery.template_version = version
-    return True
+        claimed = {row[0] for row in cursor.fetchall()}
+    for item in loaded:
+        if item.delivery.pk not in claimed:
+            continue
+        delivery = item.delivery
+        delivery.status = DeliveryStatus.SENDING
+        delivery.claimed_at = now
+        delivery.attempts += 1
+        if delivery.template_version_id is None and item.version is not None:
+            delivery.template_version = item.version
+    return claimed
 
 
 def delivery_skip_if_live(*, delivery: Delivery, claimed_at: datetime | None) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from django.conf import settings
 from django.utils import timezone
@@ -10,7 +11,7 @@ from django.utils import timezone
 from deliveries.fairness import push_drop_record, push_slot_member, push_slot_take
 from deliveries.models import Delivery, DeliveryStatus, Reason
 from deliveries.retry import PUSH_CHANNELS
-from notify.broker import publish_task
+from notify.broker import batch_size_for, chunked, publish_task
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,61 @@ def delivery_enqueue(
     if mark_enqueued:
         Delivery.objects.filter(pk=delivery_id).update(enqueued_at=timezone.now())
     return True
+
+
+def deliveries_enqueue(*, started: Sequence[tuple[int, str, str]], push_owners: dict) -> int:
+    """Publish the send messages of freshly routed deliveries (call after commit), one
+    message per channel and queue for each batch of ids; returns how many were sent.
+
+    `started` holds (delivery id, channel, queue); `push_owners` maps a push delivery's
+    id to its (recipient id, notification id), for the per-recipient push limit, which
+    admits each push on its own. `enqueued_at` was written with the rows; if a publish
+    fails, it is cleared for that batch so the sweeper picks it up soon.
+    """
+    lanes: dict[tuple[str, str], list[int]] = {}
+    for delivery_id, channel, queue in started:
+        if channel in PUSH_CHANNELS and not _push_slot_admits(
+            delivery_id=delivery_id,
+            channel=channel,
+            countdown=None,
+            retry=False,
+            owner=push_owners.get(delivery_id),
+        ):
+            continue
+        lanes.setdefault((channel, queue), []).append(delivery_id)
+    sent = 0
+    for (channel, queue), ids in lanes.items():
+        # FCM takes a notification's devices (and a campaign's) in one multicast.
+        size = settings.NOTIFY_FCM_BATCH_SIZE if channel == "fcm" else batch_size_for(queue)
+        for batch in chunked(ids, size):
+            try:
+                publish_task(
+                    SEND_TASK,
+                    args=[batch],
+                    queue=queue,
+                    priority=settings.NOTIFY_PRIORITY_FIRST_ATTEMPT,
+                )
+            except Exception:  # the broker is away: the rows are the record
+                logger.exception("deliveries %s: publish failed; the sweeper will resend", batch)
+                Delivery.objects.filter(pk__in=batch).update(enqueued_at=None)
+                continue
+            sent += len(batch)
+    return sent
+
+
+def delivery_dead_letter(*, delivery_id: int, queue: str) -> None:
+    """A member of a send batch ended dead: publish a message of its own that its worker
+    rejects on arrival, so RabbitMQ dead-letters it as it does a single send's."""
+    try:
+        publish_task(
+            SEND_TASK,
+            args=[delivery_id],
+            kwargs={"dead_letter": True},
+            queue=queue,
+            priority=settings.NOTIFY_PRIORITY_RETRY,
+        )
+    except Exception:  # the delivery is `dead` and shown in admin either way
+        logger.exception("delivery %s: could not publish its dead letter", delivery_id)
 
 
 def _push_slot_admits(

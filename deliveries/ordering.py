@@ -65,6 +65,9 @@ def _before_sql(row: str, occurred: str, accepted: str, tiebreak: str) -> str:
 # that a prepared statement's plan can use it; and `notif_unrouted_order`) bounded by
 # what that person has in flight, not scans. Rows from before ordering existed have no
 # recipient and are never held.
+# An earlier delivery in the claim's own batch (%(ids)s) does not hold a later one: the
+# batch sends its members in order, and gives a member back when an earlier batch-mate
+# was not claimed (`batch_order_holds`).
 ORDER_CLEAR_SQL = f"""(
     d.recipient_id IS NULL
     OR d.held_since <= %(waited_enough)s
@@ -74,6 +77,7 @@ ORDER_CLEAR_SQL = f"""(
              WHERE e.recipient_id = d.recipient_id AND e.channel = d.channel
                AND {ON_ITS_WAY_SQL}
                AND {_before_sql("e", "occurred_at", "accepted_at", "notification_id")}
+               AND e.id <> ALL(%(ids)s::bigint[])
         )
         AND NOT EXISTS (
             SELECT 1 FROM notify_notification n
@@ -219,15 +223,15 @@ def successor_wake_sql(*, delivery: Delivery) -> tuple[str, dict[str, Any]] | No
     }
 
 
-def successor_enqueue(*, delivery: Delivery, woken: int, queue: str) -> None:
-    """Publish the send of the delivery woken behind `delivery` (call after commit)."""
+def successor_enqueue(*, channel: str, woken: int, queue: str) -> None:
+    """Publish the send of a delivery woken on `channel` (call after commit)."""
     delivery_enqueue(
         delivery_id=woken,
-        channel=delivery.channel,
+        channel=channel,
         queue=queue,
         # A push goes as a retry: without a free push slot it waits for the sweeper
         # instead of being dropped.
-        retry=delivery.channel in PUSH_CHANNELS,
+        retry=channel in PUSH_CHANNELS,
         push_owner=None,
         mark_enqueued=False,
     )
@@ -237,7 +241,7 @@ def successor_wake(*, delivery: Delivery) -> int | None:
     """The delivery is done with without an attempt row (superseded): publish the next
     one held behind it for the same person and channel at once, rather than leave it to
     its countdown, so a burst to one person goes out one after another without gaps.
-    (After a try, `attempt_record` does the same inside the attempt row's INSERT.)
+    (After a try, `attempts_record` does the same inside the attempt row's INSERT.)
 
     One statement; returns the id of the delivery woken, if any. The woken one is
     checked again by its claim as usual.
@@ -252,5 +256,5 @@ def successor_wake(*, delivery: Delivery) -> int | None:
     if row is None:
         return None
     woken, queue = row
-    successor_enqueue(delivery=delivery, woken=woken, queue=queue)
+    successor_enqueue(channel=delivery.channel, woken=woken, queue=queue)
     return woken

@@ -4,6 +4,7 @@ together, and what follows (a retry message, the category's fallback channel).""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -11,14 +12,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from deliveries.channels.base import SendResult
 from deliveries.enqueue import delivery_enqueue
 from deliveries.fairness import push_slot_member, push_slot_release
 from deliveries.models import AttemptOutcome, Delivery, DeliveryAttempt, DeliveryStatus, Reason
-from deliveries.ordering import successor_enqueue, successor_wake_sql
+from deliveries.ordering import ON_ITS_WAY_SQL, successor_enqueue
 from deliveries.outcome_log import delivery_outcome_log
 from deliveries.retry import PUSH_CHANNELS, RetryDecision, RetryKind, decide_retry
 from deliveries.routing import notification_fallback
@@ -45,6 +45,27 @@ class AttemptResult(Enum):
 class AttemptReport:
     result: AttemptResult
     delivery_id: int
+    queue: str = ""  # the delivery's queue class, for a dead letter of a batch member
+
+
+@dataclass(frozen=True)
+class Tried:
+    """One claimed delivery's try, to be recorded (see `attempts_record`).
+
+    `uncharged`: a failed half-open probe. The provider is still down, so the delivery
+    waits out another cool-down like the others, and the try is not counted against
+    its budget (a long outage must not kill whichever delivery happened to probe).
+    `held`: milliseconds it was held back for an earlier delivery before this try.
+    """
+
+    delivery: Delivery
+    result: SendResult
+    reason: str
+    claimed_at: datetime
+    started_at: datetime
+    duration: int
+    uncharged: bool = False
+    held: int = 0
 
 
 def attempt_record(
@@ -58,135 +79,219 @@ def attempt_record(
     uncharged: bool = False,
     held: int = 0,
 ) -> AttemptReport:
-    """Write the attempt row and the delivery's next state in one transaction (and wake
-    the next delivery held behind this one: it is no longer on its way).
+    """Record one try (see `attempts_record`)."""
+    tried = Tried(delivery, result, reason, claimed_at, started_at, duration, uncharged, held)
+    return attempts_record([tried])[0]
 
-    `uncharged`: a failed half-open probe. The provider is still down, so the delivery
-    waits out another cool-down like the others, and the try is not counted against
-    its budget (a long outage must not kill whichever delivery happened to probe).
-    `held`: milliseconds it was held back for an earlier delivery before this try.
+
+def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
+    """Write every try's attempt row and its delivery's next state, for a whole batch in
+    one transaction of two statements, and wake the next delivery held behind each (it
+    is no longer on its way).
+
+    Each delivery gets its own next state and, when it is retried, its own countdown:
+    one member's failure never fails or retries its batch-mates. Only the holder of the
+    current claim writes an outcome; a sweeper may have given a stale claim to someone
+    else meanwhile (the attempt row is kept either way).
     """
+    if not tries:
+        return []
     now = timezone.now()
-    outcome, changes, countdown = _next_state(delivery, result, reason, uncharged, now)
-    if delivery.channel in PUSH_CHANNELS:
-        # This job is over; a retry takes a slot again when it is queued (after commit).
+    planned = [(tried, *_next_state(tried, now)) for tried in tries]
+    _push_slots_release([t.delivery for t in tries if t.delivery.channel in PUSH_CHANNELS])
+    with transaction.atomic():
+        woken = _attempts_insert_and_wake(tries, now)
+        updated = _outcomes_update(planned, now)
+        for queue, channel, woken_id in woken:
+            transaction.on_commit(
+                lambda w=woken_id, q=queue, c=channel: successor_enqueue(
+                    channel=c, woken=w, queue=q
+                )
+            )
+        for tried, outcome, _, countdown in planned:
+            delivery = tried.delivery
+            if delivery.pk not in updated:
+                continue
+            if tried.result.hard_bounce:
+                # The address itself is dead: later deliveries to it are not tried.
+                address_suppress(
+                    channel=delivery.channel,
+                    address=delivery.target,
+                    evidence=_error_text(tried.result),
+                )
+            if countdown is not None:
+                transaction.on_commit(lambda d=delivery, c=countdown: _retry_enqueue(d, c))
+            if (
+                outcome is AttemptResult.DEAD
+                and delivery.channel in settings.NOTIFY_FALLBACK_FROM_CHANNELS
+            ):
+                transaction.on_commit(
+                    lambda n=delivery.notification_id, c=delivery.channel: notification_fallback(
+                        notification_id=n, failed_channel=c
+                    )
+                )
+    reports = []
+    for tried, outcome, changes, _ in planned:
+        delivery = tried.delivery
+        if delivery.pk not in updated:
+            logger.warning(
+                "delivery %s: claim was taken over; outcome %s kept as attempt only",
+                delivery.pk,
+                tried.result.outcome,
+            )
+        delivery_outcome_log(
+            delivery, status=changes["status"], reason=changes["reason"] or "",
+            duration=tried.duration,
+        )  # fmt: skip
+        reports.append(AttemptReport(outcome, delivery.pk, delivery.queue))
+    return reports
+
+
+def _push_slots_release(deliveries: Sequence[Delivery]) -> None:
+    """These push jobs are over; a retry takes a slot again when it is queued."""
+    for delivery in deliveries:
         member = push_slot_member(
             channel=delivery.channel,
             delivery_id=delivery.pk,
             notification_id=delivery.notification_id,
         )
         push_slot_release(recipient_id=delivery.notification.recipient_id, member=member)
-    with transaction.atomic():
-        woken = _attempt_insert_and_wake(
-            delivery,
-            result,
-            started_at=started_at,
-            duration=duration,
-            held=held,
-        )
-        if woken is not None:  # the next delivery held behind this one may go now
-            transaction.on_commit(
-                lambda: successor_enqueue(delivery=delivery, woken=woken[0], queue=woken[1])
-            )
-        # Only the holder of the current claim writes the outcome; a sweeper may have
-        # given a stale claim to someone else meanwhile.
-        updated = Delivery.objects.filter(
-            pk=delivery.pk,
-            accepted_at=delivery.accepted_at,  # one partition to plan and update
-            status=DeliveryStatus.SENDING,
-            claimed_at=claimed_at,
-        ).update(**changes)
-        if updated and result.hard_bounce:
-            # The address itself is dead: later deliveries to it are not tried.
-            address_suppress(
-                channel=delivery.channel, address=delivery.target, evidence=_error_text(result)
-            )
-        if updated and countdown is not None:
-            owner = (delivery.notification.recipient_id, delivery.notification_id)
-            transaction.on_commit(
-                lambda: delivery_enqueue(
-                    delivery_id=delivery.pk,
-                    channel=delivery.channel,
-                    queue=delivery.queue,
-                    countdown=countdown,
-                    retry=True,
-                    push_owner=owner,
-                )
-            )
-        if (
-            updated
-            and outcome is AttemptResult.DEAD
-            and delivery.channel in settings.NOTIFY_FALLBACK_FROM_CHANNELS
-        ):
-            notification_id, channel = delivery.notification_id, delivery.channel
-            transaction.on_commit(
-                lambda: notification_fallback(
-                    notification_id=notification_id, failed_channel=channel
-                )
-            )
-    if not updated:
-        logger.warning(
-            "delivery %s: claim was taken over; outcome %s kept as attempt only",
-            delivery.pk,
-            result.outcome,
-        )
-    delivery_outcome_log(
-        delivery,
-        status=changes.get("status", ""),
-        reason=changes.get("reason", ""),
-        duration=duration,
+
+
+def _retry_enqueue(delivery: Delivery, countdown: float) -> None:
+    delivery_enqueue(
+        delivery_id=delivery.pk,
+        channel=delivery.channel,
+        queue=delivery.queue,
+        countdown=countdown,
+        retry=True,
+        push_owner=(delivery.notification.recipient_id, delivery.notification_id),
     )
-    return AttemptReport(outcome, delivery.pk)
 
 
-def _attempt_insert_and_wake(
-    delivery: Delivery, result: SendResult, *, started_at: datetime, duration: int, held: int
-) -> tuple[int, str] | None:
-    """Insert the attempt row and, in the same statement, wake the next delivery held
-    behind this one (deliveries/ordering.py); returns the woken (id, queue), if any.
-
-    One statement: per-recipient order costs a send no round trip of its own. The woken
-    one's message is published after commit, when this delivery's outcome is visible.
-    """
-    params: dict[str, Any] = {
-        "delivery": delivery.pk,
-        "number": delivery.attempts,
-        "started_at": started_at,
-        "duration": duration,
-        "outcome": result.outcome,
-        "status_code": result.status_code[:32],
-        "response": result.response,
-        "held": held,
-        "accepted_at": delivery.accepted_at,
-    }
-    insert = f"""
+# The attempt rows of a batch, and the wake of the next delivery held behind each one
+# that is done with (deliveries/ordering.py), in one statement: per-recipient order costs
+# a send no round trip of its own. Arrays, not a VALUES list, so the text is the same for
+# every batch size and is prepared once. A data-modifying CTE runs whether or not the
+# final SELECT reads it.
+_ATTEMPTS_SQL = f"""
+    WITH attempt AS (
         INSERT INTO {DeliveryAttempt._meta.db_table}
             (delivery_id, number, started_at, duration_ms, outcome, status_code, response,
              held_ms, accepted_at)
-        VALUES (%(delivery)s, %(number)s, %(started_at)s, %(duration)s, %(outcome)s,
-                %(status_code)s, %(response)s, %(held)s, %(accepted_at)s)
-    """
-    wake = successor_wake_sql(delivery=delivery)
+        SELECT * FROM unnest(%(delivery)s::bigint[], %(number)s::int[],
+                             %(started_at)s::timestamptz[], %(duration)s::int[],
+                             %(outcome)s::text[], %(status_code)s::text[], %(response)s::text[],
+                             %(held)s::int[], %(accepted_at)s::timestamptz[])
+        RETURNING 1
+    ), done AS (
+        SELECT * FROM unnest(%(w_recipient)s::bigint[], %(w_channel)s::text[],
+                             %(w_occurred)s::timestamptz[], %(w_accepted)s::timestamptz[],
+                             %(w_notification)s::uuid[])
+               AS f(recipient_id, channel, occurred_at, accepted_at, notification_id)
+         WHERE f.recipient_id IS NOT NULL
+    ), woken AS (
+        UPDATE {Delivery._meta.db_table} SET enqueued_at = %(now)s
+         WHERE id IN (
+            SELECT (SELECT e.id FROM {Delivery._meta.db_table} e
+                     WHERE e.recipient_id = f.recipient_id AND e.channel = f.channel
+                       AND {ON_ITS_WAY_SQL}
+                       AND e.held_since IS NOT NULL
+                       AND (e.occurred_at, e.accepted_at, e.notification_id)
+                           > (f.occurred_at, f.accepted_at, f.notification_id)
+                     ORDER BY e.occurred_at, e.accepted_at, e.notification_id
+                     LIMIT 1)
+              FROM done f)
+        RETURNING queue, channel, id
+    )
+    SELECT queue, channel, id FROM woken
+"""
+
+
+def _attempts_insert_and_wake(tries: Sequence[Tried], now: datetime) -> list[tuple]:
+    """Insert the attempt rows and wake what was held behind them; returns the woken
+    (queue, channel, id). Their messages are published after commit, when these
+    deliveries' outcomes are visible."""
+    ordered = [t.delivery for t in tries]  # rows from before per-recipient order: no wake
+    params: dict[str, Any] = {
+        "delivery": [t.delivery.pk for t in tries],
+        "number": [t.delivery.attempts for t in tries],
+        "started_at": [t.started_at for t in tries],
+        "duration": [t.duration for t in tries],
+        "outcome": [str(t.result.outcome) for t in tries],
+        "status_code": [t.result.status_code[:32] for t in tries],
+        "response": [t.result.response for t in tries],
+        "held": [t.held for t in tries],
+        "accepted_at": [t.delivery.accepted_at for t in tries],
+        "w_recipient": [d.recipient_id for d in ordered],
+        "w_channel": [d.channel for d in ordered],
+        "w_occurred": [d.occurred_at for d in ordered],
+        "w_accepted": [d.accepted_at for d in ordered],
+        "w_notification": [d.notification_id for d in ordered],
+        "now": now,
+    }
     with connection.cursor() as cursor:
-        if wake is None:
-            cursor.execute(insert, params)
-            return None
-        wake_sql, wake_params = wake
-        # A data-modifying CTE runs exactly once whether or not the query reads it.
-        cursor.execute(
-            f"WITH woken AS ({wake_sql}), attempt AS ({insert} RETURNING 1) "
-            "SELECT woken.id, woken.queue FROM attempt LEFT JOIN woken ON true",
-            {**params, **wake_params},
-        )
-        row = cursor.fetchone()
-    return (row[0], row[1]) if row and row[0] is not None else None
+        cursor.execute(_ATTEMPTS_SQL, params)
+        return list(cursor.fetchall())
 
 
-def _next_state(
-    delivery: Delivery, result: SendResult, reason: str, uncharged: bool, now: datetime
-) -> tuple[AttemptResult, dict[str, Any], float | None]:
-    """(what happened, the delivery's changes, a retry countdown to publish or None)."""
-    changes: dict[str, Any] = {"updated_at": now, "last_error": ""}
+# Every delivery's next state in one statement. A NULL keeps the column as it is (a
+# retry keeps its reason, a failure its provider message id); `clear_enqueued` drops
+# `enqueued_at` for a wait the sweeper owns; `bump` moves the attempt budget past an
+# uncharged probe.
+_OUTCOMES_SQL = f"""
+    UPDATE {Delivery._meta.db_table} AS d
+       SET status = v.status, updated_at = %(now)s, last_error = v.last_error,
+           reason = COALESCE(v.reason, d.reason),
+           provider_message_id = COALESCE(v.provider_message_id, d.provider_message_id),
+           finished_at = COALESCE(v.finished_at, d.finished_at),
+           next_attempt_at = COALESCE(v.next_attempt_at, d.next_attempt_at),
+           enqueued_at = CASE WHEN v.clear_enqueued THEN NULL ELSE d.enqueued_at END,
+           attempt_budget_from = d.attempt_budget_from + v.bump
+      FROM unnest(%(id)s::bigint[], %(month)s::timestamptz[], %(claimed_at)s::timestamptz[],
+                  %(status)s::text[], %(last_error)s::text[], %(reason)s::text[],
+                  %(provider_message_id)s::text[], %(finished_at)s::timestamptz[],
+                  %(next_attempt_at)s::timestamptz[], %(clear_enqueued)s::boolean[],
+                  %(bump)s::int[])
+           AS v(id, month, claimed_at, status, last_error, reason, provider_message_id,
+                finished_at, next_attempt_at, clear_enqueued, bump)
+     WHERE d.id = v.id AND d.accepted_at = v.month
+       AND d.status = '{DeliveryStatus.SENDING.value}' AND d.claimed_at = v.claimed_at
+    RETURNING d.id
+"""
+
+
+def _outcomes_update(planned: Sequence[tuple], now: datetime) -> set[int]:
+    """Write each delivery's next state (only where its claim is still ours)."""
+    columns: dict[str, list] = {
+        name: []
+        for name in ("id", "month", "claimed_at", "status", "last_error", "reason",
+                     "provider_message_id", "finished_at", "next_attempt_at",
+                     "clear_enqueued", "bump")
+    }  # fmt: skip
+    for tried, _, changes, _ in planned:
+        columns["id"].append(tried.delivery.pk)
+        columns["month"].append(tried.delivery.accepted_at)
+        columns["claimed_at"].append(tried.claimed_at)
+        for name in ("status", "last_error", "reason", "provider_message_id", "finished_at",
+                     "next_attempt_at"):  # fmt: skip
+            columns[name].append(changes.get(name))
+        columns["clear_enqueued"].append(changes.get("clear_enqueued", False))
+        columns["bump"].append(changes.get("bump", 0))
+    with connection.cursor() as cursor:
+        cursor.execute(_OUTCOMES_SQL, {**columns, "now": now})
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _next_state(tried: Tried, now: datetime) -> tuple[AttemptResult, dict[str, Any], float | None]:
+    """(what happened, the delivery's changes, a retry countdown to publish or None).
+
+    The changes name only what the outcome sets; `_outcomes_update` keeps the rest.
+    """
+    delivery, result = tried.delivery, tried.result
+    # A retry counts from when its own try ended, not from when its round was recorded.
+    tried_at = min(now, tried.started_at + timedelta(milliseconds=tried.duration))
+    changes: dict[str, Any] = {"last_error": "", "reason": None}
     if result.outcome == AttemptOutcome.DELIVERED:
         changes.update(
             status=DeliveryStatus.DELIVERED,
@@ -198,22 +303,22 @@ def _next_state(
     if result.outcome == AttemptOutcome.PERMANENT:
         changes.update(
             status=DeliveryStatus.FAILED,
-            reason=reason or Reason.REJECTED,
+            reason=tried.reason or Reason.REJECTED,
             last_error=_error_text(result),
             finished_at=now,
         )
         return AttemptResult.FAILED, changes, None
     if result.give_up:
         decision = RetryDecision(RetryKind.EXHAUSTED)
-    elif uncharged:
+    elif tried.uncharged:
         cooldown = settings.NOTIFY_BREAKER_COOLDOWN
-        decision = RetryDecision(RetryKind.RETRY, cooldown, now + timedelta(seconds=cooldown))
-        changes["attempt_budget_from"] = F("attempt_budget_from") + 1
+        decision = RetryDecision(RetryKind.RETRY, cooldown, tried_at + timedelta(seconds=cooldown))
+        changes["bump"] = 1
     else:
         decision = decide_retry(
             channel=delivery.channel,
             attempt=delivery.attempts - delivery.attempt_budget_from,
-            now=now,
+            now=tried_at,
             deadline=delivery.deadline,
             retry_after=result.retry_after,
         )
@@ -222,7 +327,7 @@ def _next_state(
         changes.update(status=DeliveryStatus.RETRYING, next_attempt_at=decision.next_attempt_at)
         if decision.delay <= settings.NOTIFY_RETRY_COUNTDOWN_MAX:
             return AttemptResult.RETRY_SCHEDULED, changes, decision.delay
-        changes["enqueued_at"] = None  # no message: the sweeper owns this wait
+        changes["clear_enqueued"] = True  # no message: the sweeper owns this wait
         return AttemptResult.RETRY_SCHEDULED, changes, None
     if decision.kind is RetryKind.EXHAUSTED:
         changes.update(status=DeliveryStatus.DEAD, reason=Reason.RETRIES_EXHAUSTED, finished_at=now)

@@ -1,4 +1,4 @@
-"""The route's first statement: lock the notification and read what routing needs.
+"""The route's first statement: lock the notifications and read what routing needs.
 
 One statement, written once as SQL (see notify/rows.py): the notification locked for
 the route's transaction, with its recipient and category, which in-app template versions
@@ -7,6 +7,8 @@ hard-bounce list (as `suppression_key` strings, see deliveries/suppression.py).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from django.db import connection
 
@@ -27,7 +29,8 @@ LOCK_SQL = f"""
       FROM notify_notification n
       JOIN notify_recipient r ON r.id = n.recipient_id
       JOIN notify_category c ON c.id = n.category_id
-     WHERE n.id = %(id)s
+     WHERE n.id = ANY(%(ids)s::uuid[])
+     ORDER BY n.id
        FOR UPDATE OF n
 """
 
@@ -36,15 +39,25 @@ def notification_lock(*, notification_id: object) -> Notification:
     """The notification, locked until the transaction ends, with `recipient` and
     `category` loaded, `inapp_published` ([[locale, version id], …]) and `suppressed`
     (the recipient's bounced addresses). Raises Notification.DoesNotExist."""
-    with connection.cursor() as cursor:
-        cursor.execute(LOCK_SQL, {"id": notification_id})
-        row = cursor.fetchone()
-    if row is None:
+    found = notifications_lock(notification_ids=[notification_id])
+    if not found:
         raise Notification.DoesNotExist(f"notification {notification_id} does not exist")
-    (notification, recipient, category), rest = instances_split(
-        row, _NOTIFICATION, _RECIPIENT, _CATEGORY
-    )
-    related_cache(notification, "recipient", recipient)
-    related_cache(notification, "category", category)
-    notification.inapp_published, notification.suppressed = rest
-    return notification
+    return found[0]
+
+
+def notifications_lock(*, notification_ids: Sequence[object]) -> list[Notification]:
+    """`notification_lock` for a batch, in one statement: the notifications that exist,
+    locked in id order (so two batches never wait on each other in a circle)."""
+    with connection.cursor() as cursor:
+        cursor.execute(LOCK_SQL, {"ids": [str(pk) for pk in notification_ids]})
+        rows = cursor.fetchall()
+    locked = []
+    for row in rows:
+        (notification, recipient, category), rest = instances_split(
+            row, _NOTIFICATION, _RECIPIENT, _CATEGORY
+        )
+        related_cache(notification, "recipient", recipient)
+        related_cache(notification, "category", category)
+        notification.inapp_published, notification.suppressed = rest
+        locked.append(notification)
+    return locked

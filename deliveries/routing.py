@@ -20,8 +20,8 @@ from django.db import connection, transaction
 from django.template import TemplateSyntaxError
 from django.utils import timezone
 
-from deliveries.channels.inapp import feed_entry_write
-from deliveries.enqueue import delivery_enqueue
+from deliveries.channels.inapp import feed_entries_write
+from deliveries.enqueue import deliveries_enqueue
 from deliveries.models import (
     AttemptOutcome,
     Delivery,
@@ -31,13 +31,19 @@ from deliveries.models import (
 )
 from deliveries.outcome_log import delivery_outcome_log
 from deliveries.retry import PUSH_CHANNELS
-from deliveries.route_lock import notification_lock
-from deliveries.selectors import push_targets_by_channel
+from deliveries.route_lock import notification_lock, notifications_lock
+from deliveries.selectors import push_targets_by_recipient
 from deliveries.suppression import suppression_key
 from notify.models import Channel, Notification
 from notify.rows import ModelInsert
-from preferences.gate import ChannelDecision, channels_for, decide_deliveries, gate_seal
-from templates_admin.rendering import build_context, render_version
+from preferences.gate import (
+    ChannelDecision,
+    GateRequest,
+    channels_for,
+    decide_deliveries_many,
+    gate_seal,
+)
+from templates_admin.rendering import RenderedMessage, recipient_context, render_version
 from templates_admin.selectors import published_version_pick
 
 logger = logging.getLogger(__name__)
@@ -50,30 +56,60 @@ class Started:
     delivery_id: int
     channel: str
     queue: str
+    notification_id: object
 
 
 def notification_route(*, notification_id: object, now: datetime | None = None) -> list[int]:
-    """Run the gate and create the deliveries; write in-app at once, enqueue the rest.
+    """Route one notification (a batch of one). Raises Notification.DoesNotExist."""
+    routed = _route(notification_ids=[notification_id], now=now)
+    if routed is None:
+        raise Notification.DoesNotExist(f"notification {notification_id} does not exist")
+    return routed
 
-    Safe to run twice: a routed notification only has its still-`queued` deliveries
-    enqueued again (the sender's claim drops duplicates). Returns the deliveries started
-    (enqueued, or written to the feed).
+
+def notifications_route(
+    *, notification_ids: Sequence[object], now: datetime | None = None
+) -> list[int]:
+    """Run the gate and create the deliveries of a batch of notifications; write in-app
+    at once, enqueue the rest (one send message per channel per batch).
+
+    One transaction of a few statements whatever the batch's size: the lock (which
+    reads what routing needs), the gate's reads and its cap count, the feed entries,
+    and one write of every delivery, attempt and routed mark. Safe to run twice: a
+    routed notification only has its still-`queued` deliveries enqueued again (the
+    sender's claim drops duplicates). Ids that no longer exist (erased, or never
+    committed) are skipped. Returns the deliveries started (enqueued, or written).
     """
+    return _route(notification_ids=notification_ids, now=now) or []
+
+
+def _route(*, notification_ids: Sequence[object], now: datetime | None) -> list[int] | None:
+    """`notifications_route`; None when none of the ids exists."""
     now = now or timezone.now()  # an argument so the gate's clock can be shown in tests
     with transaction.atomic():
-        notification = notification_lock(notification_id=notification_id)
-        if notification.routed_at is not None:
-            started = _still_queued(notification)
-            done: list[int] = []
-        elif notification.cancelled_at is not None:  # cancelled before it was routed
-            started, done = [], []
-            _routed_mark(notification, now)
-        else:  # the deliveries and routed_at in one statement
-            started, done = _deliveries_create(
-                notification, channels_for(notification), now, suppressed=notification.suppressed
-            )
-        owner = (notification.recipient_id, notification.pk)
-        transaction.on_commit(lambda: _deliveries_start(started, owner))
+        notifications = notifications_lock(notification_ids=notification_ids)
+        if not notifications:
+            logger.warning("notifications %s: none exists; nothing to route", notification_ids)
+            return None
+        if len(notifications) < len(set(map(str, notification_ids))):
+            found = {str(n.pk) for n in notifications}
+            gone = [pk for pk in notification_ids if str(pk) not in found]
+            logger.warning("notifications %s: no such notification; not routed", gone)
+        started: list[Started] = []
+        fresh: list[Notification] = []
+        cancelled: list[Notification] = []
+        for notification in notifications:
+            if notification.routed_at is not None:
+                started.extend(_still_queued(notification))
+            elif notification.cancelled_at is not None:  # cancelled before it was routed
+                cancelled.append(notification)
+            else:
+                fresh.append(notification)
+        _routed_mark(cancelled, now)
+        created, done = _deliveries_create(fresh, now)
+        started.extend(created)
+        owners = {n.pk: (n.recipient_id, n.pk) for n in notifications}
+        transaction.on_commit(lambda: _deliveries_start(started, owners))
     return [*done, *(s.delivery_id for s in started)]
 
 
@@ -86,16 +122,14 @@ def notification_fallback(*, notification_id: object, failed_channel: str) -> li
         fallback = notification.category.fallback_channel
         if not fallback or fallback == failed_channel:
             return []
-        started, done = _deliveries_create(
-            notification, [fallback], now, rerun=True, suppressed=notification.suppressed
-        )
-        owner = (notification.recipient_id, notification.pk)
-        transaction.on_commit(lambda: _deliveries_start(started, owner))
+        started = _fallback_create(notification, fallback, now)
+        owners = {notification.pk: (notification.recipient_id, notification.pk)}
+        transaction.on_commit(lambda: _deliveries_start(started, owners))
     logger.info(
         "notification %s: %s ended dead, falling back to %s", notification_id, failed_channel,
         fallback,
     )  # fmt: skip
-    return [*done, *(s.delivery_id for s in started)]
+    return [s.delivery_id for s in started]
 
 
 def gate_decide(
@@ -103,132 +137,153 @@ def gate_decide(
 ) -> list[ChannelDecision]:
     """The gate's verdicts for these channels, with the recipient's live push devices
     read (in one query) only when a push channel is asked for."""
-    push = [c for c in channels if c in PUSH_CHANNELS and c in settings.NOTIFY_CHANNELS_ENABLED]
-    targets = push_targets_by_channel(recipient_id=notification.recipient_id, channels=push)
-    return decide_deliveries(notification, channels=list(channels), push_targets=targets, now=now)
+    return _gate_decide_many([(notification, list(channels))], now=now)[0]
+
+
+def _gate_decide_many(
+    asked: Sequence[tuple[Notification, list[str]]], *, now: datetime
+) -> list[list[ChannelDecision]]:
+    """The gate's verdicts for a batch of (notification, channels), with every
+    recipient's live push devices read in one query when a push channel is asked for."""
+    enabled = settings.NOTIFY_CHANNELS_ENABLED
+    push = {c for _, channels in asked for c in channels if c in PUSH_CHANNELS and c in enabled}
+    targets = push_targets_by_recipient(
+        recipient_ids=[n.recipient_id for n, channels in asked if push.intersection(channels)],
+        channels=push,
+    )
+    requests = [GateRequest(n, channels, targets.get(n.recipient_id, {})) for n, channels in asked]
+    return decide_deliveries_many(requests, now=now)
 
 
 def _deliveries_create(
-    notification: Notification,
-    channels: Sequence[str],
-    now: datetime,
-    *,
-    suppressed: Sequence[str] | None,
-    rerun: bool = False,
+    notifications: Sequence[Notification], now: datetime
 ) -> tuple[list[Started], list[int]]:
-    """One sealed delivery row per gate decision, in-app written at once.
+    """One sealed delivery row per gate decision, for a batch; in-app written at once.
 
     Returns (deliveries to enqueue after commit, in-app deliveries already written).
-    `suppressed`: the recipient's addresses on the hard-bounce list (`suppression_key`s).
-    `rerun`: rows may exist already (a fallback); existing ones are left alone, and an
-    in-app row goes through the sender like the other channels.
     """
-    decisions = gate_decide(notification, channels=channels, now=now)
-    bounced = frozenset(suppressed or ())
+    if not notifications:
+        return [], []
+    verdicts = _gate_decide_many([(n, channels_for(n)) for n in notifications], now=now)
     rows: list[Delivery] = []
-    attempts: list[DeliveryAttempt] = []
-    for decision in decisions:
-        deadline = delivery_deadline(notification, decision.channel)
-        status, reason = decision.status, decision.reason
-        if decision.allowed and deadline <= now:
-            # Routed only after its deadline (a relay or worker was away): never sent late.
-            status, reason = DeliveryStatus.EXPIRED, Reason.DEADLINE_PASSED
-        elif decision.allowed and (
-            suppression_key(channel=decision.channel, address=decision.target) in bounced
-        ):
-            status, reason = DeliveryStatus.SUPPRESSED, Reason.ADDRESS_SUPPRESSED
-        live = status == DeliveryStatus.QUEUED
-        row = Delivery(
-            notification=notification,
-            channel=decision.channel,
-            target=decision.target,
-            queue=notification.category.queue,
-            status=status,
-            reason=reason,
-            next_attempt_at=decision.not_before or (now if live else None),
-            deadline=deadline,
-            finished_at=None if live or decision.not_before else now,
-            enqueued_at=now if live else None,
-            gate_seal=gate_seal(
-                notification_id=notification.pk, channel=decision.channel, target=decision.target
-            ),
-            recipient_id=notification.recipient_id,
-            occurred_at=notification.occurred_at,
-            accepted_at=notification.created_at,
+    feed: list[tuple[Notification, Delivery]] = []
+    for notification, decisions in zip(notifications, verdicts, strict=True):
+        for decision in decisions:
+            row = _delivery_row(notification, decision, now)
+            if row.status == DeliveryStatus.QUEUED and decision.channel == Channel.INAPP:
+                feed.append((notification, row))
+            rows.append(row)
+    attempts = _inapp_write(feed, now)
+    _routed_write(notifications, rows, attempts, now)
+    for attempt in attempts:
+        row = attempt.delivery
+        delivery_outcome_log(
+            row, status=row.status, reason=row.reason, duration=attempt.duration_ms
         )
-        if live and decision.channel == Channel.INAPP and not rerun:
-            attempt = _inapp_write(notification, row, now)
-            if attempt is not None:
-                attempts.append(attempt)
-        rows.append(row)
-    if rerun:
-        Delivery.objects.bulk_create(rows, ignore_conflicts=True)
-        created = list(
-            Delivery.objects.filter(
-                notification=notification,
-                channel__in=list(channels),
-                status=DeliveryStatus.QUEUED,
-            )
-        )
-    else:
-        _routed_write(notification, rows, attempts, now)
-        created = rows
-    if attempts:
-        for attempt in attempts:
-            row = attempt.delivery
-            delivery_outcome_log(
-                row, status=row.status, reason=row.reason, duration=attempt.duration_ms
-            )
     started = [
-        Started(row.pk, row.channel, row.queue)
-        for row in created
+        Started(row.pk, row.channel, row.queue, row.notification_id)
+        for row in rows
         if row.status == DeliveryStatus.QUEUED
     ]
-    done = [row.pk for row in created if row.channel == Channel.INAPP and row.attempts]
+    done = [row.pk for row in rows if row.channel == Channel.INAPP and row.attempts]
     return started, done
 
 
-def _inapp_write(
-    notification: Notification, row: Delivery, now: datetime
-) -> DeliveryAttempt | None:
-    """Render and write the feed entry for an in-app delivery, settling `row` with it.
+def _fallback_create(notification: Notification, channel: str, now: datetime) -> list[Started]:
+    """The fallback channel's deliveries, through the gate. Rows may exist already (a
+    fallback that ran before): those are left alone, and an in-app row goes through the
+    sender like the other channels."""
+    decisions = gate_decide(notification, channels=[channel], now=now)
+    rows = [_delivery_row(notification, decision, now) for decision in decisions]
+    Delivery.objects.bulk_create(rows, ignore_conflicts=True)
+    created = Delivery.objects.filter(
+        notification=notification, channel=channel, status=DeliveryStatus.QUEUED
+    )
+    return [Started(row.pk, row.channel, row.queue, notification.pk) for row in created]
 
-    Returns the attempt to record, or None when rendering failed in an unexpected way:
-    the row then stays `queued` and the sender retries it like any channel.
+
+def _delivery_row(notification: Notification, decision: ChannelDecision, now: datetime) -> Delivery:
+    """The sealed delivery row for one gate decision (not saved)."""
+    deadline = delivery_deadline(notification, decision.channel)
+    status, reason = decision.status, decision.reason
+    bounced = frozenset(notification.suppressed or ())
+    if decision.allowed and deadline <= now:
+        # Routed only after its deadline (a relay or worker was away): never sent late.
+        status, reason = DeliveryStatus.EXPIRED, Reason.DEADLINE_PASSED
+    elif decision.allowed and (
+        suppression_key(channel=decision.channel, address=decision.target) in bounced
+    ):
+        status, reason = DeliveryStatus.SUPPRESSED, Reason.ADDRESS_SUPPRESSED
+    live = status == DeliveryStatus.QUEUED
+    return Delivery(
+        notification=notification,
+        channel=decision.channel,
+        target=decision.target,
+        queue=notification.category.queue,
+        status=status,
+        reason=reason,
+        next_attempt_at=decision.not_before or (now if live else None),
+        deadline=deadline,
+        finished_at=None if live or decision.not_before else now,
+        enqueued_at=now if live else None,
+        gate_seal=gate_seal(
+            notification_id=notification.pk, channel=decision.channel, target=decision.target
+        ),
+        recipient_id=notification.recipient_id,
+        occurred_at=notification.occurred_at,
+        accepted_at=notification.created_at,
+    )
+
+
+def _inapp_write(feed: list[tuple[Notification, Delivery]], now: datetime) -> list[DeliveryAttempt]:
+    """Render and write the feed entries of a batch's in-app deliveries (one statement),
+    settling each row with its entry. Returns the attempts to record.
+
+    A row whose rendering failed in an unexpected way stays `queued` (no attempt): the
+    sender retries it like any channel.
     """
-    version = published_version_pick(
-        notification.inapp_published, locale=notification.recipient.locale
-    )
-    row.attempts = 1
-    row.claimed_at = now
-    row.enqueued_at = None
-    if version is None:
-        return _settle(row, now, Reason.NO_TEMPLATE, "no published template for this channel")
-    row.template_version = version
-    clock = time.monotonic()
-    try:
-        message = render_version(version, _context(notification))
-    except TemplateSyntaxError as error:
-        return _settle(row, now, Reason.RENDER_ERROR, f"template error: {error}")
-    except Exception:
-        logger.exception(
-            "notification %s: in-app render raised; the sender retries", notification.pk
+    attempts: list[DeliveryAttempt] = []
+    rendered: list[tuple[Notification, Delivery, RenderedMessage, float]] = []
+    for notification, row in feed:
+        version = published_version_pick(
+            notification.inapp_published, locale=notification.recipient.locale
         )
-        row.attempts = 0
-        row.claimed_at = None
-        row.enqueued_at = now
-        return None
-    entry = feed_entry_write(notification=notification, message=message)
-    row.status = DeliveryStatus.DELIVERED
-    row.provider_message_id = f"feed:{entry.pk}"
-    row.finished_at = timezone.now()  # when the entry was written (latency metrics read it)
-    return DeliveryAttempt(
-        delivery=row,
-        number=1,
-        started_at=now,
-        duration_ms=int((time.monotonic() - clock) * 1000),
-        outcome=AttemptOutcome.DELIVERED,
-    )
+        row.attempts, row.claimed_at, row.enqueued_at = 1, now, None
+        if version is None:
+            reason, text = Reason.NO_TEMPLATE, "no published template for this channel"
+            attempts.append(_settle(row, now, reason, text))
+            continue
+        row.template_version = version
+        clock = time.monotonic()
+        context = recipient_context(notification.payload, notification.recipient)
+        try:
+            message = render_version(version, context)
+        except TemplateSyntaxError as error:
+            attempts.append(_settle(row, now, Reason.RENDER_ERROR, f"template error: {error}"))
+            continue
+        except Exception:
+            logger.exception(
+                "notification %s: in-app render raised; the sender retries", notification.pk
+            )
+            row.attempts, row.claimed_at, row.enqueued_at = 0, None, now
+            continue
+        rendered.append((notification, row, message, time.monotonic() - clock))
+    entries = feed_entries_write(items=[(n, message) for n, _, message, _ in rendered])
+    written = timezone.now()  # when the entries were written (latency metrics read it)
+    for notification, row, _, seconds in rendered:
+        row.status = DeliveryStatus.DELIVERED
+        row.provider_message_id = f"feed:{entries[notification.pk].pk}"
+        row.finished_at = written
+        attempts.append(
+            DeliveryAttempt(
+                delivery=row,
+                number=1,
+                started_at=now,
+                duration_ms=int(seconds * 1000),
+                outcome=AttemptOutcome.DELIVERED,
+            )
+        )
+    return attempts
 
 
 def _settle(row: Delivery, now: datetime, reason: str, response: str) -> DeliveryAttempt:
@@ -247,79 +302,75 @@ def _settle(row: Delivery, now: datetime, reason: str, response: str) -> Deliver
     )
 
 
-def _context(notification: Notification) -> dict:
-    recipient = notification.recipient
-    return build_context(
-        notification.payload,
-        recipient={
-            "user_id": recipient.user_id,
-            "locale": recipient.locale,
-            "timezone": recipient.timezone,
-        },
-    )
-
-
 _DELIVERY_INSERT = ModelInsert(Delivery)
 _ATTEMPT_INSERT = ModelInsert(DeliveryAttempt, computed=("delivery_id",))
 
 
 def _routed_write(
-    notification: Notification,
+    notifications: Sequence[Notification],
     rows: list[Delivery],
     attempts: list[DeliveryAttempt],
     now: datetime,
 ) -> None:
-    """One statement: the delivery rows, the attempt rows of those settled already (the
-    in-app one), and the notification marked routed (by id and month: one partition).
-    Gives `rows` their ids. Written as SQL rather than two bulk_creates and an update:
-    one round trip instead of three, and none of the ORM's per-call compiling."""
-    if not rows:  # nothing to deliver on any channel
-        _routed_mark(notification, now)
+    """The delivery rows, the attempt rows of those settled already (in-app), and the
+    notifications marked routed (by id and month: one partition each), in one statement
+    for a batch, whatever its size (one array parameter per column: the 65,535
+    parameters a statement may bind are never near). Gives `rows` their ids. Written as
+    SQL rather than bulk_creates and an update: one round trip instead of three, and
+    none of the ORM's per-call compiling."""
+    routed = (
+        f"UPDATE {Notification._meta.db_table} SET routed_at = %s"
+        " WHERE (id, created_at) IN (SELECT * FROM unnest(%s::uuid[], %s::timestamptz[]))"
+    )
+    marks = [now, [n.pk for n in notifications], [n.created_at for n in notifications]]
+    for notification in notifications:
         notification.routed_at = now
+    if not rows:  # nothing to deliver on any channel
+        with connection.cursor() as cursor:
+            cursor.execute(routed, marks)
         return
-    values, params = _DELIVERY_INSERT.values_sql(rows)
+    deliveries, params = _DELIVERY_INSERT.unnest_sql(rows)
     sql = [
         f"WITH d AS (INSERT INTO {Delivery._meta.db_table} ({_DELIVERY_INSERT.columns_sql})"
-        f" VALUES {values} RETURNING id, channel, target)"
+        f" SELECT * FROM {deliveries} RETURNING id, notification_id, channel, target)"
     ]
     if attempts:
-        # Each attempt finds its delivery's new id by (channel, target), unique per
-        # notification.
-        keyed = []
+        # Each attempt finds its delivery's new id by (notification, channel, target),
+        # unique per delivery.
         for attempt in attempts:
             if attempt.accepted_at is None:
                 attempt.accepted_at = attempt.delivery.accepted_at
-            one, one_params = _ATTEMPT_INSERT.values_sql([attempt], typed=True)
-            keyed.append(one[:-1] + ", %s::text, %s::text)")
-            params += [*one_params, attempt.delivery.channel, attempt.delivery.target]
+        tried, tried_params = _ATTEMPT_INSERT.unnest_sql(attempts)
+        params += [
+            *tried_params,
+            [a.delivery.notification_id for a in attempts],
+            [a.delivery.channel for a in attempts],
+            [a.delivery.target for a in attempts],
+        ]
         columns = _ATTEMPT_INSERT.columns_sql
         picked = ", ".join(f"v.{column}" for column in _ATTEMPT_INSERT.columns)
+        keys = tried[: -len(")")] + ", %s::uuid[], %s::text[], %s::text[])"
         sql.append(
             f", a AS (INSERT INTO {DeliveryAttempt._meta.db_table} ({columns}, delivery_id)"
-            f" SELECT {picked}, d.id FROM (VALUES {', '.join(keyed)})"
-            f" AS v({columns}, key_channel, key_target)"
-            " JOIN d ON d.channel = v.key_channel AND d.target = v.key_target)"
+            f" SELECT {picked}, d.id FROM {keys}"
+            f" AS v({columns}, key_notification, key_channel, key_target)"
+            " JOIN d ON d.notification_id = v.key_notification"
+            " AND d.channel = v.key_channel AND d.target = v.key_target)"
         )
-    sql.append(
-        f", r AS (UPDATE {Notification._meta.db_table} SET routed_at = %s"
-        " WHERE id = %s AND created_at = %s)"
-        " SELECT id, channel, target FROM d"
-    )
-    params += [now, notification.pk, notification.created_at]
+    sql.append(f", r AS ({routed}) SELECT id, notification_id, channel, target FROM d")
+    params += marks
     with connection.cursor() as cursor:
         cursor.execute("".join(sql), params)
-        ids = {(channel, target): pk for pk, channel, target in cursor.fetchall()}
+        found = {(str(n), c, t): pk for pk, n, c, t in cursor.fetchall()}
     for row in rows:
-        row.pk = ids[(row.channel, row.target)]
+        row.pk = found[(str(row.notification_id), row.channel, row.target)]
         row._state.adding, row._state.db = False, connection.alias
-    notification.routed_at = now
 
 
-def _routed_mark(notification: Notification, now: datetime) -> None:
-    """Mark it routed; by id and month, so PostgreSQL plans and updates one partition."""
-    Notification.objects.filter(pk=notification.pk, created_at=notification.created_at).update(
-        routed_at=now
-    )
+def _routed_mark(notifications: Sequence[Notification], now: datetime) -> None:
+    """Mark them routed; by id and month, so PostgreSQL plans and updates one partition."""
+    if notifications:
+        _routed_write(notifications, [], [], now)
 
 
 def _still_queued(notification: Notification) -> list[Started]:
@@ -327,19 +378,17 @@ def _still_queued(notification: Notification) -> list[Started]:
     rows = Delivery.objects.filter(
         notification=notification, status=DeliveryStatus.QUEUED
     ).values_list("pk", "channel", "queue")
-    return [Started(pk, channel, queue) for pk, channel, queue in rows]
+    return [Started(pk, channel, queue, notification.pk) for pk, channel, queue in rows]
 
 
-def _deliveries_start(started: list[Started], owner: tuple[int, object]) -> None:
-    """Publish the send messages (after commit); `enqueued_at` was written with the row."""
-    for item in started:
-        delivery_enqueue(
-            delivery_id=item.delivery_id,
-            channel=item.channel,
-            queue=item.queue,
-            push_owner=owner,
-            mark_enqueued=False,
-        )
+def _deliveries_start(started: list[Started], owners: dict[object, tuple[int, object]]) -> None:
+    """Publish the send messages (after commit); `enqueued_at` was written with the rows."""
+    deliveries_enqueue(
+        started=[(s.delivery_id, s.channel, s.queue) for s in started],
+        push_owners={
+            s.delivery_id: owners[s.notification_id] for s in started if s.channel in PUSH_CHANNELS
+        },
+    )
 
 
 def delivery_deadline(notification: Notification, channel: str) -> datetime:

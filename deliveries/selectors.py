@@ -26,20 +26,31 @@ def push_targets_by_channel(*, recipient_id: int, channels: Iterable[str]) -> di
     nothing to push to never gets a job, and there is no second look that could
     disagree with the first. No push channel asked for → no query.
     """
-    wanted = [channel for channel in channels if channel in _SUBSCRIBED]
-    if not wanted:
+    found = push_targets_by_recipient(recipient_ids=[recipient_id], channels=channels)
+    return found.get(recipient_id, {channel: [] for channel in channels if channel in _SUBSCRIBED})
+
+
+def push_targets_by_recipient(
+    *, recipient_ids: Iterable[int], channels: Iterable[str]
+) -> dict[int, dict[str, list[str]]]:
+    """`push_targets_by_channel` for many recipients in one query: recipient id → push
+    channel → device ids (a recipient without devices is missing)."""
+    wanted = [channel for channel in dict.fromkeys(channels) if channel in _SUBSCRIBED]
+    recipients = list(dict.fromkeys(recipient_ids))
+    if not wanted or not recipients:
         return {}
     subscribed = Q()
     for channel in wanted:
         subscribed |= Q(kind=channel) & _SUBSCRIBED[channel]
-    targets: dict[str, list[str]] = {channel: [] for channel in wanted}
+    targets: dict[int, dict[str, list[str]]] = {}
     rows = (
-        Device.objects.filter(subscribed, recipient_id=recipient_id, active=True)
+        Device.objects.filter(subscribed, recipient_id__in=recipients, active=True)
         .order_by("pk")
-        .values_list("kind", "pk")
+        .values_list("recipient_id", "kind", "pk")
     )
-    for kind, pk in rows:
-        targets[kind].append(str(pk))
+    for recipient_id, kind, pk in rows:
+        by_channel = targets.setdefault(recipient_id, {channel: [] for channel in wanted})
+        by_channel[kind].append(str(pk))
     return targets
 
 

@@ -41,7 +41,7 @@ from deliveries.routing import delivery_deadline
 from deliveries.selectors import push_targets_by_channel
 from notify.models import Channel, Notification, Producer, Recipient
 from preferences.gate import address_targets, test_send_seal
-from templates_admin.rendering import build_context, render_version
+from templates_admin.rendering import recipient_context, render_version
 from templates_admin.send_to_me import SendTestRefused, SendTestRequest, send_test_register
 
 TEST_PRODUCER = "template-test-sends"
@@ -137,15 +137,7 @@ def _delivery(notification, channel, target, version, now) -> Delivery:
 
 def _feed_write(row: Delivery, request: SendTestRequest, now) -> None:
     """The in-app entry, at once, as routing writes one; its title marks it a test."""
-    recipient = row.notification.recipient
-    context = build_context(
-        request.payload,
-        recipient={
-            "user_id": recipient.user_id,
-            "locale": recipient.locale,
-            "timezone": recipient.timezone,
-        },
-    )
+    context = recipient_context(request.payload, row.notification.recipient)
     clock = time.monotonic()
     message = render_version(request.version, context, locale=request.locale)
     message = replace(message, title=TEST_TITLE_PREFIX + message.title)

@@ -13,8 +13,12 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from deliveries.channels.base import SendResult
+from deliveries.claim import deliveries_load
 from deliveries.enqueue import delivery_enqueue
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus
+from deliveries.outcome import Tried, attempts_record
+from deliveries.sent_marks import sent_marks_read
 from notify.broker import publish_task
 from notify.models import Outbox
 from notify.relay import ROUTE_TASK
@@ -29,6 +33,7 @@ def sweep_due_deliveries(*, now: datetime | None = None) -> int:
     """
     now = now or timezone.now()
     stale_before = now - timedelta(seconds=settings.NOTIFY_SEND_CLAIM_TIMEOUT)
+    stale_claims_settle_sent(stale_before=stale_before)
     recovered = Delivery.objects.filter(
         status=DeliveryStatus.SENDING, claimed_at__lt=stale_before
     ).update(
@@ -52,6 +57,36 @@ def sweep_due_deliveries(*, now: datetime | None = None) -> int:
     for delivery_id, channel, queue, attempts in due:
         delivery_enqueue(delivery_id=delivery_id, channel=channel, queue=queue, retry=attempts > 0)
     return len(due)
+
+
+def stale_claims_settle_sent(*, stale_before: datetime) -> int:
+    """Stale claims whose message a provider took (a batch's worker died before its
+    round was recorded, see deliveries/sent_marks.py) end delivered, not sent again.
+    Returns how many were settled."""
+    stale = list(
+        Delivery.objects.filter(
+            status=DeliveryStatus.SENDING, claimed_at__lt=stale_before
+        ).values_list("pk", "claimed_at")[: settings.NOTIFY_RETRY_SWEEP_BATCH]
+    )
+    sent = sent_marks_read(claims=stale)
+    if not sent:
+        return 0
+    claimed = dict(stale)
+    loaded = deliveries_load(delivery_ids=list(sent))
+    tries = [
+        Tried(
+            item.delivery,
+            SendResult.delivered(provider_message_id=sent[pk], response="settled by the sweeper"),
+            "",
+            claimed_at=claimed[pk],
+            started_at=claimed[pk],
+            duration=0,
+        )
+        for pk, item in loaded.items()
+    ]
+    attempts_record(tries)
+    logger.warning("settled %s deliveries sent before their sender was lost", len(tries))
+    return len(tries)
 
 
 def sweep_unrouted_notifications(*, now: datetime | None = None) -> int:

@@ -8,57 +8,69 @@ from celery import Task, shared_task
 from celery.exceptions import Reject
 from django.conf import settings
 
-from deliveries.attempt import delivery_attempt
+from deliveries.attempt import campaign_yield_due, deliveries_attempt, delivery_attempt
 from deliveries.counts import delivery_counts_fold
+from deliveries.enqueue import delivery_dead_letter
 from deliveries.outcome import AttemptResult
 from deliveries.release import deferred_release
 from deliveries.retry import jittered, route_backoff
-from deliveries.routing import notification_route
+from deliveries.routing import notifications_route
 from deliveries.sweep import sweep_due_deliveries, sweep_unrouted_notifications
+from notify.celery import delivered_queue
 from notify.counts import accepted_counts_fold
-from notify.models import Notification
 
 logger = logging.getLogger(__name__)
 
 
 # max_retries=None: the limit is NOTIFY_ROUTE_MAX_RETRIES, checked in the task itself.
 @shared_task(name="deliveries.route", bind=True, max_retries=None)
-def route(self: Task, notification_id: str) -> int:
-    """Gate the notification, create its deliveries, and start sending them.
+def route(self: Task, notification_id: str | list[str]) -> int:
+    """Gate the notifications (one id, or a batch of them), create their deliveries, and
+    start sending them.
 
-    Routing is one transaction, so a route that raises (the database away, a bug) left
-    nothing behind: it is retried with a jittered, growing countdown, and after
+    Routing a batch is one transaction, so a route that raises (the database away, a
+    bug) left nothing behind: it is retried with a jittered, growing countdown, and after
     NOTIFY_ROUTE_MAX_RETRIES its message is dead-lettered for an operator.
     """
+    ids = notification_id if isinstance(notification_id, list) else [notification_id]
     try:
-        return len(notification_route(notification_id=notification_id))
-    except Notification.DoesNotExist:
-        # Gone (erased, or never committed): nothing to route, and retrying changes nothing.
-        logger.warning("notification %s: no such notification; nothing to route",
-                       notification_id)  # fmt: skip
-        return 0
+        return len(notifications_route(notification_ids=ids))
     except Exception as error:
         retries = self.request.retries
         if retries >= settings.NOTIFY_ROUTE_MAX_RETRIES:
-            logger.exception("notification %s: routing failed %s times", notification_id,
-                             retries + 1)  # fmt: skip
-            why = f"notification {notification_id}: routing failed"
+            logger.exception("notifications %s: routing failed %s times", ids, retries + 1)
+            why = f"notifications {ids}: routing failed"
             raise Reject(why, requeue=False) from error
         countdown = jittered(route_backoff(retries + 1), jitter=settings.NOTIFY_RETRY_JITTER)
-        logger.warning("notification %s: routing raised %r; retry in %.1f s", notification_id,
-                       error, countdown)  # fmt: skip
+        logger.warning("notifications %s: routing raised %r; retry in %.1f s", ids, error,
+                       countdown)  # fmt: skip
         raise self.retry(exc=error, countdown=countdown) from error
 
 
-@shared_task(name="deliveries.send")
-def send(delivery_id: int) -> str:
-    """One attempt at one delivery. A delivery that ends dead is dead-lettered."""
-    report = delivery_attempt(delivery_id=delivery_id)
-    if report.result is AttemptResult.DEAD:
+@shared_task(name="deliveries.send", bind=True)
+def send(self: Task, delivery_id: int | list[int], dead_letter: bool = False) -> list[str]:
+    """One attempt at each delivery (one id, or a channel's batch of them).
+
+    A delivery that ends dead is dead-lettered: a batch of one by rejecting this message,
+    a member of a larger batch by a message of its own (`dead_letter`), which is rejected
+    on arrival, so every dead delivery has its own dead letter to see and re-drive.
+    """
+    if dead_letter:
+        raise Reject(f"delivery {delivery_id}: retries exhausted", requeue=False)
+    if isinstance(delivery_id, list):
+        low = delivered_queue(self.request.delivery_info) == "low"
+        between = campaign_yield_due() if low and len(delivery_id) > 1 else None
+        reports = deliveries_attempt(delivery_ids=delivery_id, between=between)
+    else:  # a delivery that does not exist raises: its message is dead-lettered
+        reports = [delivery_attempt(delivery_id=delivery_id)]
+    dead = [report for report in reports if report.result is AttemptResult.DEAD]
+    if dead and not isinstance(delivery_id, list):
         # acks_late + acks_on_failure_or_timeout=False: RabbitMQ routes this message to
         # the dead-letter exchange, where an operator can see and re-drive it.
         raise Reject(f"delivery {delivery_id}: retries exhausted", requeue=False)
-    return report.result.value
+    for report in dead:
+        delivery_dead_letter(delivery_id=report.delivery_id, queue=report.queue)
+    return [report.result.value for report in reports]
 
 
 @shared_task(name="deliveries.sweep_due_retries")

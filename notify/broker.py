@@ -119,6 +119,7 @@ def publish_task(
     queue: str,
     priority: int,
     countdown: float | None = None,
+    kwargs: dict | None = None,
 ) -> None:
     """Publish a task through our exchange to the queue of its class (confirmed).
 
@@ -131,6 +132,7 @@ def publish_task(
     celery_app.send_task(
         name,
         args=args,
+        kwargs=kwargs,
         queue=queue,
         exchange=settings.NOTIFY_EXCHANGE.name,
         routing_key=queue,
@@ -138,3 +140,16 @@ def publish_task(
         priority=priority,
         confirm_timeout=settings.NOTIFY_BROKER_CONFIRM_TIMEOUT,
     )
+
+
+def batch_size_for(queue: str) -> int:
+    """How many ids one route or send message carries at most on this queue class: a
+    campaign's (`low`) full batches, the transactional classes' smaller ones."""
+    if queue == "low":
+        return settings.NOTIFY_BATCH_SIZE
+    return settings.NOTIFY_BATCH_SIZE_TRANSACTIONAL
+
+
+def chunked(items: list, size: int) -> list[list]:
+    """`items` in consecutive lists of at most `size`."""
+    return [items[start : start + size] for start in range(0, len(items), size)]

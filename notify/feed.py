@@ -7,7 +7,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from notify.models import FeedEntry, Notification, Recipient
-from notify.unread import unread_decrement, unread_increment
+from notify.unread import unread_decrement, unread_increment_many
 
 
 def feed_entry_create(*, notification: Notification, title: str, body: str, url: str) -> FeedEntry:
@@ -17,36 +17,77 @@ def feed_entry_create(*, notification: Notification, title: str, body: str, url:
     that exists and counts nothing. (Unique with accepted_at, the notification's
     created_at: the month the feed is partitioned by.)
     """
-    entry = FeedEntry(
-        notification=notification,
-        recipient_id=notification.recipient_id,
-        category=notification.category.key,
-        title=title[: FeedEntry._meta.get_field("title").max_length],
-        body=body,
-        url=url[: FeedEntry._meta.get_field("url").max_length],
-        created_at=timezone.now(),
-    )
-    entry.occurred_at, entry.accepted_at = notification.occurred_at, notification.created_at
+    entries = feed_entries_create(entries=[(notification, title, body, url)])
+    return entries[notification.pk]
+
+
+# Many feed entries in one statement; arrays, so the text is the same for any count.
+_ENTRIES_SQL = f"""
+    INSERT INTO {FeedEntry._meta.db_table}
+        (recipient_id, notification_id, category, title, body, url, created_at,
+         occurred_at, accepted_at)
+    SELECT * FROM unnest(%(recipient)s::bigint[], %(notification)s::uuid[], %(category)s::text[],
+                         %(title)s::text[], %(body)s::text[], %(url)s::text[],
+                         %(created)s::timestamptz[], %(occurred)s::timestamptz[],
+                         %(accepted)s::timestamptz[])
+    ON CONFLICT (notification_id, accepted_at) DO NOTHING
+    RETURNING id, notification_id
+"""
+
+
+def feed_entries_create(
+    *, entries: list[tuple[Notification, str, str, str]]
+) -> dict[object, FeedEntry]:
+    """`feed_entry_create` for many (notification, title, body, url) at once: one
+    INSERT for all, and one unread-counter round trip to Redis after commit. Returns the
+    entries by notification id (an entry that existed already is read, not counted)."""
+    if not entries:
+        return {}
+    now = timezone.now()
+    built = []
+    for notification, title, body, url in entries:
+        entry = FeedEntry(
+            notification=notification,
+            recipient_id=notification.recipient_id,
+            category=notification.category.key,
+            title=title[: FeedEntry._meta.get_field("title").max_length],
+            body=body,
+            url=url[: FeedEntry._meta.get_field("url").max_length],
+            created_at=now,
+        )
+        entry.occurred_at, entry.accepted_at = notification.occurred_at, notification.created_at
+        built.append(entry)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            INSERT INTO {FeedEntry._meta.db_table}
-                (recipient_id, notification_id, category, title, body, url, created_at,
-                 occurred_at, accepted_at)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-            ON CONFLICT (notification_id, accepted_at) DO NOTHING
-            RETURNING id
-            """,
-            [entry.recipient_id, notification.pk, entry.category, entry.title, entry.body,
-             entry.url, entry.created_at, entry.occurred_at, entry.accepted_at],
-        )  # fmt: skip
-        row = cursor.fetchone()
-    if row is None:
-        return FeedEntry.objects.get(notification=notification)
-    entry.pk = row[0]
-    recipient_id = notification.recipient_id
-    transaction.on_commit(lambda: unread_increment(recipient_id=recipient_id))
-    return entry
+            _ENTRIES_SQL,
+            {
+                "recipient": [e.recipient_id for e in built],
+                "notification": [e.notification_id for e in built],
+                "category": [e.category for e in built],
+                "title": [e.title for e in built],
+                "body": [e.body for e in built],
+                "url": [e.url for e in built],
+                "created": [e.created_at for e in built],
+                "occurred": [e.occurred_at for e in built],
+                "accepted": [e.accepted_at for e in built],
+            },
+        )
+        inserted = {str(notification_id): pk for pk, notification_id in cursor.fetchall()}
+    found: dict[object, FeedEntry] = {}
+    counted: list[int] = []
+    for entry in built:
+        pk = inserted.get(str(entry.notification_id))
+        if pk is None:
+            found[entry.notification_id] = FeedEntry.objects.get(
+                notification_id=entry.notification_id
+            )
+            continue
+        entry.pk = pk
+        found[entry.notification_id] = entry
+        counted.append(entry.recipient_id)
+    if counted:
+        transaction.on_commit(lambda: unread_increment_many(recipient_ids=counted))
+    return found
 
 
 def feed_mark_read(
@@ -61,3 +102,19 @@ def feed_mark_read(
         if marked:
             transaction.on_commit(lambda: unread_decrement(recipient_id=recipient.pk, by=marked))
     return marked
+
+
+def feed_entry_document(entry: FeedEntry) -> dict:
+    """A feed entry as the feed API and the live stream show it (one shape for both)."""
+    return {
+        "id": entry.pk,
+        "notification_id": entry.notification_id,
+        "category": entry.category,
+        "title": entry.title,
+        "body": entry.body,
+        "url": entry.url,
+        "created_at": entry.created_at,
+        # Arrival order is the feed's; a client places an entry by when it happened.
+        "occurred_at": entry.occurred_at,
+        "read_at": entry.read_at,
+    }

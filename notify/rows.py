@@ -124,3 +124,14 @@ class ModelInsert(Generic[M]):
             for field in self.fields
         ]
         return ", ".join([f"({holders})"] * len(objs)), params
+
+    def unnest_sql(self, objs: Sequence[M]) -> tuple[str, list[Any]]:
+        """`unnest(%s::type[], …)` over `objs`, one array parameter per column, and the
+        parameters. The text is the same for any number of rows, so the statement is
+        prepared once, and there is nothing per row for the driver to parse."""
+        arrays = ", ".join(f"%s::{field.cast_db_type(connection)}[]" for field in self.fields)
+        params = [
+            [field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in objs]
+            for field in self.fields
+        ]
+        return f"unnest({arrays})", params

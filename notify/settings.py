@@ -288,10 +288,29 @@ NOTIFY_AUTH_CACHE_SECONDS = env_float("NOTIFY_AUTH_CACHE_SECONDS", 5.0, minimum=
 # The relay publishes at most this many outbox rows per round, and looks for rows even
 # without a wake-up this often (a lost NOTIFY, a broker that was away).
 NOTIFY_OUTBOX_BATCH = env_int("NOTIFY_OUTBOX_BATCH", 500, minimum=1)
-# Low-priority rows (campaigns) go out at most this many per round, so the high and
-# medium classes are looked at again every few tens of milliseconds.
-NOTIFY_OUTBOX_LOW_BATCH = env_int("NOTIFY_OUTBOX_LOW_BATCH", 25, minimum=1)
 NOTIFY_OUTBOX_POLL_INTERVAL = env_float("NOTIFY_OUTBOX_POLL_INTERVAL", 1.0, minimum=0.05)
+
+# --- Batches: route and send many notifications per task ---------------------------------
+# A campaign's (`low`) work goes in batches of at most this many: one route task routes
+# that many notifications (one lock, one gate read, one write), and one send task per
+# channel sends that many deliveries (one claim, one provider session, one record).
+NOTIFY_BATCH_SIZE = env_int("NOTIFY_BATCH_SIZE", 200, minimum=1)
+# Transactional work (`high`, `medium`) is batched only as it is already queued
+# together, never waiting for a batch to fill, and in smaller batches, so that several
+# sender threads share a burst.
+NOTIFY_BATCH_SIZE_TRANSACTIONAL = env_int("NOTIFY_BATCH_SIZE_TRANSACTIONAL", 25, minimum=1)
+# A send batch goes in rounds (claim, send, record) of about this many seconds: a round
+# grows while the provider answers fast and shrinks to one message when it is slow, so a
+# campaign's pause reaches the rest of a batch within a round. The first round's size:
+NOTIFY_BATCH_ROUND_SECONDS = env_float("NOTIFY_BATCH_ROUND_SECONDS", 0.5, minimum=0.001)
+NOTIFY_BATCH_ROUND_START = env_int("NOTIFY_BATCH_ROUND_START", 16, minimum=1)
+# A message a provider took before its round was recorded is marked in Redis for this
+# long (seconds), so the sweeper settles a killed worker's claim instead of resending it;
+# longer than the claim timeout plus the sweeper's interval.
+NOTIFY_SENT_MARK_SECONDS = env_int("NOTIFY_SENT_MARK_SECONDS", 3600, minimum=60)
+# Low-priority outbox rows (campaigns) go out at most this many per relay round (one
+# route batch message), so the high and medium classes are looked at again in between.
+NOTIFY_OUTBOX_LOW_BATCH = env_int("NOTIFY_OUTBOX_LOW_BATCH", NOTIFY_BATCH_SIZE, minimum=1)
 
 
 # --- Celery on RabbitMQ: queues, priorities, acknowledgements ------------------------------
@@ -370,6 +389,9 @@ NOTIFY_DEAD_LETTER_POLL_INTERVAL = env_float("NOTIFY_DEAD_LETTER_POLL_INTERVAL",
 # `high` task started within the window (seconds; 0 turns it off), at most the max.
 NOTIFY_CAMPAIGN_YIELD_WINDOW = env_float("NOTIFY_CAMPAIGN_YIELD_WINDOW", 0.2, minimum=0)
 NOTIFY_CAMPAIGN_YIELD_MAX = env_float("NOTIFY_CAMPAIGN_YIELD_MAX", 0.5, minimum=0)
+# Inside a campaign batch, the yield is looked at again at most this often (seconds)
+# between two provider calls, as it is between two tasks.
+NOTIFY_CAMPAIGN_YIELD_CHECK = env_float("NOTIFY_CAMPAIGN_YIELD_CHECK", 0.05, minimum=0)
 # While high work outlasts that wait, this many campaign tasks per process run at a time
 # (each waits for its turn at most NOTIFY_CAMPAIGN_YIELD_MAX again).
 NOTIFY_CAMPAIGN_YIELD_CONCURRENCY = env_int("NOTIFY_CAMPAIGN_YIELD_CONCURRENCY", 1, minimum=1)
@@ -552,7 +574,7 @@ WEBPUSH_MAX_PAYLOAD_BYTES = env_int("WEBPUSH_MAX_PAYLOAD_BYTES", 3993, minimum=6
 FCM_CREDENTIALS = env_str("FCM_CREDENTIALS", "")
 # Override of FCM's send URL ({project_id} is filled in): an emulator or a test peer.
 FCM_SEND_URL = env_str("FCM_SEND_URL", "")
-# Devices of one notification sent per send_each call (FCM allows at most 500).
+# FCM deliveries per send message and per send_each call (FCM allows at most 500).
 NOTIFY_FCM_BATCH_SIZE = env_int("NOTIFY_FCM_BATCH_SIZE", 500, minimum=1)
 # Push retry policy: base doubling per attempt up to the ceiling, jittered; the
 # provider's Retry-After wins when longer; the notification's TTL is the deadline.

@@ -43,6 +43,19 @@ def unread_increment(*, recipient_id: int) -> None:
         logger.warning("unread counter: INCR failed for recipient %s", recipient_id)
 
 
+def unread_increment_many(*, recipient_ids: Iterable[int]) -> None:
+    """`unread_increment` for many new entries (a recipient may come more than once),
+    in one round trip."""
+    try:
+        pipe = _redis().pipeline(transaction=False)
+        for recipient_id in recipient_ids:
+            pipe.incr(unread_key(recipient_id))
+            pipe.publish(feed_channel(recipient_id), "new")
+        pipe.execute()
+    except RedisError:
+        logger.warning("unread counter: INCR failed for a batch of recipients")
+
+
 def unread_decrement(*, recipient_id: int, by: int) -> None:
     """`by` entries were marked read. Never a SET: concurrent inserts stay counted."""
     if by <= 0:

@@ -7,9 +7,10 @@ enabled, whether the recipient has an address there, and then — unless the cat
 mandatory — the recipient's opt-outs, marketing consent, quiet hours (marketing is
 deferred to the window's end) and the daily marketing cap, in that order.
 
-It reads (one query at most, `gate_inputs`), decides and returns; the only thing it
-writes is the daily cap's counter. Where a channel reaches the recipient (addresses,
-push devices) is given to it by the caller, so the gate knows nothing of devices.
+It reads (one query at most, for a whole batch: `gate_inputs_many`), decides and
+returns; the only thing it writes is the daily cap's counter (one statement a batch).
+Where a channel reaches the recipient (addresses, push devices) is given to it by the
+caller, so the gate knows nothing of devices.
 
 The clock is an argument (`now`) so the rules can be shown at 03:00 in Tokyo without
 waiting for it.
@@ -19,17 +20,17 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
 from notify.models import Category, Channel, Notification, Recipient
-from preferences.selectors import GateInputs, gate_inputs, quiet_until, recipient_zone
-from preferences.services import marketing_cap_take
+from preferences.selectors import GateInputs, gate_inputs_many, quiet_until, recipient_zone
+from preferences.services import marketing_caps_take
 
 FEED_TARGET = "feed"
 # Prefixed to the key of a test send's seal (`test_send_seal`).
@@ -93,6 +94,16 @@ def address_targets(channel: str, recipient: Recipient) -> list[str]:
     return []
 
 
+@dataclass(frozen=True)
+class GateRequest:
+    """One notification to decide: the channels asked for, and for each push channel
+    the recipient's live device ids (the caller reads them with the device list)."""
+
+    notification: Notification
+    channels: list[str]
+    push_targets: Mapping[str, list[str]]
+
+
 def decide_deliveries(
     notification: Notification,
     *,
@@ -105,34 +116,82 @@ def decide_deliveries(
     `push_targets` maps a push channel to the recipient's live device ids (the caller
     reads them in the same query as the device list).
     """
+    request = GateRequest(notification, channels, push_targets)
+    return decide_deliveries_many([request], now=now)[0]
+
+
+def decide_deliveries_many(
+    requests: Sequence[GateRequest], *, now: datetime | None = None
+) -> list[list[ChannelDecision]]:
+    """`decide_deliveries` for a batch, one list of decisions per request, in order.
+
+    Each notification is decided by its own recipient's choices, exactly as alone; the
+    batch only shares the reads (one statement for every recipient's preferences,
+    consent and quiet hours) and the daily cap's counting (one statement).
+    """
     now = now or timezone.now()
-    recipient = notification.recipient
-    category = notification.category
-    if recipient.erasure_hold_since is not None:
-        # Registered again after an erasure: not even mandatory categories go out before
-        # the person consents afresh (docs/erasure.md).
-        return [
-            ChannelDecision(channel, "", Verdict.SUPPRESS, GateReason.ERASURE_HOLD)
-            for channel in channels
+    inputs = gate_inputs_many(
+        pairs=[
+            (r.notification.recipient, r.notification.category)
+            for r in requests
+            if r.notification.recipient.erasure_hold_since is None
         ]
-    inputs = gate_inputs(recipient=recipient, category=category)
+    )
+    answers: list[list[ChannelDecision]] = []
+    capped: list[tuple[int, tuple[int, date]]] = []  # (answer index, (recipient, day))
+    for request in requests:
+        recipient = request.notification.recipient
+        if recipient.erasure_hold_since is not None:
+            # Registered again after an erasure: not even mandatory categories go out
+            # before the person consents afresh (docs/erasure.md).
+            answers.append(
+                [
+                    ChannelDecision(channel, "", Verdict.SUPPRESS, GateReason.ERASURE_HOLD)
+                    for channel in request.channels
+                ]
+            )
+            continue
+        category = request.notification.category
+        pair_inputs = inputs[(recipient.pk, category.pk)]
+        decisions = _decided_by_choices(request, pair_inputs)
+        if category.mandatory or not category.marketing:
+            answers.append(decisions)
+            continue
+        decisions, cap_day = _marketing_timing(recipient, decisions, pair_inputs, now)
+        if cap_day is not None:
+            capped.append((len(answers), (recipient.pk, cap_day)))
+        answers.append(decisions)
+    granted = marketing_caps_take(requests=[day for _, day in capped])
+    for (index, _), allowed in zip(capped, granted, strict=True):
+        if not allowed:
+            answers[index] = [
+                ChannelDecision(d.channel, d.target, Verdict.SUPPRESS, GateReason.FREQUENCY_CAP)
+                if d.allowed
+                else d
+                for d in answers[index]
+            ]
+    return answers
+
+
+def _decided_by_choices(request: GateRequest, inputs: GateInputs) -> list[ChannelDecision]:
+    """The verdicts by channel availability, address, opt-outs and consent."""
+    notification = request.notification
+    recipient, category = notification.recipient, notification.category
     decisions: list[ChannelDecision] = []
-    for channel in channels:
+    for channel in request.channels:
         if channel not in settings.NOTIFY_CHANNELS_ENABLED:
             decisions.append(
                 ChannelDecision(channel, "", Verdict.SUPPRESS, GateReason.CHANNEL_UNAVAILABLE)
             )
             continue
-        targets = push_targets.get(channel) or address_targets(channel, recipient)
+        targets = request.push_targets.get(channel) or address_targets(channel, recipient)
         if not targets:
             decisions.append(ChannelDecision(channel, "", Verdict.SUPPRESS, GateReason.NO_ADDRESS))
             continue
         reason = _declined_by_preferences(category, channel, inputs)
         verdict = Verdict.SUPPRESS if reason else Verdict.SEND
         decisions.extend(ChannelDecision(channel, t, verdict, reason) for t in targets)
-    if category.mandatory or not category.marketing:
-        return decisions
-    return _marketing_timing(recipient, decisions, inputs, now)
+    return decisions
 
 
 def _declined_by_preferences(category: Category, channel: str, inputs: GateInputs) -> str:
@@ -149,27 +208,22 @@ def _declined_by_preferences(category: Category, channel: str, inputs: GateInput
 
 def _marketing_timing(
     recipient: Recipient, decisions: list[ChannelDecision], inputs: GateInputs, now: datetime
-) -> list[ChannelDecision]:
-    """Quiet hours defer what would go out; past them, the daily cap may suppress it."""
+) -> tuple[list[ChannelDecision], date | None]:
+    """Quiet hours defer what would go out; past them, the daily cap decides. Returns the
+    decisions and the recipient's local day to count against the cap (None: nothing to
+    count); the caller counts it and suppresses what the cap refuses."""
     if not any(decision.allowed for decision in decisions):
-        return decisions
+        return decisions, None
     until = quiet_until(recipient=recipient, now=now, window=inputs.quiet_window)
     if until is not None:
-        return [
+        deferred = [
             ChannelDecision(d.channel, d.target, Verdict.DEFER, GateReason.QUIET_HOURS, until)
             if d.allowed
             else d
             for d in decisions
         ]
-    local_date = now.astimezone(recipient_zone(recipient)).date()
-    if marketing_cap_take(recipient_id=recipient.pk, local_date=local_date):
-        return decisions
-    return [
-        ChannelDecision(d.channel, d.target, Verdict.SUPPRESS, GateReason.FREQUENCY_CAP)
-        if d.allowed
-        else d
-        for d in decisions
-    ]
+        return deferred, None
+    return decisions, now.astimezone(recipient_zone(recipient)).date()
 
 
 def _seal_with(key: str, *, notification_id: object, channel: str, target: str) -> str:

@@ -50,28 +50,60 @@ def gate_inputs(*, recipient: Recipient, category: Category) -> GateInputs:
     """The recipient's cells for `category` and, for marketing, their consent history and
     quiet window — in one round trip. A mandatory category reads nothing.
     """
-    if category.mandatory:
-        return GateInputs()
-    marketing = category.marketing
+    return gate_inputs_many(pairs=[(recipient, category)])[(recipient.pk, category.pk)]
+
+
+# The gate's reads for many (recipient, category) pairs in one statement; a pair's reads
+# are index lookups on the recipient.
+_GATE_INPUTS_SQL = f"""
+    SELECT v.r, v.c,
+      (SELECT coalesce(json_agg(json_build_array(channel, enabled, source)), '[]')
+         FROM {Preference._meta.db_table}
+        WHERE recipient_id = v.r AND category_id = v.c),
+      (SELECT coalesce(json_agg(json_build_array(category_id, channel, granted)
+                                ORDER BY id DESC), '[]')
+         FROM {ConsentRecord._meta.db_table}
+        WHERE v.m AND recipient_id = v.r AND (category_id = v.c OR category_id IS NULL)),
+      (SELECT json_build_array(start, "end")
+         FROM {QuietHours._meta.db_table}
+        WHERE v.m AND recipient_id = v.r)
+      FROM unnest(%(r)s::bigint[], %(c)s::bigint[], %(m)s::boolean[]) AS v(r, c, m)
+"""
+
+
+def gate_inputs_many(
+    *, pairs: list[tuple[Recipient, Category]]
+) -> dict[tuple[int, int], GateInputs]:
+    """`gate_inputs` for many (recipient, category) pairs, keyed by their ids, in one
+    round trip (none when every category is mandatory: those read nothing)."""
+    wanted = {(r.pk, c.pk): c.marketing for r, c in pairs if not c.mandatory}
+    found: dict[tuple[int, int], GateInputs] = {
+        (r.pk, c.pk): GateInputs() for r, c in pairs if c.mandatory
+    }
+    if not wanted:
+        return found
+    keys = list(wanted)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            SELECT
-              (SELECT coalesce(json_agg(json_build_array(channel, enabled, source)), '[]')
-                 FROM {Preference._meta.db_table}
-                WHERE recipient_id = %(r)s AND category_id = %(c)s),
-              (SELECT coalesce(json_agg(json_build_array(category_id, channel, granted)
-                                        ORDER BY id DESC), '[]')
-                 FROM {ConsentRecord._meta.db_table}
-                WHERE %(m)s AND recipient_id = %(r)s
-                  AND (category_id = %(c)s OR category_id IS NULL)),
-              (SELECT json_build_array(start, "end")
-                 FROM {QuietHours._meta.db_table}
-                WHERE %(m)s AND recipient_id = %(r)s)
-            """,
-            {"r": recipient.pk, "c": category.pk, "m": marketing},
+            _GATE_INPUTS_SQL,
+            {
+                "r": [r for r, _ in keys],
+                "c": [c for _, c in keys],
+                "m": [wanted[key] for key in keys],
+            },
         )
-        cells, consents, quiet = cursor.fetchone()
+        for recipient_id, category_id, cells, consents, quiet in cursor.fetchall():
+            marketing = wanted[(recipient_id, category_id)]
+            found[(recipient_id, category_id)] = _gate_inputs_built(
+                cells, consents, quiet, marketing=marketing
+            )
+    return found
+
+
+def _gate_inputs_built(
+    cells: object, consents: object, quiet: object, *, marketing: bool
+) -> GateInputs:
+    """GateInputs from the three JSON columns of the gate's reads."""
     return GateInputs(
         cells={
             channel: Cell(enabled, source == ConsentSource.EMAIL_LINK)

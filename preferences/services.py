@@ -196,6 +196,47 @@ def marketing_cap_take(*, recipient_id: int, local_date: date) -> bool:
         return cursor.fetchone() is not None
 
 
+# `marketing_cap_take` for many (recipient, local day) pairs in one statement. Rows are
+# taken in a fixed order (sorted by the caller), so two batches never wait on each other
+# in a circle.
+_CAPS_TAKE_SQL = """
+    INSERT INTO preferences_marketingdaycount (recipient_id, local_date, count)
+    SELECT r, d, 1 FROM unnest(%(r)s::bigint[], %(d)s::date[]) AS v(r, d)
+    ON CONFLICT (recipient_id, local_date)
+    DO UPDATE SET count = preferences_marketingdaycount.count + 1
+    WHERE preferences_marketingdaycount.count < %(cap)s
+    RETURNING recipient_id, local_date
+"""
+
+
+def marketing_caps_take(*, requests: list[tuple[int, date]]) -> list[bool]:
+    """`marketing_cap_take` for each (recipient id, local date), in order; one statement
+    for the first request of each pair, and one more per repeat (a person twice in one
+    batch: rare, and one statement cannot count one row twice)."""
+    if not requests:
+        return []
+    first = sorted(set(requests))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _CAPS_TAKE_SQL,
+            {
+                "r": [r for r, _ in first],
+                "d": [d for _, d in first],
+                "cap": settings.NOTIFY_MARKETING_DAILY_CAP,
+            },
+        )
+        granted = {(r, d) for r, d in cursor.fetchall()}
+    seen: set[tuple[int, date]] = set()
+    answers = []
+    for request in requests:
+        if request in seen:
+            answers.append(marketing_cap_take(recipient_id=request[0], local_date=request[1]))
+        else:
+            seen.add(request)
+            answers.append(request in granted)
+    return answers
+
+
 def quiet_hours_set(*, recipient: Recipient, start: time, end: time) -> QuietHours:
     """The recipient's own quiet window (local time; start == end means none)."""
     quiet, _ = QuietHours.objects.update_or_create(

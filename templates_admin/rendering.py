@@ -48,6 +48,19 @@ def build_context(payload: dict[str, Any], *, recipient: dict[str, str]) -> dict
     return json.loads(json.dumps(data, default=str))
 
 
+def recipient_context(payload: dict[str, Any], recipient: Any) -> dict[str, Any]:
+    """The context every channel renders a notification with: its payload and the
+    recipient's id, locale and time zone (`recipient` is a notify Recipient)."""
+    return build_context(
+        payload,
+        recipient={
+            "user_id": recipient.user_id,
+            "locale": recipient.locale,
+            "timezone": recipient.timezone,
+        },
+    )
+
+
 def truncate_at_word(text: str, limit: int) -> str:
     """Cut `text` to at most `limit` characters at a word boundary, ending with `…`."""
     if len(text) <= limit:

@@ -43,6 +43,7 @@ from deliveries.models import Device
 from notify.api.auth import api_key_scope_refusal
 from notify.api.errors import ApiError, error_body
 from notify.api.lookups import user_id_checked
+from notify.feed import feed_entry_document
 from notify.models import FeedEntry, Recipient
 from notify.services import api_key_authenticate
 from notify.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
@@ -91,20 +92,7 @@ def _entries_after(recipient_id: int, after: int) -> list[dict]:
     rows = FeedEntry.objects.filter(recipient_id=recipient_id, pk__gt=after).order_by("pk")[
         : settings.NOTIFY_STREAM_REPLAY_MAX
     ]
-    return [
-        {
-            "id": entry.pk,
-            "notification_id": str(entry.notification_id),
-            "category": entry.category,
-            "title": entry.title,
-            "body": entry.body,
-            "url": entry.url,
-            "created_at": entry.created_at,
-            "occurred_at": entry.occurred_at,  # arrival order here; a client places it by this
-            "read_at": entry.read_at,
-        }
-        for entry in rows
-    ]
+    return [feed_entry_document(entry) for entry in rows]
 
 
 def _newest_id(recipient_id: int) -> int:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
@@ -63,3 +67,31 @@ def ttl_left(delivery: Delivery) -> int:
     if delivery.deadline is None:
         return settings.NOTIFY_DEFAULT_TTL_SECONDS
     return max(0, int((delivery.deadline - timezone.now()).total_seconds()))
+
+
+_DELAY_SECONDS = re.compile(r"[0-9]+")
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds (it may be seconds or an HTTP date); None when absent/bad.
+
+    At most NOTIFY_PUSH_RETRY_AFTER_MAX: a provider's huge value must not overflow the
+    date arithmetic of the retry (a push asked to wait past its deadline expires).
+    """
+    if not value:
+        return None
+    value = value.strip()
+    ceiling = settings.NOTIFY_PUSH_RETRY_AFTER_MAX
+    if _DELAY_SECONDS.fullmatch(value):
+        seconds = float(value)  # inf past ~308 digits: bounded below
+    else:
+        try:
+            when = parsedate_to_datetime(value)
+            if when.tzinfo is None:  # "-0000": UTC by RFC 5322
+                when = when.replace(tzinfo=UTC)
+            seconds = (when - timezone.now()).total_seconds()
+        except (TypeError, ValueError, OverflowError, IndexError):
+            return None
+    if not math.isfinite(seconds):
+        return ceiling
+    return min(max(0.0, seconds), ceiling)

@@ -1,6 +1,6 @@
 """FCM mobile push through firebase-admin.
 
-The devices of one notification go out together: `send_batch` sends them with
+A batch of deliveries goes out together: `send_many` sends them with
 `messaging.send_each` in chunks of at most NOTIFY_FCM_BATCH_SIZE (FCM's limit is 500)
 and returns one result per delivery. Every attempt reads the device's current token by
 the delivery's target (the device id).
@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 import firebase_admin
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.template import TemplateSyntaxError
 from django.utils import timezone
 from firebase_admin import credentials, exceptions, messaging
 
-from deliveries.channels.base import SendResult, ttl_left
+from deliveries.channels.base import SendResult, parse_retry_after, ttl_left
 from deliveries.channels.deadline import BoundedAdapter
-from deliveries.channels.webpush import parse_retry_after
 from deliveries.devices import PERMANENT_DEVICE_CODES, devices_deactivate
 from deliveries.models import Device, DeviceKind
 from templates_admin.rendering import render_version
@@ -104,54 +104,64 @@ def configure_messaging(service: Any) -> None:
 
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
     """One delivery: a batch of one."""
-    return send_batch([delivery], version, context)[delivery.pk]
+    result = send_many([(delivery, version, context)])[0]
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
-def send_batch(
-    deliveries: Sequence[Delivery], version: TemplateVersion, context: dict[str, Any]
-) -> dict[int, SendResult]:
-    """Send one notification to many devices; one classified result per delivery."""
-    ids = [int(d.target) for d in deliveries if d.target.isdigit()]
+def send_many(
+    items: Sequence[tuple[Delivery, TemplateVersion, dict[str, Any]]],
+) -> list[SendResult | Exception]:
+    """Send each (delivery, version, context) to its device, in `send_each` chunks of at
+    most NOTIFY_FCM_BATCH_SIZE (FCM's limit is 500); one classified result per item, in
+    order; an item whose template failed to render has its exception instead. Each item
+    is rendered on its own, so one batch may carry many notifications.
+    """
+    ids = [int(d.target) for d, _, _ in items if d.target.isdigit()]
     devices = {
         str(device.pk): device
         for device in Device.objects.filter(pk__in=ids, kind=DeviceKind.FCM, active=True).exclude(
             token=""
         )
     }
-    results: dict[int, SendResult] = {}
-    sendable = []
-    for delivery in deliveries:
-        if delivery.target in devices:
-            sendable.append(delivery)
-        else:
-            results[delivery.pk] = SendResult.permanent(
+    results: list[SendResult | Exception | None] = [None] * len(items)
+    sendable: list[tuple[int, messaging.Message, Device]] = []
+    for index, (delivery, version, context) in enumerate(items):
+        device = devices.get(delivery.target)
+        if device is None:
+            results[index] = SendResult.permanent(
                 status_code="no_device", response="device gone or inactive"
             )
-    if not sendable:
-        return results
-    rendered = render_version(version, context)
+            continue
+        try:
+            rendered = render_version(version, context)
+        except TemplateSyntaxError as error:  # this item's alone: the caller classifies it
+            results[index] = error
+            continue
+        sendable.append((index, _message(delivery, device, rendered), device))
     dead: dict[int, str] = {}
     size = min(settings.NOTIFY_FCM_BATCH_SIZE, 500)
     for start in range(0, len(sendable), size):
         chunk = sendable[start : start + size]
-        messages = [_message(d, devices[d.target], rendered) for d in chunk]
-        logger.info("fcm: sending a chunk of %s messages", len(messages))
+        logger.info("fcm: sending a chunk of %s messages", len(chunk))
         try:
-            batch = messaging.send_each(messages, app=fcm_app())
+            batch = messaging.send_each([message for _, message, _ in chunk], app=fcm_app())
         except (exceptions.FirebaseError, ValueError) as error:
-            for delivery in chunk:
-                results[delivery.pk] = SendResult.transient(
-                    status_code=type(error).__name__, response=str(error)[:500]
-                )
+            failed = SendResult.transient(
+                status_code=type(error).__name__, response=str(error)[:500]
+            )
+            for index, _, _ in chunk:
+                results[index] = failed
             continue
-        for delivery, response in zip(chunk, batch.responses, strict=True):
+        for (index, _, device), response in zip(chunk, batch.responses, strict=True):
             result, code = classify_response(response)
-            results[delivery.pk] = result
+            results[index] = result
             if code in PERMANENT_DEVICE_CODES[DeviceKind.FCM]:
-                dead[devices[delivery.target].pk] = code
+                dead[device.pk] = code
     if dead:
         devices_deactivate(kind=DeviceKind.FCM, answers=dead)
-    return results
+    return [result for result in results if result is not None]
 
 
 def classify_response(response: messaging.SendResponse) -> tuple[SendResult, str]:

@@ -17,12 +17,8 @@ NOTIFY_CALL_DEADLINE_WEBPUSH however slowly the endpoint drips its answer.
 from __future__ import annotations
 
 import json
-import math
-import re
 import threading
 import time
-from datetime import UTC
-from email.utils import parsedate_to_datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -32,11 +28,10 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.template import TemplateSyntaxError
-from django.utils import timezone
 from py_vapid import Vapid
 from pywebpush import WebPusher
 
-from deliveries.channels.base import SendResult, ttl_left
+from deliveries.channels.base import SendResult, parse_retry_after, ttl_left
 from deliveries.channels.deadline import BoundedAdapter
 from deliveries.devices import PERMANENT_DEVICE_CODES, devices_deactivate
 from deliveries.models import DeviceKind
@@ -52,8 +47,6 @@ if TYPE_CHECKING:
 URGENCY_BY_QUEUE = {"high": "high", "medium": "normal", "low": "low"}
 # Re-sign this long before the JWT's expiry, so no request carries one about to lapse.
 _JWT_RENEW_MARGIN = 300
-
-_DELAY_SECONDS = re.compile(r"[0-9]+")
 
 
 class _PushSession(requests.Session):
@@ -201,31 +194,6 @@ def classify_response(response: requests.Response, *, device: Device) -> SendRes
     # answers a push, it never moves it) and whatever else an endpoint makes up. Permanent,
     # so a hostile endpoint can neither keep a retry loop going nor trip a breaker.
     return SendResult.permanent(status_code=str(code), response=text)
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Retry-After as seconds (it may be seconds or an HTTP date); None when absent/bad.
-
-    At most NOTIFY_PUSH_RETRY_AFTER_MAX: a provider's huge value must not overflow the
-    date arithmetic of the retry (a push asked to wait past its deadline expires).
-    """
-    if not value:
-        return None
-    value = value.strip()
-    ceiling = settings.NOTIFY_PUSH_RETRY_AFTER_MAX
-    if _DELAY_SECONDS.fullmatch(value):
-        seconds = float(value)  # inf past ~308 digits: bounded below
-    else:
-        try:
-            when = parsedate_to_datetime(value)
-            if when.tzinfo is None:  # "-0000": UTC by RFC 5322
-                when = when.replace(tzinfo=UTC)
-            seconds = (when - timezone.now()).total_seconds()
-        except (TypeError, ValueError, OverflowError, IndexError):
-            return None
-    if not math.isfinite(seconds):
-        return ceiling
-    return min(max(0.0, seconds), ceiling)
 
 
 def _subscription(device: Device) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from notify.api.lookups import (
     user_id_checked,
 )
 from notify.api.schema import error_responses
-from notify.feed import feed_mark_read
+from notify.feed import feed_entry_document, feed_mark_read
 from notify.models import ApiKey
 from notify.selectors import BadCursor, feed_page
 from notify.services import (
@@ -178,20 +178,7 @@ class FeedListApi(APIView):
             )
         except BadCursor:
             raise ApiError(400, "invalid_cursor", "Unknown cursor.", field="cursor") from None
-        results = [
-            {
-                "id": entry.id,
-                "notification_id": entry.notification_id,
-                "category": entry.category,
-                "title": entry.title,
-                "body": entry.body,
-                "url": entry.url,
-                "created_at": entry.created_at,
-                "occurred_at": entry.occurred_at,
-                "read_at": entry.read_at,
-            }
-            for entry in page.entries
-        ]
+        results = [feed_entry_document(entry) for entry in page.entries]
         return Response(s.FeedPageOut({"results": results, "next_cursor": page.next_cursor}).data)
 
 

@@ -45,6 +45,8 @@ class ScriptedHandler:
             self.received: list[ReceivedMail] = []
             self.data_calls: list[float] = []
             self.rcpt_answers: deque[str] = deque()
+            # Answers to RCPT by address, every time (after `rcpt_answers` runs out).
+            self.rcpt_by_address: dict[str, str] = {}
             self.data_answers: deque[str] = deque()
             self.default_data_answer = "250 Message accepted"
             self.data_delay = 0.0  # seconds the server takes before answering DATA
@@ -58,7 +60,10 @@ class ScriptedHandler:
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         with self.lock:
-            answer = self.rcpt_answers.popleft() if self.rcpt_answers else "250 OK"
+            if self.rcpt_answers:
+                answer = self.rcpt_answers.popleft()
+            else:
+                answer = self.rcpt_by_address.get(address, "250 OK")
         if not answer.startswith("250"):
             return answer
         envelope.rcpt_tos.append(address)
@@ -67,6 +72,11 @@ class ScriptedHandler:
     async def handle_DATA(self, server, session, envelope):
         if self.data_delay:
             await asyncio.sleep(self.data_delay)
+            transport = getattr(server, "transport", None)
+            if transport is None or transport.is_closing():
+                # The client went away before our answer: like a real relay, this server
+                # never took responsibility for the message, so it is not delivered.
+                return "421 4.4.2 Client went away"
         with self.lock:
             self.data_calls.append(time.time())
             answer = self.data_answers.popleft() if self.data_answers else self.default_data_answer

@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 from firebase_admin import messaging
 
-from deliveries.attempt import delivery_attempt
+from deliveries.attempt import deliveries_attempt, delivery_attempt
 from deliveries.channels import fcm
 from deliveries.models import Delivery, DeliveryAttempt, Device
 from notify.models import Category, Notification, Producer, Recipient
@@ -82,7 +82,8 @@ def test_600_devices_go_out_in_two_chunks_with_one_result_each(fcm_service, fcm_
     notification, deliveries = fcm_notification(fcm_template, 600)
 
     with caplog.at_level(logging.INFO, logger="deliveries.channels.fcm"):
-        delivery_attempt(delivery_id=deliveries[0].pk)
+        # As routing hands them over: one notification's FCM deliveries in one batch.
+        deliveries_attempt(delivery_ids=[d.pk for d in deliveries])
 
     chunks = [r.getMessage() for r in caplog.records if "chunk" in r.getMessage()]
     assert chunks == [
@@ -103,7 +104,7 @@ def test_unregistered_token_deactivates_exactly_that_device(fcm_service, fcm_tem
     fcm_service.answer("tok-1", 404, "UNREGISTERED")
     fcm_service.answer("tok-2", 400, "INVALID_ARGUMENT")
 
-    delivery_attempt(delivery_id=deliveries[0].pk)
+    deliveries_attempt(delivery_ids=[d.pk for d in deliveries])
 
     rows = {d.target: d for d in Delivery.objects.filter(notification=notification)}
     devices = {str(d.pk): d for d in Device.objects.filter(recipient=notification.recipient)}
@@ -154,7 +155,7 @@ def test_a_device_live_on_the_stream_is_left_out_of_the_fcm_batch(fcm_service, f
     entry = feed_entry_create(notification=notification, title="Order", body="", url="")
     feed_entry_mark_seen(device_id=int(live.target), entry_id=entry.pk)
     try:
-        delivery_attempt(delivery_id=deliveries[0].pk)
+        deliveries_attempt(delivery_ids=[d.pk for d in deliveries])
     finally:
         device_live_clear(device_id=int(live.target), connection_id="tab-1")
 
@@ -193,3 +194,95 @@ def test_a_drip_feeding_fcm_answer_is_cut_off_at_the_calls_deadline(
     attempt = DeliveryAttempt.objects.get(delivery=delivery)
     assert attempt.outcome == "transient"
     assert delivery.status == "retrying"  # a timeout is retried like any transient failure
+
+
+# --- FCM goes through the same attempt as every channel -------------------------------
+
+
+def fcm_event(category: Category, recipient: Recipient, *, occurred_at, subject: str = ""):
+    """A notification with one queued FCM delivery to the recipient's first device, made
+    as routing makes them (ordered by recipient and time)."""
+    device = Device.objects.filter(recipient=recipient, kind="fcm").order_by("pk").first()
+    if device is None:
+        device = Device.objects.create(
+            recipient=recipient, kind="fcm", token=f"tok-{uuid.uuid4()}", platform="android"
+        )
+    notification = Notification.objects.create(
+        producer=Producer.objects.get_or_create(name="shop")[0], event_id=str(uuid.uuid4()),
+        recipient=recipient, category=category, payload=ORDER, fingerprint="test",
+        ttl_seconds=600, occurred_at=occurred_at, subject=subject, routed_at=timezone.now(),
+    )  # fmt: skip
+    now = timezone.now()
+    return Delivery.objects.create(
+        notification=notification, channel="fcm", target=str(device.pk),
+        queue=category.queue, next_attempt_at=now, deadline=now + timedelta(seconds=600),
+        recipient_id=recipient.pk, occurred_at=occurred_at,
+        gate_seal=gate_seal(notification_id=notification.pk, channel="fcm",
+                            target=str(device.pk)),
+    )  # fmt: skip
+
+
+def test_an_fcm_push_waits_for_an_earlier_one_to_the_same_person(fcm_service, fcm_template):
+    person = Recipient.objects.create(user_id=f"fcm-{uuid.uuid4()}", locale="en")
+    now = timezone.now()
+    earlier = fcm_event(fcm_template, person, occurred_at=now - timedelta(minutes=1))
+    later = fcm_event(fcm_template, person, occurred_at=now)
+
+    [report] = deliveries_attempt(delivery_ids=[later.pk])
+    assert report.result.value == "held"
+    assert fcm_service.sends == []
+
+    # Together in one batch they go (handed to FCM in one multicast, the earlier first).
+    deliveries_attempt(delivery_ids=[later.pk, earlier.pk])
+    statuses = Delivery.objects.filter(pk__in=[earlier.pk, later.pk]).values_list(
+        "status", flat=True
+    )
+    assert set(statuses) == {"delivered"}
+    sent = {s["message"]["data"]["notification_id"] for s in fcm_service.sends}
+    assert sent == {str(earlier.notification_id), str(later.notification_id)}
+
+
+def test_an_older_fcm_push_is_superseded_by_a_newer_one_already_delivered(
+    fcm_service, fcm_template
+):
+    person = Recipient.objects.create(user_id=f"fcm-{uuid.uuid4()}", locale="en")
+    now = timezone.now()
+    newer = fcm_event(fcm_template, person, occurred_at=now, subject="order:F-9")
+    deliveries_attempt(delivery_ids=[newer.pk])
+    older = fcm_event(fcm_template, person, occurred_at=now - timedelta(hours=1),
+                      subject="order:F-9")  # fmt: skip
+
+    deliveries_attempt(delivery_ids=[older.pk])
+
+    older.refresh_from_db()
+    assert (older.status, older.reason) == ("superseded", "newer_delivered")
+    assert len(fcm_service.sends) == 1  # only the newer one
+
+
+def test_an_fcm_push_past_its_deadline_is_not_sent(fcm_service, fcm_template):
+    person = Recipient.objects.create(user_id=f"fcm-{uuid.uuid4()}", locale="en")
+    late = fcm_event(fcm_template, person, occurred_at=timezone.now())
+    Delivery.objects.filter(pk=late.pk).update(deadline=timezone.now() - timedelta(seconds=1))
+
+    deliveries_attempt(delivery_ids=[late.pk])
+
+    late.refresh_from_db()
+    assert (late.status, late.reason) == ("expired", "deadline_passed")
+    assert fcm_service.sends == []
+
+
+def test_the_fcm_rate_limit_is_charged_per_message_in_a_batch(
+    fcm_service, fcm_template, settings, clean_breakers
+):
+    settings.NOTIFY_PROVIDER_RATE_LIMITS = {**settings.NOTIFY_PROVIDER_RATE_LIMITS, "fcm": "1:1"}
+    _, deliveries = fcm_notification(fcm_template, 3)
+
+    deliveries_attempt(delivery_ids=[d.pk for d in deliveries])
+
+    rows = list(Delivery.objects.filter(pk__in=[d.pk for d in deliveries]).order_by("pk"))
+    assert [row.status for row in rows] == ["delivered", "retrying", "retrying"]
+    for postponed in rows[1:]:  # put back uncharged, for when the bucket has a token
+        assert postponed.attempts == 0
+        assert postponed.last_error == "postponed: fcm rate limit"
+        assert postponed.next_attempt_at > timezone.now()
+    assert len(fcm_service.sends) == 1
