@@ -303,7 +303,7 @@ NOTIFY_BATCH_SIZE_TRANSACTIONAL = env_int("NOTIFY_BATCH_SIZE_TRANSACTIONAL", 25,
 # grows while the provider answers fast and shrinks to one message when it is slow, so a
 # campaign's pause reaches the rest of a batch within a round. The first round's size:
 NOTIFY_BATCH_ROUND_SECONDS = env_float("NOTIFY_BATCH_ROUND_SECONDS", 0.5, minimum=0.001)
-NOTIFY_BATCH_ROUND_START = env_int("NOTIFY_BATCH_ROUND_START", 16, minimum=1)
+NOTIFY_BATCH_ROUND_START = env_int("NOTIFY_BATCH_ROUND_START", 2, minimum=1)
 # A message a provider took before its round was recorded is marked in Redis for this
 # long (seconds), so the sweeper settles a killed worker's claim instead of resending it;
 # longer than the claim timeout plus the sweeper's interval.
