@@ -21,7 +21,6 @@ from django.template import TemplateSyntaxError
 from django.utils import timezone
 
 from deliveries.channels.inapp import feed_entries_write
-from deliveries.enqueue import deliveries_enqueue
 from deliveries.models import (
     AttemptOutcome,
     Delivery,
@@ -29,11 +28,12 @@ from deliveries.models import (
     DeliveryStatus,
     Reason,
 )
-from deliveries.outcome_log import delivery_outcome_log
-from deliveries.retry import PUSH_CHANNELS
-from deliveries.route_lock import notification_lock, notifications_lock
+from deliveries.pipeline.enqueue import deliveries_enqueue
+from deliveries.pipeline.outcome_log import delivery_outcome_log
+from deliveries.pipeline.retry import PUSH_CHANNELS
+from deliveries.pipeline.route_lock import notification_lock, notifications_lock
+from deliveries.pipeline.suppression import suppression_key
 from deliveries.selectors import push_targets_by_recipient
-from deliveries.suppression import suppression_key
 from notify.models import Channel, Notification
 from notify.rows import ModelInsert
 from preferences.gate import (
