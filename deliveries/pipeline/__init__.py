@@ -1,8 +1,8 @@
 """The pipeline: a notification becomes deliveries, and each delivery is sent and recorded.
 
 In the order an event meets them:
-- routing.py (with route_lock.py: the lock statement), through the gate;
-  suppression.py is read there
+- routing.py (with route_lock.py: the lock statement; route_write.py: the write
+  statement), through the gate; suppression.py is read there
 - enqueue.py: the send messages, admitted by fairness.py (per-recipient push slots)
 - claim.py: the conditional UPDATE, held back by ordering.py, skipped by live.py
 - attempt.py: one attempt per delivery of a batch; pressure.py (breaker.py, ratelimit.py)
