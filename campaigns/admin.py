@@ -25,7 +25,7 @@ from campaigns.fanout import campaign_launch
 from campaigns.models import AudienceKind, Campaign
 from campaigns.selectors import campaign_progress
 from campaigns.upload import audience_upload_load, unknown_user_ids, upload_problem
-from deliveries.support import SupportRecipientAdmin
+from deliveries.support.pages import SupportRecipientAdmin
 from notify.models import ErasureVia, Recipient
 from notify.payloads import payload_problem
 

@@ -47,8 +47,8 @@ from campaigns.selectors import (
     campaign_notifications_sql,
     campaign_params,
 )
-from deliveries.enqueue import delivery_enqueue
 from deliveries.models import DeliveryStatus, Reason
+from deliveries.pipeline.enqueue import delivery_enqueue
 from notify.models import Outbox
 
 logger = logging.getLogger(__name__)

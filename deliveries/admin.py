@@ -8,7 +8,6 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from deliveries.dead_letters import dead_letters_redrive
 from deliveries.models import (
     AddressSuppression,
     DeadLetter,
@@ -19,9 +18,10 @@ from deliveries.models import (
     Device,
 )
 from deliveries.ops.selectors import open_dead_letters
-from deliveries.redrive import REDRIVABLE, deliveries_redrive
-from deliveries.send_to_me import send_to_me_register
-from deliveries.support import SupportNotificationAdmin
+from deliveries.pipeline.dead_letters import dead_letters_redrive
+from deliveries.pipeline.redrive import REDRIVABLE, deliveries_redrive
+from deliveries.support.pages import SupportNotificationAdmin
+from deliveries.support.send_to_me import send_to_me_register
 from notify.broker import queue_depth
 from notify.models import Notification
 

@@ -9,9 +9,9 @@ from django.db.models import Q
 from django_redis import get_redis_connection
 
 from deliveries.counts import delivery_counts_settle
-from deliveries.fairness import push_slots_key
-from deliveries.live import live_key, seen_key
 from deliveries.models import AddressSuppression, Delivery, DeliveryAttempt, Device
+from deliveries.pipeline.fairness import push_slots_key
+from deliveries.pipeline.live import live_key, seen_key
 from notify.erasure import admin_log_forget
 from notify.models import Channel, Recipient
 

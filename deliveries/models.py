@@ -109,7 +109,7 @@ class Delivery(InNotificationMonth):
                 condition=Q(status="delivered"),
             ),
             # The order check: an earlier one to the same person and channel on its way
-            # (deliveries/ordering.py ON_ITS_WAY_SQL says which).
+            # (deliveries/pipeline/ordering.py ON_ITS_WAY_SQL says which).
             models.Index(
                 fields=["recipient", "channel", "occurred_at", "accepted_at", "notification"],
                 name="delivery_order_pending",

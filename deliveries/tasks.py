@@ -8,14 +8,14 @@ from celery import Task, shared_task
 from celery.exceptions import Reject
 from django.conf import settings
 
-from deliveries.attempt import campaign_yield_due, deliveries_attempt, delivery_attempt
 from deliveries.counts import delivery_counts_fold
-from deliveries.enqueue import delivery_dead_letter
-from deliveries.outcome import AttemptResult
-from deliveries.release import deferred_release
-from deliveries.retry import jittered, route_backoff
-from deliveries.routing import notifications_route
-from deliveries.sweep import sweep_due_deliveries, sweep_unrouted_notifications
+from deliveries.pipeline.attempt import campaign_yield_due, deliveries_attempt, delivery_attempt
+from deliveries.pipeline.enqueue import delivery_dead_letter
+from deliveries.pipeline.outcome import AttemptResult
+from deliveries.pipeline.release import deferred_release
+from deliveries.pipeline.retry import jittered, route_backoff
+from deliveries.pipeline.routing import notifications_route
+from deliveries.pipeline.sweep import sweep_due_deliveries, sweep_unrouted_notifications
 from notify.celery import delivered_queue
 from notify.counts import accepted_counts_fold
 

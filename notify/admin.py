@@ -1,7 +1,7 @@
 """Admin for the core: producers, keys, categories, the outbox and feed entries.
 
 Support's pages for recipients and notifications show deliveries too, so they live with
-the deliveries app (deliveries/support.py).
+the deliveries app (deliveries/support/pages.py).
 """
 
 from typing import Any

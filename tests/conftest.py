@@ -267,7 +267,7 @@ def pipeline(transactional_db, celery_worker, outbox_relay, smtp, broker):
 
 @pytest.fixture
 def demo_data(db):
-    from deliveries.demo import seed_demo
+    from deliveries.support.demo import seed_demo
 
     seed_demo()
 

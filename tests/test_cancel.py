@@ -8,10 +8,10 @@ from datetime import timedelta
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from deliveries.attempt import delivery_attempt
 from deliveries.models import Delivery
-from deliveries.outcome import AttemptResult
-from deliveries.routing import notification_route
+from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.outcome import AttemptResult
+from deliveries.pipeline.routing import notification_route
 from notify.services import api_key_issue
 
 ORDER = {"order_number": "X-1", "delivery_date": "2026-12-03", "items_count": 1}

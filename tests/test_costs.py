@@ -9,9 +9,9 @@ import uuid
 import pytest
 from django.db import connection
 
-from deliveries.attempt import delivery_attempt
 from deliveries.models import Delivery
-from deliveries.routing import notification_route
+from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.routing import notification_route
 from notify.models import Category, Producer, Recipient
 from notify.services import notification_accept
 from tests.statuses import settled

@@ -7,11 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from deliveries.attempt import delivery_attempt
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus, Reason
-from deliveries.release import deferred_release
-from deliveries.retry import RetryKind, decide_retry
-from deliveries.routing import notification_route
+from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.release import deferred_release
+from deliveries.pipeline.retry import RetryKind, decide_retry
+from deliveries.pipeline.routing import notification_route
 from notify.models import Category, Notification, Producer, Recipient
 
 ORDER = {"order_number": "A-1", "delivery_date": "2026-12-03", "items_count": 1}

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from deliveries.demo import CATEGORIES
+from deliveries.support.demo import CATEGORIES
 from notify.models import Category
 from templates_admin.models import Template
 from templates_admin.services import VERSION_FIELDS, template_version_problems

@@ -14,8 +14,8 @@ from django.utils import timezone
 from kombu import Queue
 
 from deliveries.models import Delivery, DeliveryStatus
-from deliveries.routing import notification_route
-from deliveries.sweep import sweep_due_deliveries
+from deliveries.pipeline.routing import notification_route
+from deliveries.pipeline.sweep import sweep_due_deliveries
 from notify.celery import app
 from notify.models import Notification, Outbox, Recipient
 from tests.conftest import ROOT

@@ -15,12 +15,12 @@ from django.db import connection
 from django.utils import timezone
 
 from campaigns.models import AudienceKind, Campaign, CampaignMember
-from deliveries.attempt import delivery_attempt
 from deliveries.channels.email import kept_session_close
-from deliveries.fairness import push_slots_key
-from deliveries.live import device_live_mark, live_key
 from deliveries.models import AddressSuppression, Delivery, DeliveryAttempt, Device
-from deliveries.routing import notification_route
+from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.fairness import push_slots_key
+from deliveries.pipeline.live import device_live_mark, live_key
+from deliveries.pipeline.routing import notification_route
 from history.partitions import month_add, month_of
 from history.retention import retention_run
 from notify.models import Category, Erasure, ErasureVia, Notification, Producer, Recipient

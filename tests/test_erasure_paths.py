@@ -11,7 +11,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from deliveries.models import Delivery, Reason
-from deliveries.routing import notification_route
+from deliveries.pipeline.routing import notification_route
 from notify.checks import check_erasure_key
 from notify.models import Erasure, ErasureVia, Notification, Recipient
 from notify.roles import privacy_group_ensure, support_group_ensure

@@ -141,7 +141,7 @@ def test_with_redis_unreachable_the_feed_answers_and_the_count_says_unavailable(
 
 def test_a_title_longer_than_its_column_is_cut_at_a_word_with_an_ellipsis(alice):
     from deliveries.models import Delivery, DeliveryStatus
-    from deliveries.routing import notification_route
+    from deliveries.pipeline.routing import notification_route
 
     order_number = " ".join(["ORD-12345"] * 60)  # 599 characters: the title cannot hold it
     notification = Notification.objects.create(

@@ -8,11 +8,11 @@ import uuid
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from deliveries.claim import delivery_load
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
-from deliveries.route_lock import notification_lock
-from deliveries.routing import notification_route
-from deliveries.suppression import address_suppress
+from deliveries.pipeline.claim import delivery_load
+from deliveries.pipeline.route_lock import notification_lock
+from deliveries.pipeline.routing import notification_route
+from deliveries.pipeline.suppression import address_suppress
 from notify.models import Category, Notification, Producer, Recipient
 from notify.services import notification_accept
 

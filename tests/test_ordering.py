@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from deliveries.attempt import delivery_attempt
 from deliveries.channels.email import kept_session_close
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
-from deliveries.outcome import AttemptResult
-from deliveries.routing import notification_route
+from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.outcome import AttemptResult
+from deliveries.pipeline.routing import notification_route
 from notify.models import Category, Notification, Producer, Recipient
 from notify.services import notification_accept
 from tests.conftest import purge_queues

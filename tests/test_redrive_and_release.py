@@ -10,9 +10,9 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from deliveries.models import AddressSuppression, Delivery, DeliveryStatus, Reason
-from deliveries.redrive import deliveries_redrive
-from deliveries.release import deferred_release
-from deliveries.routing import notification_route
+from deliveries.pipeline.redrive import deliveries_redrive
+from deliveries.pipeline.release import deferred_release
+from deliveries.pipeline.routing import notification_route
 from notify.models import Category, Notification, Producer, Recipient
 
 ORDER = {"order_number": "R-1", "delivery_date": "2026-12-03", "items_count": 1}

@@ -12,7 +12,7 @@ from django.utils import timezone
 from kombu import Queue
 
 from deliveries.models import Delivery
-from deliveries.sweep import sweep_unrouted_notifications
+from deliveries.pipeline.sweep import sweep_unrouted_notifications
 from notify.broker import publish_task
 from notify.models import Category, Notification, Outbox, Producer, Recipient
 from tests.waiting import wait_for
@@ -85,7 +85,7 @@ def test_a_notification_whose_route_message_was_lost_is_routed_by_the_sweeper(pi
 
 
 def test_route_retries_wait_twice_as_long_each_time_up_to_the_ceiling(settings):
-    from deliveries.retry import route_backoff
+    from deliveries.pipeline.retry import route_backoff
 
     settings.NOTIFY_ROUTE_RETRY_BASE, settings.NOTIFY_ROUTE_RETRY_MAX = 2.0, 60.0
     assert [route_backoff(n) for n in range(1, 8)] == [2, 4, 8, 16, 32, 60, 60]

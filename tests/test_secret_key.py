@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from deliveries.demo import seed_demo
 from deliveries.models import Delivery, DeliveryStatus
-from deliveries.routing import notification_route
+from deliveries.pipeline.routing import notification_route
+from deliveries.support.demo import seed_demo
 from notify.checks import secret_key_problem
 from notify.models import Category, Notification, Producer, Recipient
 from notify.tokens import user_token_issue, user_token_recipient_id

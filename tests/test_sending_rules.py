@@ -10,11 +10,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from deliveries.attempt import delivery_attempt
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
-from deliveries.outcome import AttemptResult
-from deliveries.retry import RetryKind, decide_retry
-from deliveries.routing import notification_route
+from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.outcome import AttemptResult
+from deliveries.pipeline.retry import RetryKind, decide_retry
+from deliveries.pipeline.routing import notification_route
 from notify.celery import app
 from notify.models import Category, Notification, Producer, Recipient
 from tests.conftest import ROOT

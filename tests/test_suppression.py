@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from deliveries.attempt import delivery_attempt
 from deliveries.channels.email import kept_session_close
 from deliveries.models import AddressSuppression, Delivery, DeliveryStatus, Reason
-from deliveries.routing import notification_route
+from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.routing import notification_route
 from notify.models import Category, Notification, Producer, Recipient
 from notify.roles import redrive_group_ensure, support_group_ensure
 

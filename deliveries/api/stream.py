@@ -38,8 +38,8 @@ from deliveries.api.stream_limits import (
     stream_slot_renew,
     stream_slot_take,
 )
-from deliveries.live import device_live_clear, device_live_mark, feed_entry_mark_seen
 from deliveries.models import Device
+from deliveries.pipeline.live import device_live_clear, device_live_mark, feed_entry_mark_seen
 from notify.api.auth import api_key_scope_refusal
 from notify.api.errors import ApiError, error_body
 from notify.api.lookups import user_id_checked

@@ -23,7 +23,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 from redis.exceptions import RedisError
 
-from deliveries.retry import jittered
+from deliveries.pipeline.retry import jittered
 
 logger = logging.getLogger(__name__)
 

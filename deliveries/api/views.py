@@ -9,9 +9,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from deliveries.api import serializers as s
-from deliveries.cancel import Cancelled, notification_cancel
-from deliveries.devices import device_register, device_remove
-from deliveries.push_origins import EndpointRefused
+from deliveries.channels.push_origins import EndpointRefused
+from deliveries.pipeline.cancel import Cancelled, notification_cancel
+from deliveries.pipeline.devices import device_register, device_remove
 from deliveries.selectors import notification_status
 from notify.api import serializers as notify_s
 from notify.api.errors import ApiError

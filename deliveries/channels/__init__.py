@@ -13,7 +13,7 @@ _MODULES = {
     "email": "deliveries.channels.email",
     "webpush": "deliveries.channels.webpush",
     "fcm": "deliveries.channels.fcm",
-    "sms": "deliveries.channels.sms",
+    "sms": "deliveries.channels.sms.channel",
 }
 
 

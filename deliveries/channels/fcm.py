@@ -29,8 +29,8 @@ from firebase_admin import credentials, exceptions, messaging
 
 from deliveries.channels.base import SendResult, parse_retry_after, ttl_left
 from deliveries.channels.deadline import BoundedAdapter
-from deliveries.devices import PERMANENT_DEVICE_CODES, devices_deactivate
 from deliveries.models import Device, DeviceKind
+from deliveries.pipeline.devices import PERMANENT_DEVICE_CODES, devices_deactivate
 from templates_admin.rendering import render_version
 
 if TYPE_CHECKING:

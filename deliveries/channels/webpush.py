@@ -9,9 +9,9 @@ connection errors → transient, with the push service's Retry-After passed on (
 by NOTIFY_PUSH_RETRY_AFTER_MAX; past the delivery's deadline it expires).
 
 The endpoint came from a browser, so before each post it is checked against
-WEBPUSH_ALLOWED_ORIGINS (deliveries/push_origins.py); redirects are never followed, at
-most WEBPUSH_MAX_RESPONSE_BYTES of the answer is read, and the whole call ends at
-NOTIFY_CALL_DEADLINE_WEBPUSH however slowly the endpoint drips its answer.
+WEBPUSH_ALLOWED_ORIGINS (deliveries/channels/push_origins.py); redirects are never
+followed, at most WEBPUSH_MAX_RESPONSE_BYTES of the answer is read, and the whole call
+ends at NOTIFY_CALL_DEADLINE_WEBPUSH however slowly the endpoint drips its answer.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from pywebpush import WebPusher
 
 from deliveries.channels.base import SendResult, parse_retry_after, ttl_left
 from deliveries.channels.deadline import BoundedAdapter
-from deliveries.devices import PERMANENT_DEVICE_CODES, devices_deactivate
+from deliveries.channels.push_origins import EndpointRefused, endpoint_check
 from deliveries.models import DeviceKind
-from deliveries.push_origins import EndpointRefused, endpoint_check
+from deliveries.pipeline.devices import PERMANENT_DEVICE_CODES, devices_deactivate
 from deliveries.selectors import device_for_delivery
 from templates_admin.rendering import render_version
 

@@ -19,10 +19,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from kombu import Connection, Queue
 
-from deliveries.attempt import deliveries_attempt
 from deliveries.channels.email import kept_session_close
 from deliveries.models import Delivery, DeliveryAttempt
-from deliveries.routing import notifications_route
+from deliveries.pipeline.attempt import deliveries_attempt
+from deliveries.pipeline.routing import notifications_route
 from notify.models import Outbox
 from notify.relay import ROUTE_TASK, outbox_publish_pending
 from preferences.models import QuietHours

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from deliveries.models import Delivery
-from deliveries.sweep import sweep_due_deliveries
+from deliveries.pipeline.sweep import sweep_due_deliveries
 from tests.campaigns.conftest import fan_out_all, launch, seed_recipients
 from tests.waiting import wait_for
 

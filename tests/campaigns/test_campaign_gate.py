@@ -11,7 +11,7 @@ import pytest
 
 from campaigns.selectors import campaign_progress
 from deliveries.models import Delivery
-from deliveries.routing import notification_route
+from deliveries.pipeline.routing import notification_route
 from notify.models import Category
 from preferences.models import MarketingDayCount, Preference
 from tests.campaigns.conftest import (

@@ -13,8 +13,8 @@ from campaigns.fanout import campaign_fan_out
 from campaigns.models import CampaignHold, CampaignStatus
 from campaigns.selectors import MEMBER_ORDER, campaign_progress
 from deliveries.models import Delivery, DeliveryStatus
-from deliveries.release import deferred_release
-from deliveries.routing import notification_route
+from deliveries.pipeline.release import deferred_release
+from deliveries.pipeline.routing import notification_route
 from notify.models import Notification, Outbox
 from tests.campaigns.conftest import (
     NOON_UTC,

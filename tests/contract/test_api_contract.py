@@ -28,7 +28,7 @@ MAX_EXAMPLES = 12
 
 @pytest.fixture
 def live_web(transactional_db, worker_env):
-    from deliveries.demo import seed_demo
+    from deliveries.support.demo import seed_demo
 
     seed_demo()
     web = WebProcess(worker_env, name="web-contract")

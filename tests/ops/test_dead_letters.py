@@ -12,8 +12,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from deliveries.dead_letters import dead_letters_drain
 from deliveries.models import DeadLetter, Delivery, DeliveryRedrive
+from deliveries.pipeline.dead_letters import dead_letters_drain
 from notify.broker import publish_task, queue_depth
 from notify.models import Category, Notification, Producer, Recipient
 from notify.roles import redrive_group_ensure, support_group_ensure

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from deliveries.attempt import delivery_attempt
 from deliveries.models import Delivery
-from deliveries.routing import notification_route
+from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.routing import notification_route
 
 ORDER = {"order_number": "L-7", "delivery_date": "2026-12-03", "items_count": 1}
 

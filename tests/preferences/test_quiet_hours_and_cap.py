@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 
 from deliveries.models import Delivery
-from deliveries.release import deferred_release
-from deliveries.routing import notification_route
+from deliveries.pipeline.release import deferred_release
+from deliveries.pipeline.routing import notification_route
 from notify.models import Category, Notification, Producer, Recipient
 from tests.preferences.conftest import LOGIN, PROMO, register, signup_consent
 from tests.waiting import wait_for

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from deliveries.breaker import breaker_permit, breaker_record, breaker_state
-from deliveries.ratelimit import provider_limit, provider_take
+from deliveries.pipeline.breaker import breaker_permit, breaker_record, breaker_state
+from deliveries.pipeline.ratelimit import provider_limit, provider_take
 
 
 @pytest.fixture

@@ -83,7 +83,7 @@ def test_each_fcm_answer_is_classified(response, outcome, code):
 
 
 def test_only_answers_that_prove_the_token_is_gone_deactivate_an_fcm_device():
-    from deliveries.devices import PERMANENT_DEVICE_CODES
+    from deliveries.pipeline.devices import PERMANENT_DEVICE_CODES
 
     assert PERMANENT_DEVICE_CODES["fcm"] == {"UNREGISTERED", "SENDER_ID_MISMATCH"}
     assert "INVALID_ARGUMENT" not in PERMANENT_DEVICE_CODES["fcm"]

@@ -9,9 +9,9 @@ from datetime import timedelta
 from django.db import connection
 from django.utils import timezone
 
-from deliveries.attempt import delivery_attempt
 from deliveries.channels.email import kept_session_close
 from deliveries.models import Delivery, DeliveryAttempt
+from deliveries.pipeline.attempt import delivery_attempt
 from notify.models import Category, Notification, Producer, Recipient
 from preferences.gate import gate_seal
 from tests.peers.drip import DripPeer

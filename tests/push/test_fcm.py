@@ -15,9 +15,9 @@ import pytest
 from django.utils import timezone
 from firebase_admin import messaging
 
-from deliveries.attempt import deliveries_attempt, delivery_attempt
 from deliveries.channels import fcm
 from deliveries.models import Delivery, DeliveryAttempt, Device
+from deliveries.pipeline.attempt import deliveries_attempt, delivery_attempt
 from notify.models import Category, Notification, Producer, Recipient
 from preferences.gate import gate_seal
 from templates_admin.models import Template
@@ -145,7 +145,7 @@ def test_canary_firebase_admin_keeps_its_send_url_where_we_point_it(fcm_service)
 
 
 def test_a_device_live_on_the_stream_is_left_out_of_the_fcm_batch(fcm_service, fcm_template):
-    from deliveries.live import device_live_clear, device_live_mark, feed_entry_mark_seen
+    from deliveries.pipeline.live import device_live_clear, device_live_mark, feed_entry_mark_seen
     from notify.feed import feed_entry_create
 
     notification, deliveries = fcm_notification(fcm_template, 3)

@@ -12,10 +12,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from deliveries.attempt import delivery_attempt
-from deliveries.breaker import breaker_state
 from deliveries.channels.webpush import parse_retry_after
 from deliveries.models import Delivery, DeliveryAttempt, Device
+from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.breaker import breaker_state
 from notify.models import Category, Notification, Producer, Recipient
 from preferences.gate import gate_seal
 from tests.peers.drip import DripPeer

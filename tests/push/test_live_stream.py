@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deliveries.live import device_is_live
+from deliveries.pipeline.live import device_is_live
 from tests.push.sse_client import SseClient
 from tests.push.test_webpush import push_status, register_device, register_user, send_order
 from tests.waiting import wait_for

@@ -13,8 +13,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from deliveries.channels import webpush
+from deliveries.channels.push_origins import EndpointRefused, endpoint_check
 from deliveries.models import Device
-from deliveries.push_origins import EndpointRefused, endpoint_check
 from tests.push.test_devices_api import webpush_body
 from tests.push.test_webpush import register_device, register_user, send_order, settled
 

@@ -3,8 +3,8 @@ devices through the local Web Push service and the local FCM."""
 
 from __future__ import annotations
 
-from deliveries.attempt import delivery_attempt
 from deliveries.models import Delivery, DeliveryStatus
+from deliveries.pipeline.attempt import delivery_attempt
 from tests.push.test_webpush import register_device
 from tests.templates.conftest import editor, editor_client, me, published_template, send_test
 

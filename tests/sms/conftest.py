@@ -59,7 +59,7 @@ def smsc(smsc_peer):
 @pytest.fixture
 def sms_settings(settings, smsc):
     """SMPP settings pointing at the peer, with short keep-alive and backoff for tests."""
-    from deliveries.smpp.process import session_close
+    from deliveries.channels.sms.smpp.process import session_close
 
     settings.SMPP_HOST = "127.0.0.1"
     settings.SMPP_PORT = smsc.port
@@ -83,7 +83,7 @@ def sms_settings(settings, smsc):
 @pytest.fixture
 def sms_session(sms_settings):
     """This process's session (the one the channel uses), bound to the peer."""
-    from deliveries.smpp.process import session_close, session_for_process
+    from deliveries.channels.sms.smpp.process import session_close, session_for_process
 
     session = session_for_process()
     assert session.wait_bound(5), "the SMPP session did not bind to the test SMSC"
@@ -120,7 +120,7 @@ def _close_open_deliveries():
 
 
 def _login_code_factory():
-    from deliveries.demo import seed_demo
+    from deliveries.support.demo import seed_demo
     from notify.models import Category, Notification, Producer, Recipient
 
     seed_demo()
@@ -153,9 +153,9 @@ def route_and_send(notification, *, hold: float = 0.0):
 
     from django.utils import timezone
 
-    from deliveries.attempt import delivery_attempt
     from deliveries.models import Delivery, DeliveryStatus
-    from deliveries.routing import notification_route
+    from deliveries.pipeline.attempt import delivery_attempt
+    from deliveries.pipeline.routing import notification_route
 
     with transaction.atomic():
         notification_route(notification_id=str(notification.pk))

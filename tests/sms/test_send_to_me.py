@@ -3,8 +3,8 @@ through the SMS channel and the local SMSC peer."""
 
 from __future__ import annotations
 
-from deliveries.attempt import delivery_attempt
 from deliveries.models import Delivery, DeliveryStatus
+from deliveries.pipeline.attempt import delivery_attempt
 from tests.templates.conftest import editor, editor_client, me, published_template, send_test
 
 __all__ = ["editor", "editor_client", "me"]  # fixtures used below

@@ -10,7 +10,7 @@ from itertools import pairwise
 
 import pytest
 
-from deliveries.smpp.rate import AdaptiveRate, throttle_pause
+from deliveries.channels.sms.smpp.rate import AdaptiveRate, throttle_pause
 
 
 class Clock:

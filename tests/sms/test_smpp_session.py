@@ -7,11 +7,11 @@ import socket
 
 import pytest
 
-from deliveries.channels.sms import submit_text
+from deliveries.channels.sms.channel import submit_text
+from deliveries.channels.sms.smpp.codes import STATUS_TABLE, StatusKind
+from deliveries.channels.sms.smpp.encoding import encode_text
+from deliveries.channels.sms.smpp.process import session_for_process
 from deliveries.models import AttemptOutcome
-from deliveries.smpp.codes import STATUS_TABLE, StatusKind
-from deliveries.smpp.encoding import encode_text
-from deliveries.smpp.process import session_for_process
 from tests.waiting import wait_for
 
 PHONE = "+447700900123"
@@ -115,7 +115,7 @@ def test_each_smsc_answer_is_classified_as_the_table_says(sms_session, smsc, cod
 
 
 def test_the_throttling_row_is_retried_then_given_up(sms_session, smsc):
-    from deliveries.channels.sms import THROTTLE_EXHAUSTED, throttle_exhausted
+    from deliveries.channels.sms.channel import THROTTLE_EXHAUSTED, throttle_exhausted
 
     smsc.always = 0x58
     result = submit_text(sms_session, destination=PHONE, encoded=encode_text("throttled"))

@@ -8,16 +8,16 @@ from itertools import pairwise
 import pytest
 
 from deliveries.channels import provider_for
+from deliveries.channels.sms.smpp.encoding import DATA_CODING, UCS2, decode
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus, Reason
-from deliveries.smpp.encoding import DATA_CODING, UCS2, decode
 from tests.sms.conftest import route_and_send
 from tests.waiting import wait_for
 
 
 def test_sms_is_a_registered_channel():
-    from deliveries.channels import sms
+    from deliveries.channels.sms import channel
 
-    assert provider_for("sms") is sms
+    assert provider_for("sms") is channel
 
 
 def test_login_code_sms_reaches_the_smsc_and_keeps_its_message_id(smsc, login_code):
@@ -116,7 +116,7 @@ def test_smsc_throttling_3_of_4_submits_slows_down_retries_with_growing_pauses_a
 
 
 def test_throttling_on_every_try_gives_up_after_three_retries(smsc, login_code):
-    from deliveries.channels.sms import THROTTLE_EXHAUSTED
+    from deliveries.channels.sms.channel import THROTTLE_EXHAUSTED
 
     smsc.always = 0x58
     delivery = route_and_send(login_code())
@@ -132,7 +132,7 @@ def test_throttling_on_every_try_gives_up_after_three_retries(smsc, login_code):
 
 
 def test_a_long_sms_throttled_out_after_its_first_part_ends_dead_not_retried(smsc, login_code):
-    from deliveries.channels.sms import THROTTLE_EXHAUSTED
+    from deliveries.channels.sms.channel import THROTTLE_EXHAUSTED
 
     # Cyrillic + 80 digits: two UCS-2 parts. Part 1 is accepted, part 2 throttled for good.
     smsc.answer_next(0, 0x58, 0x58, 0x58, 0x58)

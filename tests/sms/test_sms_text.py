@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deliveries.smpp.encoding import GSM7, UCS2, decode, encode_text, sms_segments
+from deliveries.channels.sms.smpp.encoding import GSM7, UCS2, decode, encode_text, sms_segments
 
 
 @pytest.mark.parametrize(

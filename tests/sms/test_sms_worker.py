@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from deliveries.models import Delivery, DeliveryStatus
-from deliveries.routing import notification_route
+from deliveries.pipeline.routing import notification_route
 from tests.waiting import wait_for
 
 

@@ -8,10 +8,10 @@ import json
 import pytest
 from django.urls import reverse
 
-from deliveries.attempt import delivery_attempt
-from deliveries.demo import CATEGORIES
 from deliveries.models import Delivery, DeliveryStatus, Reason
-from deliveries.routing import notification_route
+from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.routing import notification_route
+from deliveries.support.demo import CATEGORIES
 from notify.models import Category, Notification, Producer, Recipient
 from templates_admin.models import Template, TemplateVersion
 from templates_admin.services import template_version_create, template_version_publish

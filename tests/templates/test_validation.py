@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deliveries.demo import CATEGORIES, TEMPLATES
+from deliveries.support.demo import CATEGORIES, TEMPLATES
 from templates_admin.validation import sms_segments, template_version_check
 
 ORDER = next(c for c in CATEGORIES if c["key"] == "order.shipped")

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from deliveries.dead_letters import dead_letters_consume_forever
+from deliveries.pipeline.dead_letters import dead_letters_consume_forever
 from notify.checks import process_exit_on_weak_secret_key
 from notify.relay import stop_on_signals
 

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from deliveries.demo import seed_demo
+from deliveries.support.demo import seed_demo
 
 
 class Command(BaseCommand):

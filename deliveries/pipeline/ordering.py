@@ -30,10 +30,10 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from deliveries.enqueue import delivery_enqueue
-from deliveries.fairness import push_slot_member, push_slot_release
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
-from deliveries.retry import PUSH_CHANNELS
+from deliveries.pipeline.enqueue import delivery_enqueue
+from deliveries.pipeline.fairness import push_slot_member, push_slot_release
+from deliveries.pipeline.retry import PUSH_CHANNELS
 from notify.models import Channel
 
 # What an earlier delivery may be doing for a later one to wait ("on its way"): queued,

@@ -28,7 +28,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from deliveries.channels.inapp import feed_entry_write
-from deliveries.enqueue import delivery_enqueue
 from deliveries.models import (
     AttemptOutcome,
     Delivery,
@@ -36,8 +35,9 @@ from deliveries.models import (
     DeliveryStatus,
     TemplateTestSend,
 )
-from deliveries.retry import PUSH_CHANNELS
-from deliveries.routing import delivery_deadline
+from deliveries.pipeline.enqueue import delivery_enqueue
+from deliveries.pipeline.retry import PUSH_CHANNELS
+from deliveries.pipeline.routing import delivery_deadline
 from deliveries.selectors import push_targets_by_channel
 from notify.models import Channel, Notification, Producer, Recipient
 from preferences.gate import address_targets, test_send_seal

@@ -14,11 +14,11 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from deliveries.channels.base import SendResult
-from deliveries.claim import deliveries_load
-from deliveries.enqueue import delivery_enqueue
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus
-from deliveries.outcome import Tried, attempts_record
-from deliveries.sent_marks import sent_marks_read
+from deliveries.pipeline.claim import deliveries_load
+from deliveries.pipeline.enqueue import delivery_enqueue
+from deliveries.pipeline.outcome import Tried, attempts_record
+from deliveries.pipeline.sent_marks import sent_marks_read
 from notify.broker import publish_task
 from notify.models import Outbox
 from notify.relay import ROUTE_TASK
@@ -61,7 +61,7 @@ def sweep_due_deliveries(*, now: datetime | None = None) -> int:
 
 def stale_claims_settle_sent(*, stale_before: datetime) -> int:
     """Stale claims whose message a provider took (a batch's worker died before its
-    round was recorded, see deliveries/sent_marks.py) end delivered, not sent again.
+    round was recorded, see deliveries/pipeline/sent_marks.py) end delivered, not sent again.
     Returns how many were settled."""
     stale = list(
         Delivery.objects.filter(

@@ -3,7 +3,7 @@
 One statement, written once as SQL (see notify/rows.py): the notification locked for
 the route's transaction, with its recipient and category, which in-app template versions
 are published for its category, and which of the recipient's addresses are on the
-hard-bounce list (as `suppression_key` strings, see deliveries/suppression.py).
+hard-bounce list (as `suppression_key` strings, see deliveries/pipeline/suppression.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from django.db import connection
 
-from deliveries.suppression import suppressed_addresses_raw_sql
+from deliveries.pipeline.suppression import suppressed_addresses_raw_sql
 from notify.models import Category, Channel, Notification, Recipient
 from notify.rows import ModelColumns, instances_split, related_cache
 from templates_admin.selectors import published_choices_sql

@@ -20,9 +20,9 @@ from django.db import DatabaseError, close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
+from deliveries.channels.sms.smpp.codes import ESME_ROK, ESME_RX_T_APPN
+from deliveries.channels.sms.smpp.encoding import decode
 from deliveries.models import Delivery, DeliveryStatus, Reason
-from deliveries.smpp.codes import ESME_ROK, ESME_RX_T_APPN
-from deliveries.smpp.encoding import decode
 
 logger = logging.getLogger(__name__)
 

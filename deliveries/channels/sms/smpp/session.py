@@ -28,9 +28,9 @@ from smpplib import consts as smpp_consts
 from smpplib import exceptions as smpp_errors
 from smpplib import smpp
 
-from deliveries.smpp.codes import ESME_ROK
-from deliveries.smpp.rate import AdaptiveRate
-from deliveries.smpp.session_types import (
+from deliveries.channels.sms.smpp.codes import ESME_ROK
+from deliveries.channels.sms.smpp.rate import AdaptiveRate
+from deliveries.channels.sms.smpp.session_types import (
     SessionConfig,
     SessionUnavailable,
     SubmitAnswer,

@@ -11,10 +11,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from deliveries.enqueue import delivery_enqueue
 from deliveries.models import Delivery, DeliveryStatus, Reason
-from deliveries.routing import gate_decide
-from deliveries.suppression import suppressed_addresses_sql, suppression_key
+from deliveries.pipeline.enqueue import delivery_enqueue
+from deliveries.pipeline.routing import gate_decide
+from deliveries.pipeline.suppression import suppressed_addresses_sql, suppression_key
 from notify.models import Notification
 
 logger = logging.getLogger(__name__)

@@ -23,10 +23,10 @@ from django.db.models import F
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from deliveries.breaker import breaker_permit, breaker_record
-from deliveries.enqueue import delivery_enqueue
 from deliveries.models import AttemptOutcome, Delivery, DeliveryStatus, Device, DeviceKind
-from deliveries.ratelimit import provider_for_channel, provider_take
+from deliveries.pipeline.breaker import breaker_permit, breaker_record
+from deliveries.pipeline.enqueue import delivery_enqueue
+from deliveries.pipeline.ratelimit import provider_for_channel, provider_take
 
 
 @dataclass(frozen=True)

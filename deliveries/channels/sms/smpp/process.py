@@ -12,9 +12,9 @@ import threading
 
 from django.conf import settings
 
-from deliveries.smpp.rate import AdaptiveRate
-from deliveries.smpp.receipts import handle_deliver_sm
-from deliveries.smpp.session import SessionConfig, SmppSession
+from deliveries.channels.sms.smpp.rate import AdaptiveRate
+from deliveries.channels.sms.smpp.receipts import handle_deliver_sm
+from deliveries.channels.sms.smpp.session import SessionConfig, SmppSession
 
 _lock = threading.Lock()
 _session: SmppSession | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from deliveries.smpp.codes import ESME_ROK
+from deliveries.channels.sms.smpp.codes import ESME_ROK
 
 
 class SessionUnavailable(Exception):

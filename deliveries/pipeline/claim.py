@@ -2,7 +2,8 @@
 
 A sender claims a delivery with a conditional UPDATE (`queued|retrying → sending`), so a
 duplicate or early message never sends twice; the same UPDATE holds it back while an
-earlier delivery to the same person on its channel is on its way (deliveries/ordering.py).
+earlier delivery to the same person on its channel is on its way
+(deliveries/pipeline/ordering.py).
 A push whose feed entry was written to its device's live stream is not sent at all: the
 notification reached it there.
 """
@@ -20,12 +21,12 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
-from deliveries.enqueue import delivery_enqueue
-from deliveries.fairness import push_slot_member, push_slot_release
-from deliveries.live import device_is_live, feed_entry_seen
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus
-from deliveries.ordering import ORDER_CLEAR_SQL, order_wait_since
-from deliveries.retry import PUSH_CHANNELS
+from deliveries.pipeline.enqueue import delivery_enqueue
+from deliveries.pipeline.fairness import push_slot_member, push_slot_release
+from deliveries.pipeline.live import device_is_live, feed_entry_seen
+from deliveries.pipeline.ordering import ORDER_CLEAR_SQL, order_wait_since
+from deliveries.pipeline.retry import PUSH_CHANNELS
 from notify.models import Category, FeedEntry, Notification, Recipient
 from notify.rows import ModelColumns, instances_split, related_cache
 from templates_admin.models import TemplateVersion

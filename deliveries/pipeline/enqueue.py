@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from django.conf import settings
 from django.utils import timezone
 
-from deliveries.fairness import push_drop_record, push_slot_member, push_slot_take
 from deliveries.models import Delivery, DeliveryStatus, Reason
-from deliveries.retry import PUSH_CHANNELS
+from deliveries.pipeline.fairness import push_drop_record, push_slot_member, push_slot_take
+from deliveries.pipeline.retry import PUSH_CHANNELS
 from notify.broker import batch_size_for, chunked, publish_task
 
 logger = logging.getLogger(__name__)

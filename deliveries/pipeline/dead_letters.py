@@ -25,9 +25,9 @@ from django.utils import timezone
 from kombu import Connection, Exchange, Queue
 from kombu.message import Message
 
-from deliveries.enqueue import SEND_TASK
 from deliveries.models import DeadLetter
-from deliveries.redrive import deliveries_redrive, send_letters_close
+from deliveries.pipeline.enqueue import SEND_TASK
+from deliveries.pipeline.redrive import deliveries_redrive, send_letters_close
 from notify.broker import declare_topology
 from notify.celery import app as celery_app
 from notify.relay import ROUTE_TASK

@@ -14,8 +14,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from deliveries.channels.push_origins import endpoint_check
 from deliveries.models import Device, DeviceKind
-from deliveries.push_origins import endpoint_check
 from notify.models import Recipient
 
 logger = logging.getLogger(__name__)

@@ -3,10 +3,11 @@
 The rendered body is encoded GSM-7 or UCS-2 (data_coding set to match) and sent as
 one submit_sm, or — when longer than one segment — as concatenated parts with a user
 data header or whole in message_payload (SMPP_LONG_MESSAGE_MODE). Every part asks for
-a delivery receipt; the receipts update the delivery (deliveries.smpp.receipts).
+a delivery receipt; the receipts update the delivery
+(deliveries.channels.sms.smpp.receipts).
 
-Classification is deliveries.smpp.codes.STATUS_TABLE. Throttling (0x58) is handled
-here, inside the attempt: pause 100 ms doubling to 5 s with jitter, at most
+Classification is deliveries.channels.sms.smpp.codes.STATUS_TABLE. Throttling (0x58) is
+handled here, inside the attempt: pause 100 ms doubling to 5 s with jitter, at most
 SMPP_THROTTLE_RETRIES retries, each 0x58 also feeding the bind's adaptive rate. When
 the retries run out the result is transient with status THROTTLE_EXHAUSTED, which per
 the retry policy ends the delivery as dead (see `throttle_exhausted`).
@@ -22,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from deliveries.channels.base import SendResult
-from deliveries.smpp.codes import StatusKind, classify_status, status_code
-from deliveries.smpp.encoding import (
+from deliveries.channels.sms.smpp.codes import StatusKind, classify_status, status_code
+from deliveries.channels.sms.smpp.encoding import (
     ESM_CLASS_DEFAULT,
     ESM_CLASS_UDHI,
     EncodedText,
@@ -31,9 +32,9 @@ from deliveries.smpp.encoding import (
     encode_text,
     udh_parts,
 )
-from deliveries.smpp.process import session_for_process
-from deliveries.smpp.rate import throttle_pause
-from deliveries.smpp.session import SessionUnavailable, SmppSession, SubmitTimeout
+from deliveries.channels.sms.smpp.process import session_for_process
+from deliveries.channels.sms.smpp.rate import throttle_pause
+from deliveries.channels.sms.smpp.session import SessionUnavailable, SmppSession, SubmitTimeout
 from templates_admin.rendering import render_version
 
 if TYPE_CHECKING:

@@ -27,7 +27,8 @@ from django.utils import timezone
 
 from deliveries.channels import provider_for
 from deliveries.channels.base import SendResult
-from deliveries.claim import (
+from deliveries.models import AttemptOutcome, Delivery, Reason
+from deliveries.pipeline.claim import (
     Loaded,
     Refusal,
     deliveries_claim,
@@ -35,8 +36,7 @@ from deliveries.claim import (
     delivery_claim_refused,
     delivery_skip_if_live,
 )
-from deliveries.models import AttemptOutcome, Delivery, Reason
-from deliveries.ordering import (
+from deliveries.pipeline.ordering import (
     delivery_hold,
     delivery_supersede,
     held_ms,
@@ -44,14 +44,14 @@ from deliveries.ordering import (
     newer_delivered,
     successor_wake,
 )
-from deliveries.outcome import AttemptReport, AttemptResult, Tried, attempts_record
-from deliveries.pressure import (
+from deliveries.pipeline.outcome import AttemptReport, AttemptResult, Tried, attempts_record
+from deliveries.pipeline.pressure import (
     Admission,
     delivery_postpone,
     provider_admission,
     provider_outcome,
 )
-from deliveries.sent_marks import sent_mark
+from deliveries.pipeline.sent_marks import sent_mark
 from notify.priority import low_work_done, low_work_yield
 from preferences.gate import gate_seal_valid
 from templates_admin.bounds import RenderLimitExceeded

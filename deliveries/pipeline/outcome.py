@@ -15,14 +15,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from deliveries.channels.base import SendResult
-from deliveries.enqueue import delivery_enqueue
-from deliveries.fairness import push_slot_member, push_slot_release
 from deliveries.models import AttemptOutcome, Delivery, DeliveryAttempt, DeliveryStatus, Reason
-from deliveries.ordering import ON_ITS_WAY_SQL, successor_enqueue
-from deliveries.outcome_log import delivery_outcome_log
-from deliveries.retry import PUSH_CHANNELS, RetryDecision, RetryKind, decide_retry
-from deliveries.routing import notification_fallback
-from deliveries.suppression import address_suppress
+from deliveries.pipeline.enqueue import delivery_enqueue
+from deliveries.pipeline.fairness import push_slot_member, push_slot_release
+from deliveries.pipeline.ordering import ON_ITS_WAY_SQL, successor_enqueue
+from deliveries.pipeline.outcome_log import delivery_outcome_log
+from deliveries.pipeline.retry import PUSH_CHANNELS, RetryDecision, RetryKind, decide_retry
+from deliveries.pipeline.routing import notification_fallback
+from deliveries.pipeline.suppression import address_suppress
 
 logger = logging.getLogger(__name__)
 
@@ -170,10 +170,10 @@ def _retry_enqueue(delivery: Delivery, countdown: float) -> None:
 
 
 # The attempt rows of a batch, and the wake of the next delivery held behind each one
-# that is done with (deliveries/ordering.py), in one statement: per-recipient order costs
-# a send no round trip of its own. Arrays, not a VALUES list, so the text is the same for
-# every batch size and is prepared once. A data-modifying CTE runs whether or not the
-# final SELECT reads it.
+# that is done with (deliveries/pipeline/ordering.py), in one statement: per-recipient
+# order costs a send no round trip of its own. Arrays, not a VALUES list, so the text is
+# the same for every batch size and is prepared once. A data-modifying CTE runs whether
+# or not the final SELECT reads it.
 _ATTEMPTS_SQL = f"""
     WITH attempt AS (
         INSERT INTO {DeliveryAttempt._meta.db_table}

@@ -1,7 +1,7 @@
 """The hard-bounce suppression list: an address that bounced hard on a channel (SMTP 5xx
 on the recipient, SMPP invalid or barred destination) is not tried again on it.
 
-Written where an attempt's outcome is recorded (deliveries.outcome), in the same
+Written where an attempt's outcome is recorded (deliveries.pipeline.outcome), in the same
 transaction; read by routing inside the statement that locks the notification, so a
 route costs no extra query. The address is the key: a recipient who changes theirs is
 reached again, and support lifts an entry by deleting it in admin.

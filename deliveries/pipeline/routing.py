@@ -4,7 +4,8 @@
 (channel, target), and in one transaction creates the sealed delivery rows, writes the
 in-app feed entry (the feed row *is* that delivery) and marks the notification routed;
 the send messages for the other channels are published after commit. Only this module
-creates deliveries, and every one carries the gate's seal, which the sender checks.
+creates deliveries (its write statement is route_write.py), and every one carries the
+gate's seal, which the sender checks.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.template import TemplateSyntaxError
 from django.utils import timezone
 
 from deliveries.channels.inapp import feed_entries_write
-from deliveries.enqueue import deliveries_enqueue
 from deliveries.models import (
     AttemptOutcome,
     Delivery,
@@ -29,13 +29,14 @@ from deliveries.models import (
     DeliveryStatus,
     Reason,
 )
-from deliveries.outcome_log import delivery_outcome_log
-from deliveries.retry import PUSH_CHANNELS
-from deliveries.route_lock import notification_lock, notifications_lock
+from deliveries.pipeline.enqueue import deliveries_enqueue
+from deliveries.pipeline.outcome_log import delivery_outcome_log
+from deliveries.pipeline.retry import PUSH_CHANNELS
+from deliveries.pipeline.route_lock import notification_lock, notifications_lock
+from deliveries.pipeline.route_write import routed_write
+from deliveries.pipeline.suppression import suppression_key
 from deliveries.selectors import push_targets_by_recipient
-from deliveries.suppression import suppression_key
 from notify.models import Channel, Notification
-from notify.rows import ModelInsert
 from preferences.gate import (
     ChannelDecision,
     GateRequest,
@@ -174,7 +175,7 @@ def _deliveries_create(
                 feed.append((notification, row))
             rows.append(row)
     attempts = _inapp_write(feed, now)
-    _routed_write(notifications, rows, attempts, now)
+    routed_write(notifications, rows, attempts, now)
     for attempt in attempts:
         row = attempt.delivery
         delivery_outcome_log(
@@ -302,75 +303,10 @@ def _settle(row: Delivery, now: datetime, reason: str, response: str) -> Deliver
     )
 
 
-_DELIVERY_INSERT = ModelInsert(Delivery)
-_ATTEMPT_INSERT = ModelInsert(DeliveryAttempt, computed=("delivery_id",))
-
-
-def _routed_write(
-    notifications: Sequence[Notification],
-    rows: list[Delivery],
-    attempts: list[DeliveryAttempt],
-    now: datetime,
-) -> None:
-    """The delivery rows, the attempt rows of those settled already (in-app), and the
-    notifications marked routed (by id and month: one partition each), in one statement
-    for a batch, whatever its size (one array parameter per column: the 65,535
-    parameters a statement may bind are never near). Gives `rows` their ids. Written as
-    SQL rather than bulk_creates and an update: one round trip instead of three, and
-    none of the ORM's per-call compiling."""
-    routed = (
-        f"UPDATE {Notification._meta.db_table} SET routed_at = %s"
-        " WHERE (id, created_at) IN (SELECT * FROM unnest(%s::uuid[], %s::timestamptz[]))"
-    )
-    marks = [now, [n.pk for n in notifications], [n.created_at for n in notifications]]
-    for notification in notifications:
-        notification.routed_at = now
-    if not rows:  # nothing to deliver on any channel
-        with connection.cursor() as cursor:
-            cursor.execute(routed, marks)
-        return
-    deliveries, params = _DELIVERY_INSERT.unnest_sql(rows)
-    sql = [
-        f"WITH d AS (INSERT INTO {Delivery._meta.db_table} ({_DELIVERY_INSERT.columns_sql})"
-        f" SELECT * FROM {deliveries} RETURNING id, notification_id, channel, target)"
-    ]
-    if attempts:
-        # Each attempt finds its delivery's new id by (notification, channel, target),
-        # unique per delivery.
-        for attempt in attempts:
-            if attempt.accepted_at is None:
-                attempt.accepted_at = attempt.delivery.accepted_at
-        tried, tried_params = _ATTEMPT_INSERT.unnest_sql(attempts)
-        params += [
-            *tried_params,
-            [a.delivery.notification_id for a in attempts],
-            [a.delivery.channel for a in attempts],
-            [a.delivery.target for a in attempts],
-        ]
-        columns = _ATTEMPT_INSERT.columns_sql
-        picked = ", ".join(f"v.{column}" for column in _ATTEMPT_INSERT.columns)
-        keys = tried[: -len(")")] + ", %s::uuid[], %s::text[], %s::text[])"
-        sql.append(
-            f", a AS (INSERT INTO {DeliveryAttempt._meta.db_table} ({columns}, delivery_id)"
-            f" SELECT {picked}, d.id FROM {keys}"
-            f" AS v({columns}, key_notification, key_channel, key_target)"
-            " JOIN d ON d.notification_id = v.key_notification"
-            " AND d.channel = v.key_channel AND d.target = v.key_target)"
-        )
-    sql.append(f", r AS ({routed}) SELECT id, notification_id, channel, target FROM d")
-    params += marks
-    with connection.cursor() as cursor:
-        cursor.execute("".join(sql), params)
-        found = {(str(n), c, t): pk for pk, n, c, t in cursor.fetchall()}
-    for row in rows:
-        row.pk = found[(str(row.notification_id), row.channel, row.target)]
-        row._state.adding, row._state.db = False, connection.alias
-
-
 def _routed_mark(notifications: Sequence[Notification], now: datetime) -> None:
     """Mark them routed; by id and month, so PostgreSQL plans and updates one partition."""
     if notifications:
-        _routed_write(notifications, [], [], now)
+        routed_write(notifications, [], [], now)
 
 
 def _still_queued(notification: Notification) -> list[Started]:

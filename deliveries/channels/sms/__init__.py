@@ -1,0 +1,1 @@
+"""SMS: the channel module (channel.py) and SMPP 3.4 beneath it (smpp/)."""
