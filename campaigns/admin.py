@@ -204,8 +204,11 @@ class CampaignAdmin(admin.ModelAdmin):
         )
         deliveries = format_html_join(
             "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-            ((status, reason or "—", count) for status, reason, count in progress.deliveries),
+            '<tr data-delivery="{}"><td>{}</td><td>{}</td><td class="nt-count">{}</td></tr>',
+            (
+                (status, status, reason or "—", count)
+                for status, reason, count in progress.deliveries
+            ),
         )
         return format_html(
             '<div id="campaign-progress" data-status="{}"><p>Status <b class="nt-status">{}</b>'

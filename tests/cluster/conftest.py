@@ -126,7 +126,7 @@ def deployment(rabbit_cluster, cluster_smtp, worker_env):
 @pytest.fixture
 def live(deployment, transactional_db):
     """The deployment with demo data and an API key for this test, and a fresh SMTP log."""
-    from deliveries.demo import seed_demo
+    from deliveries.support.demo import seed_demo
     from notify.services import api_key_issue
 
     seed_demo()
