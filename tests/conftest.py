@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -179,12 +180,39 @@ def session_worker_paused():
         worker.restore(WORK_QUEUES[:3])
 
 
+_session_relays: list[RelayProcess] = []
+
+
 @pytest.fixture(scope="session")
 def outbox_relay(worker_env):
     relay = RelayProcess(worker_env)
     relay.start()
+    _session_relays.append(relay)
     yield relay
+    _session_relays.remove(relay)
     relay.stop()
+
+
+@contextmanager
+def session_pipeline_stopped():
+    """The suite's own relay stopped and its worker not consuming, for tests that run a
+    deployment of their own on the same database (their outbox rows are theirs to
+    publish); both come back afterwards."""
+    from notify.celery import app
+
+    running = [relay for relay in _session_relays if relay.process.poll() is None]
+    for relay in running:
+        relay.stop()
+    for worker in _session_workers:
+        for queue in WORK_QUEUES[:3]:
+            app.control.cancel_consumer(queue, destination=[worker.node], reply=True)
+    try:
+        yield
+    finally:
+        for worker in _session_workers:
+            worker.restore(WORK_QUEUES[:3])
+        for relay in running:
+            relay.start()
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from django.conf import settings
 
 from tests.cluster.deployment import Deployment, Host, StallingHandler
 from tests.cluster.rabbit import RabbitCluster, free_port
+from tests.conftest import session_pipeline_stopped
 from tests.peers.smtp import SmtpPeer
 from tests.processes import ARTIFACTS, ScriptProcess, WebProcess
 
@@ -79,7 +80,13 @@ def _host(name: str, base_env: dict[str, str], broker_urls: str) -> Host:
 
 @pytest.fixture(scope="package")
 def deployment(rabbit_cluster, cluster_smtp, worker_env):
-    """Web, and two hosts of workers, relays and beats, on the cluster."""
+    """Web, and two hosts of workers, relays and beats, on the cluster (the suite's own
+    relay and worker stand aside meanwhile: they would take the cluster's outbox rows)."""
+    with session_pipeline_stopped():
+        yield from _deployment(rabbit_cluster, cluster_smtp, worker_env)
+
+
+def _deployment(rabbit_cluster, cluster_smtp, worker_env):
     started = time.monotonic()
     base_env = {
         **worker_env,
