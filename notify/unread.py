@@ -31,21 +31,9 @@ def feed_channel(recipient_id: int) -> str:
     return f"notify:feed:{recipient_id}"
 
 
-def unread_increment(*, recipient_id: int) -> None:
-    """One more unread entry; live streams of the recipient are woken to send it."""
-    try:
-        # One round trip for both.
-        pipe = _redis().pipeline(transaction=False)
-        pipe.incr(unread_key(recipient_id))
-        pipe.publish(feed_channel(recipient_id), "new")
-        pipe.execute()
-    except RedisError:
-        logger.warning("unread counter: INCR failed for recipient %s", recipient_id)
-
-
 def unread_increment_many(*, recipient_ids: Iterable[int]) -> None:
-    """`unread_increment` for many new entries (a recipient may come more than once),
-    in one round trip."""
+    """New unread entries (a recipient may come more than once): each counted, and the
+    recipient's live streams woken, in one round trip."""
     try:
         pipe = _redis().pipeline(transaction=False)
         for recipient_id in recipient_ids:

@@ -68,22 +68,6 @@ class Tried:
     held: int = 0
 
 
-def attempt_record(
-    delivery: Delivery,
-    result: SendResult,
-    *,
-    reason: str,
-    claimed_at: datetime,
-    started_at: datetime,
-    duration: int,
-    uncharged: bool = False,
-    held: int = 0,
-) -> AttemptReport:
-    """Record one try (see `attempts_record`)."""
-    tried = Tried(delivery, result, reason, claimed_at, started_at, duration, uncharged, held)
-    return attempts_record([tried])[0]
-
-
 def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
     """Write every try's attempt row and its delivery's next state, for a whole batch in
     one transaction of two statements, and wake the next delivery held behind each (it
