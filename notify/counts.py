@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 
 from notify.models import AcceptedCount, Category, Notification
+from notify.pgarrays import array_literal
 
 NOTIFICATIONS = Notification._meta.db_table
 COUNTS = AcceptedCount._meta.db_table
@@ -125,7 +126,7 @@ def accepted_counts_settle(*, notification_ids: Sequence[object]) -> None:
             )
             {_UPSERT}
             """,
-            {"ids": [str(pk) for pk in notification_ids]},
+            {"ids": array_literal(notification_ids)},
         )
 
 

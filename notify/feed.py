@@ -7,6 +7,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from notify.models import FeedEntry, Notification, Recipient
+from notify.pgarrays import array_literal
 from notify.unread import unread_decrement, unread_increment_many
 
 
@@ -61,15 +62,15 @@ def feed_entries_create(
         cursor.execute(
             _ENTRIES_SQL,
             {
-                "recipient": [e.recipient_id for e in built],
-                "notification": [e.notification_id for e in built],
-                "category": [e.category for e in built],
-                "title": [e.title for e in built],
-                "body": [e.body for e in built],
-                "url": [e.url for e in built],
-                "created": [e.created_at for e in built],
-                "occurred": [e.occurred_at for e in built],
-                "accepted": [e.accepted_at for e in built],
+                "recipient": array_literal(e.recipient_id for e in built),
+                "notification": array_literal(e.notification_id for e in built),
+                "category": array_literal(e.category for e in built),
+                "title": array_literal(e.title for e in built),
+                "body": array_literal(e.body for e in built),
+                "url": array_literal(e.url for e in built),
+                "created": array_literal(e.created_at for e in built),
+                "occurred": array_literal(e.occurred_at for e in built),
+                "accepted": array_literal(e.accepted_at for e in built),
             },
         )
         inserted = {str(notification_id): pk for pk, notification_id in cursor.fetchall()}

@@ -10,6 +10,7 @@ an alias and turns those values back into an instance, with the field's own conv
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any, Generic, TypeVar
@@ -17,6 +18,8 @@ from typing import Any, Generic, TypeVar
 from django.db import connection
 from django.db.models import Model
 from django.db.models.expressions import Col
+
+from notify.pgarrays import array_literal
 
 M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, Any], Any]
@@ -125,13 +128,54 @@ class ModelInsert(Generic[M]):
         ]
         return ", ".join([f"({holders})"] * len(objs)), params
 
+    @cached_property
+    def _column_values(self) -> list[Callable[[Any], Any]]:
+        """For each field, how to read an object's value for the array: its attribute
+        as it is where the ORM's preparation would change nothing (text, numbers,
+        UUIDs, aware datetimes), the ORM's own preparation otherwise (auto_now and
+        auto_now_add fields are set by `pre_save` first)."""
+        readers = []
+        for field in self.fields:
+            if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+                readers.append(lambda obj, field=field: field.pre_save(obj, True))
+            elif field.get_internal_type() in _PLAIN_TYPES or (
+                field.is_relation and field.target_field.get_internal_type() in _PLAIN_TYPES
+            ):
+                readers.append(operator.attrgetter(field.attname))
+            else:
+                readers.append(
+                    lambda obj, field=field: field.get_db_prep_save(
+                        field.pre_save(obj, True), connection
+                    )
+                )
+        return readers
+
     def unnest_sql(self, objs: Sequence[M]) -> tuple[str, list[Any]]:
         """`unnest(%s::type[], …)` over `objs`, one array parameter per column, and the
         parameters. The text is the same for any number of rows, so the statement is
-        prepared once, and there is nothing per row for the driver to parse."""
+        prepared once, and there is nothing per row for the driver to parse: each
+        array goes as its literal (notify/pgarrays.py)."""
         arrays = ", ".join(f"%s::{field.cast_db_type(connection)}[]" for field in self.fields)
-        params = [
-            [field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in objs]
-            for field in self.fields
-        ]
+        params = [array_literal(map(read, objs)) for read in self._column_values]
         return f"unnest({arrays})", params
+
+
+# Field types whose Python value is what the database receives: read as they are.
+_PLAIN_TYPES = frozenset(
+    {
+        "AutoField",
+        "BigAutoField",
+        "BigIntegerField",
+        "BooleanField",
+        "CharField",
+        "DateTimeField",
+        "IntegerField",
+        "PositiveBigIntegerField",
+        "PositiveIntegerField",
+        "PositiveSmallIntegerField",
+        "SlugField",
+        "SmallIntegerField",
+        "TextField",
+        "UUIDField",
+    }
+)

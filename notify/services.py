@@ -29,6 +29,7 @@ from notify.models import (
     Recipient,
     Scope,
 )
+from notify.pgarrays import array_literal
 
 logger = logging.getLogger(__name__)
 
@@ -322,19 +323,19 @@ def notifications_accept(
             """,
             {
                 "ids": ids,
-                "event_ids": [e.event_id for e in events],
-                "users": [e.user_id for e in events],
-                "categories": [e.category.pk for e in events],
-                "payloads": [json.dumps(e.payload) for e in events],
-                "channels": [
+                "event_ids": array_literal(e.event_id for e in events),
+                "users": array_literal(e.user_id for e in events),
+                "categories": array_literal(e.category.pk for e in events),
+                "payloads": array_literal(json.dumps(e.payload) for e in events),
+                "channels": array_literal(
                     None if e.channels is None else json.dumps(e.channels) for e in events
-                ],
-                "ttls": [e.ttl_seconds for e in events],
+                ),
+                "ttls": array_literal(e.ttl_seconds for e in events),
                 "fingerprints": fingerprints,
-                "queues": [e.category.queue for e in events],
-                "send_ats": [e.send_at for e in events],
-                "occurred_ats": [e.occurred_at for e in events],
-                "subjects": [e.subject for e in events],
+                "queues": array_literal(e.category.queue for e in events),
+                "send_ats": array_literal(e.send_at for e in events),
+                "occurred_ats": array_literal(e.occurred_at for e in events),
+                "subjects": array_literal(e.subject for e in events),
                 "producer": producer.pk,
                 "now": now,
             },

@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.models import Q
 
 from notify.models import Category, Channel, Recipient
+from notify.pgarrays import array_literal
 from preferences.models import ConsentRecord, ConsentSource, Preference, QuietHours
 
 
@@ -87,9 +88,9 @@ def gate_inputs_many(
         cursor.execute(
             _GATE_INPUTS_SQL,
             {
-                "r": [r for r, _ in keys],
-                "c": [c for _, c in keys],
-                "m": [wanted[key] for key in keys],
+                "r": array_literal(r for r, _ in keys),
+                "c": array_literal(c for _, c in keys),
+                "m": array_literal(wanted[key] for key in keys),
             },
         )
         for recipient_id, category_id, cells, consents, quiet in cursor.fetchall():

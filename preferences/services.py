@@ -11,6 +11,7 @@ from django.db import connection, transaction
 
 from notify.erasure import recipient_hold_lift
 from notify.models import Category, Channel, Recipient
+from notify.pgarrays import array_literal
 from preferences.models import ConsentRecord, ConsentSource, Preference, QuietHours
 from preferences.selectors import consent_granted
 from preferences.tokens import UnsubscribeScope
@@ -220,8 +221,8 @@ def marketing_caps_take(*, requests: list[tuple[int, date]]) -> list[bool]:
         cursor.execute(
             _CAPS_TAKE_SQL,
             {
-                "r": [r for r, _ in first],
-                "d": [d for _, d in first],
+                "r": array_literal(r for r, _ in first),
+                "d": array_literal(d for _, d in first),
                 "cap": settings.NOTIFY_MARKETING_DAILY_CAP,
             },
         )

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# One Celery worker for one queue, as in production:
+# Celery workers for one queue, as in production:
 #   scripts/worker.sh QUEUE [extra celery worker args]
-# QUEUE is high, medium or low; the worker is named QUEUE@<host> so Flower shows which
+# QUEUE is high, medium or low; each worker is named QUEUE@<host> so Flower shows which
 # queue it serves (WORKER_HOSTNAME replaces <host>, e.g. for several workers of one queue
-# in containers that share a host name). Threads pool with WORKER_CONCURRENCY senders (8: provider calls wait
-# on the network). Each sender thread borrows one PostgreSQL connection from the
-# process's pool while it runs a task, so the pool gets the senders plus 2 spare (for
-# the worker's own background threads); see docs/connections.md for the budget.
+# in containers that share a host name). Threads pool with WORKER_CONCURRENCY senders (8:
+# provider calls wait on the network). Each sender thread borrows one PostgreSQL
+# connection from the process's pool while it runs a task, so the pool gets the senders
+# plus 2 spare (for the worker's own background threads); see docs/connections.md.
+#
+# WORKER_PROCESSES such workers run side by side (QUEUE-1@<host>, QUEUE-2@<host>, ...).
+# One Python process computes on one CPU at a time (the GIL), and a campaign's batches are
+# bound by that CPU, not by the network: so the low queue runs one process per CPU by
+# default, high and medium one (their work waits on providers; one process answers it).
+# With several, this script stays their parent: it passes SIGTERM/SIGINT on (a warm
+# shutdown of each) and, when one of them exits, stops the others and exits with its
+# status, so the process manager restarts the set.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -20,6 +28,11 @@ shift
 
 WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-8}
 export DATABASE_POOL_MAX_SIZE=${DATABASE_POOL_MAX_SIZE:-$((WORKER_CONCURRENCY + 2))}
+if [ "$queue" = low ]; then
+    processes=${WORKER_PROCESSES:-$(nproc 2>/dev/null || echo 1)}
+else
+    processes=${WORKER_PROCESSES:-1}
+fi
 
 # Gossip and mingle only chat with the other workers at start and every second; nothing
 # here reads them, and they slow startup with many workers.
@@ -30,6 +43,23 @@ nice=()
 if [ "$queue" = low ] && [ "${WORKER_LOW_NICE:-10}" != 0 ]; then
     nice=(nice -n "${WORKER_LOW_NICE:-10}")
 fi
-exec "${nice[@]}" "$celery" -A notify worker -Q "$queue" -n "$queue@${WORKER_HOSTNAME:-%h}" \
-    --pool threads --concurrency "$WORKER_CONCURRENCY" \
-    -l "${LOG_LEVEL:-INFO}" --without-gossip --without-mingle "$@"
+args=(-A notify worker -Q "$queue" --pool threads --concurrency "$WORKER_CONCURRENCY"
+    -l "${LOG_LEVEL:-INFO}" --without-gossip --without-mingle)
+host=${WORKER_HOSTNAME:-%h}
+
+if [ "$processes" -le 1 ]; then
+    # exec: the process manager's signals (and a kill) reach Celery itself.
+    exec "${nice[@]}" "$celery" "${args[@]}" -n "$queue@$host" "$@"
+fi
+
+pids=()
+for i in $(seq 1 "$processes"); do
+    "${nice[@]}" "$celery" "${args[@]}" -n "$queue-$i@$host" "$@" &
+    pids+=($!)
+done
+trap 'kill -TERM "${pids[@]}" 2>/dev/null || true' TERM INT
+status=0
+wait -n || status=$? # the first to exit, or a signal (trapped above)
+kill -TERM "${pids[@]}" 2>/dev/null || true
+wait || true
+exit "$status"

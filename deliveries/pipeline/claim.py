@@ -28,6 +28,7 @@ from deliveries.pipeline.live import device_is_live, feed_entry_seen
 from deliveries.pipeline.ordering import ORDER_CLEAR_SQL, order_wait_since
 from deliveries.pipeline.retry import PUSH_CHANNELS
 from notify.models import Category, FeedEntry, Notification, Recipient
+from notify.pgarrays import array_literal
 from notify.rows import ModelColumns, instances_split, related_cache
 from templates_admin.models import TemplateVersion
 from templates_admin.selectors import (
@@ -69,7 +70,7 @@ def deliveries_load(*, delivery_ids: Sequence[int]) -> dict[int, Loaded]:
     """One statement for a batch: each delivery with what it belongs to and the template
     version an attempt would use. Ids that do not exist are missing from the answer."""
     with connection.cursor() as cursor:
-        cursor.execute(LOAD_SQL, {"ids": list(delivery_ids)})
+        cursor.execute(LOAD_SQL, {"ids": array_literal(delivery_ids)})
         rows = cursor.fetchall()
     loaded: dict[int, Loaded] = {}
     for row in rows:
@@ -136,9 +137,11 @@ def deliveries_claim(*, loaded: Sequence[Loaded], now: datetime) -> set[int]:
         cursor.execute(
             CLAIM_SQL,
             {
-                "ids": [item.delivery.pk for item in loaded],
-                "months": [item.delivery.accepted_at for item in loaded],
-                "versions": [item.version.pk if item.version else None for item in loaded],
+                "ids": array_literal(item.delivery.pk for item in loaded),
+                "months": array_literal(item.delivery.accepted_at for item in loaded),
+                "versions": array_literal(
+                    item.version.pk if item.version else None for item in loaded
+                ),
                 "now": now,
                 "waited_enough": order_wait_since(now=now),
             },

@@ -23,6 +23,7 @@ from deliveries.pipeline.outcome_log import delivery_outcome_log
 from deliveries.pipeline.retry import PUSH_CHANNELS, RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.routing import notification_fallback
 from deliveries.pipeline.suppression import address_suppress
+from notify.pgarrays import array_literal
 
 logger = logging.getLogger(__name__)
 
@@ -198,20 +199,20 @@ def _attempts_insert_and_wake(tries: Sequence[Tried], now: datetime) -> list[tup
     deliveries' outcomes are visible."""
     ordered = [t.delivery for t in tries]  # rows from before per-recipient order: no wake
     params: dict[str, Any] = {
-        "delivery": [t.delivery.pk for t in tries],
-        "number": [t.delivery.attempts for t in tries],
-        "started_at": [t.started_at for t in tries],
-        "duration": [t.duration for t in tries],
-        "outcome": [str(t.result.outcome) for t in tries],
-        "status_code": [t.result.status_code[:32] for t in tries],
-        "response": [t.result.response for t in tries],
-        "held": [t.held for t in tries],
-        "accepted_at": [t.delivery.accepted_at for t in tries],
-        "w_recipient": [d.recipient_id for d in ordered],
-        "w_channel": [d.channel for d in ordered],
-        "w_occurred": [d.occurred_at for d in ordered],
-        "w_accepted": [d.accepted_at for d in ordered],
-        "w_notification": [d.notification_id for d in ordered],
+        "delivery": array_literal(t.delivery.pk for t in tries),
+        "number": array_literal(t.delivery.attempts for t in tries),
+        "started_at": array_literal(t.started_at for t in tries),
+        "duration": array_literal(t.duration for t in tries),
+        "outcome": array_literal(str(t.result.outcome) for t in tries),
+        "status_code": array_literal(t.result.status_code[:32] for t in tries),
+        "response": array_literal(t.result.response for t in tries),
+        "held": array_literal(t.held for t in tries),
+        "accepted_at": array_literal(t.delivery.accepted_at for t in tries),
+        "w_recipient": array_literal(d.recipient_id for d in ordered),
+        "w_channel": array_literal(d.channel for d in ordered),
+        "w_occurred": array_literal(d.occurred_at for d in ordered),
+        "w_accepted": array_literal(d.accepted_at for d in ordered),
+        "w_notification": array_literal(d.notification_id for d in ordered),
         "now": now,
     }
     with connection.cursor() as cursor:
@@ -263,7 +264,8 @@ def _outcomes_update(planned: Sequence[tuple], now: datetime) -> set[int]:
         columns["clear_enqueued"].append(changes.get("clear_enqueued", False))
         columns["bump"].append(changes.get("bump", 0))
     with connection.cursor() as cursor:
-        cursor.execute(_OUTCOMES_SQL, {**columns, "now": now})
+        arrays = {name: array_literal(values) for name, values in columns.items()}
+        cursor.execute(_OUTCOMES_SQL, {**arrays, "now": now})
         return {row[0] for row in cursor.fetchall()}
 
 

@@ -14,6 +14,7 @@ from django.db import connection
 
 from deliveries.pipeline.suppression import suppressed_addresses_raw_sql
 from notify.models import Category, Channel, Notification, Recipient
+from notify.pgarrays import array_literal
 from notify.rows import ModelColumns, instances_split, related_cache
 from templates_admin.selectors import published_choices_sql
 
@@ -49,7 +50,7 @@ def notifications_lock(*, notification_ids: Sequence[object]) -> list[Notificati
     """`notification_lock` for a batch, in one statement: the notifications that exist,
     locked in id order (so two batches never wait on each other in a circle)."""
     with connection.cursor() as cursor:
-        cursor.execute(LOCK_SQL, {"ids": [str(pk) for pk in notification_ids]})
+        cursor.execute(LOCK_SQL, {"ids": array_literal(notification_ids)})
         rows = cursor.fetchall()
     locked = []
     for row in rows:

@@ -14,6 +14,7 @@ from django.db import connection
 
 from deliveries.models import Delivery, DeliveryAttempt
 from notify.models import Notification
+from notify.pgarrays import array_literal
 from notify.rows import ModelInsert
 
 _DELIVERY_INSERT = ModelInsert(Delivery)
@@ -36,7 +37,11 @@ def routed_write(
         f"UPDATE {Notification._meta.db_table} SET routed_at = %s"
         " WHERE (id, created_at) IN (SELECT * FROM unnest(%s::uuid[], %s::timestamptz[]))"
     )
-    marks = [now, [n.pk for n in notifications], [n.created_at for n in notifications]]
+    marks = [
+        now,
+        array_literal(n.pk for n in notifications),
+        array_literal(n.created_at for n in notifications),
+    ]
     for notification in notifications:
         notification.routed_at = now
     if not rows:  # nothing to deliver on any channel
@@ -57,9 +62,9 @@ def routed_write(
         tried, tried_params = _ATTEMPT_INSERT.unnest_sql(attempts)
         params += [
             *tried_params,
-            [a.delivery.notification_id for a in attempts],
-            [a.delivery.channel for a in attempts],
-            [a.delivery.target for a in attempts],
+            array_literal(a.delivery.notification_id for a in attempts),
+            array_literal(a.delivery.channel for a in attempts),
+            array_literal(a.delivery.target for a in attempts),
         ]
         columns = _ATTEMPT_INSERT.columns_sql
         picked = ", ".join(f"v.{column}" for column in _ATTEMPT_INSERT.columns)
