@@ -10,32 +10,52 @@ from dataclasses import dataclass
 
 from django_redis import get_redis_connection
 
+# The bucket's take, shared with the admission of a round of provider sends
+# (deliveries/pipeline/pressure.py). Expects `now` and the locals bucket (its key), rate
+# (tokens/s), burst (capacity), want, ttl (s), floor and partial. A taker may only take
+# while `floor` tokens would remain (a reserve kept for others): all of `want` or nothing,
+# or with `partial` as many whole tokens as there are, up to `want`. Leaves `granted`,
+# `tokens` (left) and `wait` (seconds until the next take could succeed; 0 when all
+# of `want` was granted).
+BUCKET_TAKE_LUA = """
+local held = redis.call('HMGET', bucket, 'tokens', 'at')
+local tokens = tonumber(held[1]) or burst
+local at = tonumber(held[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+local granted = 0
+if partial then
+  granted = math.max(0, math.min(want, math.floor(tokens - floor)))
+elseif tokens - want >= floor then
+  granted = want
+end
+tokens = tokens - granted
+local wait = 0
+if granted < want then
+  local next_cost = want
+  if partial then next_cost = 1 end
+  wait = (next_cost + floor - tokens) / rate
+end
+redis.call('HSET', bucket, 'tokens', tokens, 'at', now)
+redis.call('EXPIRE', bucket, ttl)
+"""
+
 # KEYS[1]: bucket. ARGV: rate (tokens/s), burst (capacity), cost, ttl (s), floor.
-# A taker may only take while `floor` tokens would remain (a reserve kept for others).
 # Returns {allowed (0/1), seconds to wait for `cost` tokens as a string, tokens left}.
-_TAKE = """
+_TAKE = (
+    """
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
-local rate = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
-local floor = tonumber(ARGV[5]) or 0
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens = tonumber(state[1]) or burst
-local at = tonumber(state[2]) or now
-tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+local bucket = KEYS[1]
+local rate, burst, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local ttl, floor, partial = tonumber(ARGV[4]), tonumber(ARGV[5]) or 0, false
+"""
+    + BUCKET_TAKE_LUA
+    + """
 local allowed = 0
-local wait = 0
-if tokens - cost >= floor then
-  tokens = tokens - cost
-  allowed = 1
-else
-  wait = (cost + floor - tokens) / rate
-end
-redis.call('HSET', KEYS[1], 'tokens', tokens, 'at', now)
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[4]))
+if granted > 0 then allowed = 1 end
 return {allowed, tostring(wait), tostring(tokens)}
 """
+)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,20 @@ def test_feed_is_newest_first_and_the_cursor_is_stable_under_inserts(api, alice)
     }  # fmt: skip
 
 
+def test_titles_keep_quotes_backslashes_braces_and_the_word_null(api, alice):
+    producer, _ = Producer.objects.get_or_create(name="feed-tests")
+    category = Category.objects.get(key="order.shipped")
+    titles = ['say "hi"', "C:\\path\\to", "{a,b}", "NULL", " spaced ", "ünïcode ✓"]
+    for number, title in enumerate(titles):
+        notification = Notification.objects.create(
+            producer=producer, event_id=f"t{number}", recipient=alice, category=category,
+            payload={}, fingerprint="x",
+        )  # fmt: skip
+        feed_entry_create(notification=notification, title=title, body=title, url="")
+    shown = api.get("/v1/users/alice/feed?limit=20").json()["results"]
+    assert sorted((e["title"], e["body"]) for e in shown) == sorted((t, t) for t in titles)
+
+
 def test_bad_cursor_and_unknown_user_are_clear_errors(api, alice):
     response = api.get("/v1/users/alice/feed?cursor=%%%")
     assert response.status_code == 400

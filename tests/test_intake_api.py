@@ -51,6 +51,15 @@ def test_accepted_event_is_stored_with_its_outbox_row(api, recipient):
     assert Outbox.objects.filter(notification=notification, queue="medium").exists()
 
 
+def test_text_with_quotes_backslashes_braces_and_the_word_null_is_stored_as_sent(api, recipient):
+    awkward = 'say "hi" \\ {a,b} NULL'
+    body = event(event_id=awkward, payload={**ORDER, "order_number": awkward})
+    response = api.post("/v1/notifications", body, format="json")
+    assert response.status_code == 202, response.content
+    notification = Notification.objects.get(pk=response.json()["notification_id"])
+    assert (notification.event_id, notification.payload["order_number"]) == (awkward, awkward)
+
+
 def test_same_event_twice_returns_the_same_id(api, recipient):
     body = event(event_id="evt-1")
     first = api.post("/v1/notifications", body, format="json").json()

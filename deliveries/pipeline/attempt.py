@@ -48,8 +48,8 @@ from deliveries.pipeline.outcome import AttemptReport, AttemptResult, Tried, att
 from deliveries.pipeline.pressure import (
     Admission,
     delivery_postpone,
-    provider_admission,
-    provider_outcome,
+    provider_admissions,
+    provider_outcomes,
 )
 from deliveries.pipeline.sent_marks import sent_mark
 from notify.priority import low_work_done, low_work_yield
@@ -161,21 +161,22 @@ def _round(
         else:
             checked.append(item)
     tries: list[Tried] = []
-    calls: list[_Call] = []
+    going: list[tuple[Loaded, datetime]] = []
     for item in checked:
-        delivery = item.delivery
         started_at = timezone.now()
         refused = _refused_before_call(item, started_at)
         if refused is not None:
             result, reason = refused
             tries.append(_tried(item, result, reason, now, started_at, duration=0))
-            continue
-        if _behind(waiting, item):
+        else:
+            going.append((item, started_at))
+    calls: list[_Call] = []
+    admissions = _round_admissions([item for item, _ in going])
+    for (item, started_at), admission in zip(going, admissions, strict=True):
+        delivery = item.delivery
+        if _behind(waiting, item):  # its admission goes unused: a token, rarely
             reports.append(_wait_behind(delivery, now))
             continue
-        admission = provider_admission(
-            channel=delivery.channel, queue=delivery.queue, target=delivery.target
-        )
         if not admission.allowed:
             delivery_postpone(
                 delivery=delivery,
@@ -189,6 +190,21 @@ def _round(
         calls.append(_Call(item, admission, started_at))
     tries.extend(_provider_calls(calls, claimed_at=now, between=between))
     return reports + attempts_record(tries)
+
+
+def _round_admissions(items: Sequence[Loaded]) -> list[Admission]:
+    """Each member's admission to its provider, in order: one breaker-and-bucket round
+    trip per channel and queue (and Web Push host) for the round, not one per member."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for index, item in enumerate(items):
+        groups.setdefault((item.delivery.channel, item.delivery.queue), []).append(index)
+    answers: list[Admission | None] = [None] * len(items)
+    for (channel, queue), indexes in groups.items():
+        targets = [items[index].delivery.target for index in indexes]
+        granted = provider_admissions(channel=channel, queue=queue, targets=targets)
+        for index, admission in zip(indexes, granted, strict=True):
+            answers[index] = admission
+    return [answer for answer in answers if answer is not None]
 
 
 def _order_key(item: Loaded) -> tuple:
@@ -309,43 +325,61 @@ def _provider_calls(
     for call in calls:
         by_channel.setdefault(call.loaded.delivery.channel, []).append(call)
     for channel, group in by_channel.items():
-        provider = provider_for(channel)
-        send_many = getattr(provider, "send_many", None)
-        if send_many is not None:
-            if between is not None:
-                between()
-            clock = time.monotonic()
-            items = [(c.loaded.delivery, c.loaded.version, _context(c)) for c in group]
-            try:
-                answers = send_many(items)
-            except Exception as error:  # the whole call failed: each member records it
-                answers = [error] * len(group)
-            results = [
-                _classify_raised(a, c.loaded.delivery) if isinstance(a, Exception) else (a, "")
-                for c, a in zip(group, answers, strict=True)
-            ]
-            duration = int((time.monotonic() - clock) * 1000)
-            for call, (result, reason) in zip(group, results, strict=True):
-                tries.append(_after_call(call, result, reason, claimed_at, duration))
-            continue
-        for position, call in enumerate(group, start=1):
-            if between is not None:
-                between()
-            clock = time.monotonic()
-            delivery = call.loaded.delivery
-            try:
-                result, reason = provider.send(delivery, call.loaded.version, _context(call)), ""
-            except Exception as error:
-                result, reason = _classify_raised(error, delivery)
-            duration = int((time.monotonic() - clock) * 1000)
-            if result.outcome == AttemptOutcome.DELIVERED and position < len(group):
-                # Recorded only with its round: until then, the mark speaks for it.
-                sent_mark(
-                    delivery_id=delivery.pk,
-                    claimed_at=claimed_at,
-                    provider_message_id=result.provider_message_id,
-                )
+        tries.extend(_channel_calls(channel, group, claimed_at=claimed_at, between=between))
+    # The breaker hears of the round's calls at once (one round trip per breaker).
+    outcomes = {t.delivery.pk: t.result.outcome for t in tries}
+    provider_outcomes(
+        outcomes=[(c.admission.breaker, outcomes[c.loaded.delivery.pk]) for c in calls]
+    )
+    return tries
+
+
+def _channel_calls(
+    channel: str,
+    group: Sequence[_Call],
+    *,
+    claimed_at: datetime,
+    between: Callable[[], object] | None,
+) -> list[Tried]:
+    """One channel's calls of a round, by its provider's batching rule."""
+    tries: list[Tried] = []
+    provider = provider_for(channel)
+    send_many = getattr(provider, "send_many", None)
+    if send_many is not None:
+        if between is not None:
+            between()
+        clock = time.monotonic()
+        items = [(c.loaded.delivery, c.loaded.version, _context(c)) for c in group]
+        try:
+            answers = send_many(items)
+        except Exception as error:  # the whole call failed: each member records it
+            answers = [error] * len(group)
+        results = [
+            _classify_raised(a, c.loaded.delivery) if isinstance(a, Exception) else (a, "")
+            for c, a in zip(group, answers, strict=True)
+        ]
+        duration = int((time.monotonic() - clock) * 1000)
+        for call, (result, reason) in zip(group, results, strict=True):
             tries.append(_after_call(call, result, reason, claimed_at, duration))
+        return tries
+    for position, call in enumerate(group, start=1):
+        if between is not None:
+            between()
+        clock = time.monotonic()
+        delivery = call.loaded.delivery
+        try:
+            result, reason = provider.send(delivery, call.loaded.version, _context(call)), ""
+        except Exception as error:
+            result, reason = _classify_raised(error, delivery)
+        duration = int((time.monotonic() - clock) * 1000)
+        if result.outcome == AttemptOutcome.DELIVERED and position < len(group):
+            # Recorded only with its round: until then, the mark speaks for it.
+            sent_mark(
+                delivery_id=delivery.pk,
+                claimed_at=claimed_at,
+                provider_message_id=result.provider_message_id,
+            )
+        tries.append(_after_call(call, result, reason, claimed_at, duration))
     return tries
 
 
@@ -357,8 +391,7 @@ def _context(call: _Call) -> dict:
 def _after_call(
     call: _Call, result: SendResult, reason: str, claimed_at: datetime, duration: int
 ) -> Tried:
-    """Tell the breaker how the call went, and make the try to record."""
-    provider_outcome(breaker=call.admission.breaker, outcome=result.outcome)
+    """The try to record (the breaker hears of the round's calls at its end)."""
     probe_failed = call.admission.probe and result.outcome == AttemptOutcome.TRANSIENT
     return _tried(
         call.loaded,

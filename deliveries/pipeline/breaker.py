@@ -21,49 +21,61 @@ logger = logging.getLogger(__name__)
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 
-_PERMIT = """
+# The breaker's entry check, shared by the permit below and the admission of a round of
+# sends (deliveries/pipeline/pressure.py). KEYS[1..3]: state, open_until, probe lock;
+# ARGV[1]: the probe lock's milliseconds. Returns {0, wait, state, 0, 0, 'breaker'} when
+# the breaker lets nothing through now; else leaves `now`, `state` and `probe` (1: this
+# caller holds the half-open probe) and `changed` (1: it moved the breaker to half-open).
+BREAKER_ENTRY_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local state = redis.call('GET', KEYS[1]) or 'closed'
-if state == 'closed' then return {1, '0', state, 0, 0} end
-local open_until = tonumber(redis.call('GET', KEYS[2]) or '0')
-if now < open_until then return {0, tostring(open_until - now), state, 0, 0} end
-if redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[1]) then
-  local changed = 0
+local probe, changed = 0, 0
+if state ~= 'closed' then
+  local open_until = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if now < open_until then return {0, tostring(open_until - now), state, 0, 0, 'breaker'} end
+  if not redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[1]) then
+    local left = redis.call('PTTL', KEYS[3])
+    if left < 0 then left = 0 end
+    return {0, tostring(left / 1000), 'half_open', 0, 0, 'breaker'}
+  end
   if state ~= 'half_open' then
     redis.call('SET', KEYS[1], 'half_open')
     changed = 1
   end
-  return {1, '0', 'half_open', 1, changed}
+  state, probe = 'half_open', 1
 end
-local left = redis.call('PTTL', KEYS[3])
-if left < 0 then left = 0 end
-return {0, tostring(left / 1000), 'half_open', 0, 0}
 """
 
+_PERMIT = BREAKER_ENTRY_LUA + "return {1, '0', state, probe, changed, ''}"
+
+# ARGV: successes, failures, threshold, window, cooldown. Any success closes the breaker;
+# failures count in the window (closed), reopen it (half-open) or change nothing (open).
 _RECORD = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local state = redis.call('GET', KEYS[1]) or 'closed'
-local threshold = tonumber(ARGV[2])
-local window = tonumber(ARGV[3])
-local cooldown = tonumber(ARGV[4])
-if ARGV[1] == 'success' then
-  if state ~= 'closed' then
-    redis.call('SET', KEYS[1], 'closed')
-    redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-    return {'closed', 1}
-  end
-  return {'closed', 0}
+local successes, failures = tonumber(ARGV[1]), tonumber(ARGV[2])
+local threshold = tonumber(ARGV[3])
+local window = tonumber(ARGV[4])
+local cooldown = tonumber(ARGV[5])
+local changed = 0
+if successes > 0 and state ~= 'closed' then
+  redis.call('SET', KEYS[1], 'closed')
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+  state, changed = 'closed', 1
 end
+if failures == 0 then return {state, changed} end
 if state == 'half_open' then
   redis.call('SET', KEYS[1], 'open')
   redis.call('SET', KEYS[2], tostring(now + cooldown))
   redis.call('DEL', KEYS[3])
   return {'open', 1}
 end
-if state == 'open' then return {'open', 0} end
-redis.call('ZADD', KEYS[4], now, tostring(now) .. ':' .. tostring(math.random()))
+if state == 'open' then return {'open', changed} end
+for i = 1, failures do
+  redis.call('ZADD', KEYS[4], now, tostring(now) .. ':' .. i .. ':' .. tostring(math.random()))
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', tostring(now - window))
 redis.call('EXPIRE', KEYS[4], math.ceil(window) + 1)
 if redis.call('ZCARD', KEYS[4]) >= threshold then
@@ -72,11 +84,11 @@ if redis.call('ZCARD', KEYS[4]) >= threshold then
   redis.call('DEL', KEYS[4])
   return {'open', 1}
 end
-return {'closed', 0}
+return {'closed', changed}
 """
 
 
-def _keys(provider: str) -> list[str]:
+def breaker_keys(provider: str) -> list[str]:
     base = f"notify:breaker:{provider}"
     return [f"{base}:state", f"{base}:open_until", f"{base}:probe", f"{base}:failures"]
 
@@ -93,8 +105,8 @@ def breaker_permit(*, provider: str) -> Permit:
     try:
         client = get_redis_connection("default")
         probe_ms = int(settings.NOTIFY_BREAKER_PROBE_TIMEOUT * 1000)
-        allowed, wait, _state, probe, changed = client.register_script(_PERMIT)(
-            keys=_keys(provider)[:3], args=[probe_ms]
+        allowed, wait, _state, probe, changed, _why = client.register_script(_PERMIT)(
+            keys=breaker_keys(provider)[:3], args=[probe_ms]
         )
     except RedisError:
         logger.warning("breaker %s: Redis unavailable, letting the send through", provider)
@@ -106,12 +118,19 @@ def breaker_permit(*, provider: str) -> Permit:
 
 def breaker_record(*, provider: str, success: bool) -> str:
     """Record a call's health (transient failure or not); returns the state after it."""
+    return breaker_record_many(provider=provider, successes=int(success), failures=int(not success))
+
+
+def breaker_record_many(*, provider: str, successes: int, failures: int) -> str:
+    """Record the health of a round of calls at once (one round trip): as if each were
+    recorded alone, successes first. Returns the state after them."""
     try:
         client = get_redis_connection("default")
         state, changed = client.register_script(_RECORD)(
-            keys=_keys(provider),
+            keys=breaker_keys(provider),
             args=[
-                "success" if success else "failure",
+                successes,
+                failures,
                 settings.NOTIFY_BREAKER_FAILURES,
                 settings.NOTIFY_BREAKER_WINDOW,
                 settings.NOTIFY_BREAKER_COOLDOWN,
@@ -128,5 +147,5 @@ def breaker_record(*, provider: str, success: bool) -> str:
 
 def breaker_state(*, provider: str) -> str:
     """The breaker's state as stored (closed when never tripped)."""
-    value = get_redis_connection("default").get(_keys(provider)[0])
+    value = get_redis_connection("default").get(breaker_keys(provider)[0])
     return value.decode() if value else CLOSED

@@ -13,7 +13,9 @@ and a countdown message (or the sweeper, for long waits) brings it back.
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
@@ -21,12 +23,44 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
+from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 from deliveries.models import AttemptOutcome, Delivery, DeliveryStatus, Device, DeviceKind
-from deliveries.pipeline.breaker import breaker_permit, breaker_record
+from deliveries.pipeline.breaker import (
+    BREAKER_ENTRY_LUA,
+    breaker_keys,
+    breaker_record_many,
+)
 from deliveries.pipeline.enqueue import delivery_enqueue
-from deliveries.pipeline.ratelimit import provider_for_channel, provider_take
+from deliveries.pipeline.ratelimit import (
+    provider_bucket_key,
+    provider_for_channel,
+    provider_limit,
+)
+from notify.ratelimit import BUCKET_TAKE_LUA
+
+logger = logging.getLogger(__name__)
+
+# A round's admission in one round trip: the breaker's entry check, then up to `want`
+# tokens from the provider's bucket (one when this caller holds the half-open probe).
+# KEYS: the breaker's state, open_until and probe lock, then the bucket. ARGV: probe lock
+# ms, rate, burst, want, ttl, floor. Returns {granted, wait, state, probe, changed, why}.
+_ADMIT = (
+    BREAKER_ENTRY_LUA
+    + """
+local bucket = KEYS[4]
+local rate, burst, want = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local ttl, floor, partial = tonumber(ARGV[5]), tonumber(ARGV[6]), true
+if probe == 1 then want = 1 end
+"""
+    + BUCKET_TAKE_LUA
+    + """
+local why = ''
+if granted < want then why = 'rate' end
+return {granted, tostring(wait), state, probe, changed, why}
+"""
+)
 
 
 @dataclass(frozen=True)
@@ -53,41 +87,95 @@ def breaker_for(*, provider: str, channel: str, target: str) -> str:
     return f"{provider}:{host}" if host else provider
 
 
-def provider_admission(*, channel: str, queue: str, target: str = "") -> Admission:
-    """May this send call its provider now? Waits in place only for a short token wait."""
+def provider_admissions(*, channel: str, queue: str, targets: Sequence[str]) -> list[Admission]:
+    """May these sends (a round's, on one channel and queue) call their provider now? One
+    answer per target, in order, in one Redis round trip per breaker (one, but for Web
+    Push) whatever their number: an open breaker refuses them all; a half-open one lets
+    the first through, as its probe; the others take the tokens there are, wait in place
+    for a short token wait, and are refused what is still missing after it."""
     provider = provider_for_channel(channel)
     if provider is None:
-        return Admission(True)
-    breaker = breaker_for(provider=provider, channel=channel, target=target)
-    permit = breaker_permit(provider=breaker)
-    if not permit.allowed:
-        return Admission(
-            False, provider, permit.wait_seconds, f"{breaker} circuit open", breaker=breaker
-        )
+        return [Admission(True) for _ in targets]
+    by_breaker: dict[str, list[int]] = {}
+    for index, target in enumerate(targets):
+        breaker = breaker_for(provider=provider, channel=channel, target=target)
+        by_breaker.setdefault(breaker, []).append(index)
+    answers: list[Admission | None] = [None] * len(targets)
+    for breaker, indexes in by_breaker.items():
+        granted = _breaker_round_admit(provider=provider, breaker=breaker, queue=queue,
+                                       count=len(indexes))  # fmt: skip
+        for index, admission in zip(indexes, granted, strict=True):
+            answers[index] = admission
+    return [answer for answer in answers if answer is not None]
+
+
+def _breaker_round_admit(*, provider: str, breaker: str, queue: str, count: int) -> list[Admission]:
+    """`count` sends' admissions against one breaker and the provider's bucket."""
+    rate, burst = provider_limit(provider)
+    floor = burst * settings.NOTIFY_LOW_PRIORITY_RESERVE if queue == "low" else 0.0
+    keys = [*breaker_keys(breaker)[:3], provider_bucket_key(provider)]
+    probe_ms = int(settings.NOTIFY_BREAKER_PROBE_TIMEOUT * 1000)
+    ttl = max(1, int(burst / rate) + 1)
     deadline = time.monotonic() + settings.NOTIFY_RATE_MAX_INLINE_WAIT
-    while True:
+    answers: list[Admission] = []
+    while len(answers) < count:
+        left = count - len(answers)
         try:
-            take = provider_take(provider=provider, queue=queue)
+            client = get_redis_connection("default")
+            granted, wait, _state, probe, changed, why = client.register_script(_ADMIT)(
+                keys=keys, args=[probe_ms, rate, burst, left, ttl, floor]
+            )
         except RedisError:
             # Redis away: not sending at all would be worse than sending unmetered for a
-            # while; the provider's own throttling answers are still classified.
-            return Admission(True, provider, probe=permit.probe, breaker=breaker)
-        if take.allowed:
-            return Admission(True, provider, probe=permit.probe, breaker=breaker)
-        if time.monotonic() + take.wait_seconds > deadline:
-            return Admission(
-                False, provider, take.wait_seconds, f"{provider} rate limit", breaker=breaker
+            # while; the provider's own answers are still classified.
+            logger.warning("breaker %s: Redis unavailable, letting the sends through", breaker)
+            return answers + [Admission(True, provider, breaker=breaker)] * left
+        granted, wait, probe = int(granted), float(wait), bool(int(probe))
+        why = why.decode() if isinstance(why, bytes) else why
+        if int(changed):
+            logger.warning("breaker %s: open → half_open, one probe goes through", breaker)
+        if why == "breaker":
+            refused = Admission(False, provider, wait, f"{breaker} circuit open", breaker=breaker)
+            return answers + [refused] * left
+        answers += [Admission(True, provider, probe=probe, breaker=breaker)] * granted
+        if probe:  # the probe is the only send while the breaker is half-open
+            if not granted:
+                answers.append(_rate_refused(provider, breaker, wait))
+            refused = Admission(
+                False,
+                provider,
+                settings.NOTIFY_BREAKER_PROBE_TIMEOUT,
+                f"{breaker} circuit open",
+                breaker=breaker,
             )
-        time.sleep(take.wait_seconds)
+            return answers + [refused] * (count - len(answers))
+        if len(answers) < count:
+            # Each send may wait in place up to the inline wait for its own token, as
+            # one sent alone would: the clock starts again with each token taken.
+            if granted:
+                deadline = time.monotonic() + settings.NOTIFY_RATE_MAX_INLINE_WAIT
+            if time.monotonic() + wait > deadline:
+                return answers + [_rate_refused(provider, breaker, wait)] * (count - len(answers))
+            time.sleep(wait)
+    return answers
 
 
-def provider_outcome(*, breaker: str | None, outcome: str) -> None:
-    """Tell the breaker how the call went: a transient failure counts against it, a
-    delivery for it; a permanent answer (one dead device, one bad message) is no news
-    about the service and is not recorded at all."""
-    if breaker is None or outcome == AttemptOutcome.PERMANENT:
-        return
-    breaker_record(provider=breaker, success=outcome == AttemptOutcome.DELIVERED)
+def _rate_refused(provider: str, breaker: str, wait: float) -> Admission:
+    return Admission(False, provider, wait, f"{provider} rate limit", breaker=breaker)
+
+
+def provider_outcomes(*, outcomes: Sequence[tuple[str | None, str]]) -> None:
+    """Tell the breakers how a round's calls went, (breaker, outcome) each, in one record
+    per breaker: a transient failure counts against it, a delivery for it; a permanent
+    answer (one dead device, one bad message) is no news about the service."""
+    tally: dict[str, list[int]] = {}
+    for breaker, outcome in outcomes:
+        if breaker is None or outcome == AttemptOutcome.PERMANENT:
+            continue
+        counts = tally.setdefault(breaker, [0, 0])
+        counts[0 if outcome == AttemptOutcome.DELIVERED else 1] += 1
+    for breaker, (successes, failures) in tally.items():
+        breaker_record_many(provider=breaker, successes=successes, failures=failures)
 
 
 def delivery_postpone(

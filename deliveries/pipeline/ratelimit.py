@@ -35,9 +35,14 @@ def provider_for_channel(channel: str) -> str | None:
     return settings.NOTIFY_CHANNEL_PROVIDERS.get(channel)
 
 
+def provider_bucket_key(provider: str) -> str:
+    """The Redis key of a provider's token bucket."""
+    return f"notify:ratelimit:provider:{provider}"
+
+
 def provider_take(*, provider: str, queue: str) -> Take:
     """One send's token from the provider's bucket, honouring the low-priority reserve."""
     rate, burst = provider_limit(provider)
     floor = burst * settings.NOTIFY_LOW_PRIORITY_RESERVE if queue == "low" else 0.0
-    return bucket_take(key=f"notify:ratelimit:provider:{provider}", rate=rate, burst=burst,
+    return bucket_take(key=provider_bucket_key(provider), rate=rate, burst=burst,
                        floor=floor)  # fmt: skip

@@ -7,7 +7,13 @@ import uuid
 
 import pytest
 
-from deliveries.pipeline.breaker import breaker_permit, breaker_record, breaker_state
+from deliveries.pipeline.breaker import (
+    breaker_permit,
+    breaker_record,
+    breaker_record_many,
+    breaker_state,
+)
+from deliveries.pipeline.pressure import provider_admissions, provider_outcomes
 from deliveries.pipeline.ratelimit import provider_limit, provider_take
 
 
@@ -82,3 +88,55 @@ def test_failures_spread_wider_than_the_window_do_not_open_it(breaker, settings)
         assert breaker_record(provider=breaker, success=False) == "closed"
         time.sleep(0.16)
     assert breaker_state(provider=breaker) == "closed"
+
+
+@pytest.fixture
+def channel(settings, provider) -> str:
+    """A channel whose sends count against `provider` (bucket 1/s, burst 10)."""
+    settings.NOTIFY_CHANNEL_PROVIDERS = {**settings.NOTIFY_CHANNEL_PROVIDERS, "email": provider}
+    settings.NOTIFY_RATE_MAX_INLINE_WAIT = 0.0
+    return "email"
+
+
+def test_a_round_takes_the_tokens_there_are_and_the_rest_are_told_to_wait(channel, settings):
+    targets = [f"p{n}@example.com" for n in range(12)]
+    high = provider_admissions(channel=channel, queue="high", targets=targets)
+    assert [a.allowed for a in high] == [True] * 10 + [False] * 2  # the burst, in order
+    assert all(0 < a.wait_seconds <= 1.0 and "rate limit" in a.why for a in high[10:])
+
+    settings.NOTIFY_RATE_MAX_INLINE_WAIT = 2.5  # a short wait is waited out in place
+    later = provider_admissions(channel=channel, queue="high", targets=targets[:2])
+    assert [a.allowed for a in later] == [True, True]
+
+
+def test_a_round_of_low_sends_stops_at_the_reserve(channel):
+    low = provider_admissions(channel=channel, queue="low", targets=["a", "b"] * 5)
+    assert [a.allowed for a in low] == [True] * 8 + [False] * 2
+
+
+def test_an_open_breaker_refuses_a_whole_round_and_a_half_open_one_lets_one_probe(
+    channel, provider, settings
+):
+    settings.NOTIFY_BREAKER_FAILURES = 3
+    settings.NOTIFY_BREAKER_COOLDOWN = 0.4
+    assert breaker_record_many(provider=provider, successes=2, failures=3) == "open"
+    refused = provider_admissions(channel=channel, queue="high", targets=["a", "b", "c"])
+    assert [(a.allowed, "circuit open" in a.why) for a in refused] == [(False, True)] * 3
+
+    time.sleep(0.45)
+    probing = provider_admissions(channel=channel, queue="high", targets=["a", "b", "c"])
+    assert [(a.allowed, a.probe) for a in probing] == [(True, True), (False, False), (False, False)]
+    provider_outcomes(outcomes=[(provider, "delivered")])
+    assert breaker_state(provider=provider) == "closed"
+    assert all(
+        a.allowed for a in provider_admissions(channel=channel, queue="high", targets=["a"] * 3)
+    )
+
+
+def test_a_round_of_outcomes_counts_each_transient_failure_and_no_permanent_one(breaker):
+    provider_outcomes(outcomes=[(breaker, "permanent")] * 5 + [(breaker, "delivered")])
+    assert breaker_state(provider=breaker) == "closed"
+    provider_outcomes(outcomes=[(breaker, "transient")] * 2 + [(breaker, "delivered")] * 4)
+    assert breaker_state(provider=breaker) == "closed"  # two of the three it takes
+    provider_outcomes(outcomes=[(breaker, "transient"), (None, "transient")])
+    assert breaker_state(provider=breaker) == "open"
