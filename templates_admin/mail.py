@@ -10,6 +10,7 @@ never close or open a block of its own.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from templated_mail.mail import BaseEmailMessage
@@ -57,3 +58,17 @@ class VersionEmailMessage(BaseEmailMessage):
             self.body = html_to_text(self.html)
         self._attach_body()
         self._rendered = True
+
+    def message(self) -> Any:
+        """Django's MIME message, with the multipart boundary chosen here. Left unset,
+        Python's generator picks one by searching the whole encoded text with a regular
+        expression compiled afresh for each message: a tenth of a campaign sender's CPU.
+        A random boundary that occurs in no part is as safe (encoded parts cannot hold
+        one: quoted-printable escapes its `=`, base64 has none inside)."""
+        message = super().message()
+        if message.is_multipart():
+            boundary = f"===============notify{uuid.uuid4().hex}=="
+            texts = [self.body or "", *(str(content) for content, _ in self.alternatives)]
+            if not any(boundary in text for text in texts):
+                message.set_boundary(boundary)
+        return message
