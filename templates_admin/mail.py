@@ -13,9 +13,13 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+from django.core.mail.message import make_msgid
+from django.core.mail.utils import DNS_NAME
 from templated_mail.mail import BaseEmailMessage
 
 from templates_admin.fields import html_to_text, render_field
+from templates_admin.mime import alternative_bytes
 
 if TYPE_CHECKING:
     from templates_admin.models import TemplateVersion
@@ -72,3 +76,31 @@ class VersionEmailMessage(BaseEmailMessage):
             if not any(boundary in text for text in texts):
                 message.set_boundary(boundary)
         return message
+
+    def wire_bytes(self, *, from_header: str, to_header: str) -> bytes | None:
+        """The message as it goes to the relay, written directly (templates_admin/mime.py)
+        when it has the usual shape — one recipient, a text and an HTML part, UTF-8, no
+        attachment, Cc or Reply-To — else None (then Django builds it). The addresses are
+        the envelope's, as the SMTP backend sanitized them."""
+        self.render()
+        shaped = (
+            len(self.to) == 1
+            and not (self.cc or self.bcc or self.reply_to or self.attachments)
+            and self.content_subtype == "plain"
+            and [mimetype for _, mimetype in self.alternatives] == ["text/html"]
+            and (self.encoding or settings.DEFAULT_CHARSET).lower() in {"utf-8", "utf8"}
+        )
+        if not shaped:
+            return None
+        headers = dict(self.extra_headers)
+        if not any(name.lower() == "message-id" for name in headers):
+            headers["Message-ID"] = make_msgid(domain=DNS_NAME)
+        return alternative_bytes(
+            subject=self.subject,
+            from_header=from_header,
+            to_header=to_header,
+            text=self.body,
+            html=str(self.alternatives[0][0]),
+            headers=headers,
+            local_time=settings.EMAIL_USE_LOCALTIME,
+        )
