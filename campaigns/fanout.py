@@ -223,7 +223,7 @@ def _batch_insert(campaign: Campaign, batch_size: int, now: datetime) -> tuple[i
                 "payload": json.dumps(campaign.payload),
                 "head": canonical_head,
                 "now": now,
-                "queue": campaign.category.queue,
+                "queue": campaign.category.sending_queue,
             },
         )
         last_id, taken, created = cursor.fetchone()

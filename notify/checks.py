@@ -1,7 +1,9 @@
 """Start-up refusals: settings a deployment must not run with.
 
 The web entry points (notify/asgi.py, notify/wsgi.py) call `secret_key_refuse_weak`, so
-the web process does not start with DEBUG off on the built-in or a short SECRET_KEY; the
+the web process does not start with DEBUG off on the built-in or a short SECRET_KEY
+(scripts/web.sh loads notify.asgi once before uvicorn, whose process manager would
+otherwise restart the refusing children forever, and exits with the reason); the
 other long-running processes (Celery workers and beat, the outbox relay, the dead-letter
 consumer: they make and check the gate's seals too) call `process_exit_on_weak_secret_key`
 as they start. `manage.py check --deploy` reports the same. It is not an ordinary system check: that

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
@@ -85,6 +86,11 @@ class ApiKey(models.Model):
         return not self.scopes or scope in self.scopes
 
 
+MARKETING_QUEUE_MESSAGE = (
+    "A marketing category rides the low queue: choose Low, or untick Marketing."
+)
+
+
 class Category(models.Model):
     """A kind of event (`order.shipped`): its queue class, flags, payload schema and channels."""
 
@@ -115,9 +121,30 @@ class Category(models.Model):
 
     class Meta:
         verbose_name_plural = "categories"
+        constraints = [
+            # A campaign must never compete with login codes for the high queue's workers.
+            models.CheckConstraint(
+                condition=Q(marketing=False) | Q(queue="low"),
+                name="category_marketing_rides_low",
+                violation_error_message=MARKETING_QUEUE_MESSAGE,
+            )
+        ]
 
     def __str__(self) -> str:
         return self.key
+
+    def clean(self) -> None:
+        """Refuse a marketing category on any queue but `low`, on the queue field (the
+        database constraint says the same, but not next to the field)."""
+        super().clean()
+        if self.marketing and self.queue != QueueClass.LOW:
+            raise ValidationError({"queue": MARKETING_QUEUE_MESSAGE})
+
+    @property
+    def sending_queue(self) -> str:
+        """The queue class its notifications and deliveries ride: `low` for marketing,
+        whatever `queue` says (a row changed past validation must not reach `high`)."""
+        return QueueClass.LOW.value if self.marketing else self.queue
 
 
 class Recipient(models.Model):

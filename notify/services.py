@@ -332,7 +332,7 @@ def notifications_accept(
                 ),
                 "ttls": array_literal(e.ttl_seconds for e in events),
                 "fingerprints": fingerprints,
-                "queues": array_literal(e.category.queue for e in events),
+                "queues": array_literal(e.category.sending_queue for e in events),
                 "send_ats": array_literal(e.send_at for e in events),
                 "occurred_ats": array_literal(e.occurred_at for e in events),
                 "subjects": array_literal(e.subject for e in events),

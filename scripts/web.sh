@@ -25,6 +25,17 @@ access_log=--no-access-log
 [ "${WEB_ACCESS_LOG:-0}" = 1 ] && access_log=--access-log
 log_level=$(tr '[:upper:]' '[:lower:]' <<<"${LOG_LEVEL:-INFO}")
 
+# uvicorn's process manager restarts a child that fails to start, without end: on a
+# configuration the app refuses (a weak SECRET_KEY with DEBUG off, a bad setting) the
+# parent would run on and serve nothing, and a process manager would see it up. So load
+# the app once here first, as each child will: if it refuses, exit non-zero with its
+# reason, as the workers do. (About a second more at start.)
+python=$(tool python)
+if ! "$python" -c "import notify.asgi"; then
+    echo "web.sh: the application refused to start (the reason is above); uvicorn not started" >&2
+    exit 1
+fi
+
 # Django has no ASGI lifespan support (--lifespan off says so instead of a log line).
 # Open SSE streams never end by themselves: a shutdown cuts them after 10 s, and the
 # clients reconnect (with Last-Event-ID) to another process.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
 
@@ -53,6 +55,36 @@ def test_the_web_process_does_not_start_on_the_built_in_key():
     assert subprocess.run(
         [sys.executable, "-c", "import notify.asgi"], cwd=ROOT, env=env, timeout=60
     ).returncode == 0  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("key", "named"),
+    [(None, "built-in development key"), ("short-key", "shorter than 50 characters")],
+    ids=["built-in", "short"],
+)
+def test_the_shipped_web_command_exits_on_a_weak_key_instead_of_restarting_forever(key, named):
+    # Two server processes, as shipped: with more than one, uvicorn's process manager
+    # restarts each child that refuses to start, and would never exit by itself.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
+    env.update({"DJANGO_SETTINGS_MODULE": "notify.settings", "DJANGO_DEBUG": "0",
+                "HOST": "127.0.0.1", "PORT": str(port), "WEB_CONCURRENCY": "2"})  # fmt: skip
+    if key is not None:
+        env["DJANGO_SECRET_KEY"] = key
+    web = subprocess.Popen(
+        ["bash", "scripts/web.sh"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _, stderr = web.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(web.pid, signal.SIGKILL)  # the server and every child it restarted
+        web.communicate()
+        pytest.fail("scripts/web.sh was still running 10 s after start on a weak key")
+    assert web.returncode != 0
+    assert named in stderr
 
 
 def test_rotating_the_key_keeps_gate_seals_and_user_tokens_valid_through_the_fallbacks(settings):

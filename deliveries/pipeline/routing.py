@@ -220,7 +220,7 @@ def _delivery_row(notification: Notification, decision: ChannelDecision, now: da
         notification=notification,
         channel=decision.channel,
         target=decision.target,
-        queue=notification.category.queue,
+        queue=notification.category.sending_queue,
         status=status,
         reason=reason,
         next_attempt_at=decision.not_before or (now if live else None),

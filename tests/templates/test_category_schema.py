@@ -71,3 +71,22 @@ def test_a_compatible_schema_change_is_saved(demo_data):
     assert response.status_code == 302, response.content.decode()[:2000]
     category.refresh_from_db()
     assert "tracking_url" in category.payload_schema["properties"]
+
+
+def test_a_marketing_category_cannot_be_put_on_the_high_queue(demo_data):
+    staff = staff_client()
+    category = Category.objects.get(key="promo.weekly")
+    url = reverse("admin:notify_category_change", args=[category.pk])
+    response = staff.post(url, {**form_data(category), "queue": "high"})
+    assert response.status_code == 200  # the form again, with the error
+    assert "A marketing category rides the low queue" in response.content.decode()
+    category.refresh_from_db()
+    assert category.queue == "low"
+
+    # Nor made marketing while it sits on high.
+    codes = Category.objects.get(key="security.login_code")
+    url = reverse("admin:notify_category_change", args=[codes.pk])
+    response = staff.post(url, {**form_data(codes), "marketing": "on"})
+    assert "A marketing category rides the low queue" in response.content.decode()
+    codes.refresh_from_db()
+    assert not codes.marketing
