@@ -596,6 +596,12 @@ NOTIFY_FCM_MAX_RESPONSE_BYTES = env_int("NOTIFY_FCM_MAX_RESPONSE_BYTES", 16384, 
 NOTIFY_PUSH_SENDERS = env_int("NOTIFY_PUSH_SENDERS", 8, minimum=1)
 # At most this many push jobs per recipient queued + in flight (push fairness).
 NOTIFY_PUSH_PER_RECIPIENT_LIMIT = env_int("NOTIFY_PUSH_PER_RECIPIENT_LIMIT", 4, minimum=1)
+# Over the limit, a recipient's browsers take turns for the slots (the one served least
+# recently goes first); each browser's last turn is remembered this long (seconds) after
+# the recipient's last push, then the turns start again from the oldest device.
+NOTIFY_PUSH_TURN_MEMORY_SECONDS = env_int(
+    "NOTIFY_PUSH_TURN_MEMORY_SECONDS", 30 * 24 * 3600, minimum=60
+)
 # Dropped pushes are logged as one summed line at most this often (seconds).
 NOTIFY_PUSH_DROP_LOG_INTERVAL = env_int("NOTIFY_PUSH_DROP_LOG_INTERVAL", 60, minimum=1)
 # Live stream: heartbeat comment interval and how long a device counts as live
