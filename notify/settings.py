@@ -267,7 +267,6 @@ NOTIFY_USER_RATE_BURST = env_int("NOTIFY_USER_RATE_BURST", 30, minimum=1)
 # instead, for deployments that face producers they do not trust.
 NOTIFY_API_RATE_LIMIT_FAIL_OPEN = env_bool("NOTIFY_API_RATE_LIMIT_FAIL_OPEN", True)
 NOTIFY_DEFAULT_LOCALE = env_str("NOTIFY_DEFAULT_LOCALE", "en")
-NOTIFY_DEFAULT_TTL_SECONDS = env_int("NOTIFY_DEFAULT_TTL_SECONDS", 24 * 3600, minimum=1)
 # A scheduled notification (send_at) may be at most this far ahead.
 NOTIFY_SEND_AT_MAX_DAYS = env_int("NOTIFY_SEND_AT_MAX_DAYS", 90, minimum=1)
 # A batch request carries at most this many events, in a body of at most this size.
@@ -495,13 +494,18 @@ NOTIFY_SMS_RETRY_DELAYS = env_float_list("NOTIFY_SMS_RETRY_DELAYS", [5.0, 30.0, 
 NOTIFY_SMS_DEADLINE_SECONDS = env_int("NOTIFY_SMS_DEADLINE_SECONDS", 3600, minimum=1)
 # A feed entry stays worth writing longer than a message interrupting the person.
 NOTIFY_INAPP_DEADLINE_SECONDS = env_int("NOTIFY_INAPP_DEADLINE_SECONDS", 7 * 24 * 3600, minimum=1)
-# Every delivery has a deadline: the notification's TTL, else its category's, else this
-# per-channel default. Past it the delivery ends `expired` and is never sent late.
+# A push (Web Push, FCM) interrupts the person now: tens of minutes late it mostly
+# confuses, so it is not sent, nor held by the push service, past an hour.
+NOTIFY_PUSH_DEADLINE_SECONDS = env_int("NOTIFY_PUSH_DEADLINE_SECONDS", 3600, minimum=1)
+# Every delivery has a deadline: the notification's own TTL when the producer gave one;
+# else the shorter of its category's TTL and this per-channel default (a category's long
+# TTL must not keep a push alive for days, nor an email past its day). Past it the
+# delivery ends `expired` and is never sent late.
 NOTIFY_CHANNEL_DEADLINE_SECONDS = {
     "inapp": NOTIFY_INAPP_DEADLINE_SECONDS,
     "email": NOTIFY_EMAIL_DEADLINE_SECONDS,
-    "webpush": NOTIFY_DEFAULT_TTL_SECONDS,
-    "fcm": NOTIFY_DEFAULT_TTL_SECONDS,
+    "webpush": NOTIFY_PUSH_DEADLINE_SECONDS,
+    "fcm": NOTIFY_PUSH_DEADLINE_SECONDS,
     "sms": NOTIFY_SMS_DEADLINE_SECONDS,
 }
 # A delivery that has a send message in flight is republished by the sweeper only when

@@ -37,6 +37,7 @@ from deliveries.pipeline.route_lock import notification_lock, notifications_lock
 from deliveries.pipeline.route_write import routed_write
 from deliveries.pipeline.suppression import suppression_key
 from deliveries.selectors import push_targets_by_recipient
+from notify.deadlines import deadline_seconds
 from notify.models import Channel, Notification
 from preferences.gate import (
     ChannelDecision,
@@ -340,8 +341,8 @@ def _deliveries_start(started: list[Started], owners: dict[object, tuple[int, ob
 
 
 def delivery_deadline(notification: Notification, channel: str) -> datetime:
-    """When a delivery stops being worth sending: the notification's TTL, else its
-    category's, else the channel's default (NOTIFY_CHANNEL_DEADLINE_SECONDS).
+    """When a delivery stops being worth sending: the notification's TTL, else the
+    shorter of its category's and the channel's default (notify/deadlines.py).
 
     Counted from when the notification was due: a scheduled one's `send_at`, else its
     creation (a scheduled login code must not be born expired).
@@ -352,9 +353,9 @@ def delivery_deadline(notification: Notification, channel: str) -> datetime:
 
 def delivery_ttl_seconds(notification: Notification, channel: str) -> int:
     """How long a delivery on `channel` stays worth sending: the notification's TTL, else
-    its category's, else the channel's default."""
-    return (
-        notification.ttl_seconds
-        or notification.category.ttl_seconds
-        or settings.NOTIFY_CHANNEL_DEADLINE_SECONDS[channel]
+    the shorter of its category's and the channel's default."""
+    return deadline_seconds(
+        channel=channel,
+        notification_ttl=notification.ttl_seconds,
+        category_ttl=notification.category.ttl_seconds,
     )
