@@ -9,7 +9,9 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.db.models import Q
+from django.utils.html import format_html_join
 
+from notify.deadlines import category_deadlines, duration_text
 from notify.erasure import user_hash
 from notify.models import ApiKey, Category, Erasure, FeedEntry, Outbox, Producer
 from notify.payloads import schema_problem
@@ -53,6 +55,18 @@ class CategoryAdmin(admin.ModelAdmin):
     list_display = ("key", "queue", "mandatory", "marketing", "default_channels")
     list_filter = ("queue", "mandatory", "marketing")
     search_fields = ("key",)
+    readonly_fields = ("deadlines",)
+
+    @admin.display(description="Deadline per channel")
+    def deadlines(self, category: Category) -> str:
+        """What applies on each channel (as saved): the category's TTL or the channel's
+        default, whichever is shorter — so nobody believes a long TTL reaches email."""
+        lines = [
+            f"{d.channel}: {duration_text(d.seconds)} "
+            + ("(this category's TTL)" if d.from_category else "(the channel's default)")
+            for d in category_deadlines(category_ttl=category.ttl_seconds)
+        ]
+        return format_html_join("\n", "<div>{}</div>", ((line,) for line in lines))
 
 
 @admin.register(Outbox)

@@ -116,7 +116,12 @@ class Category(models.Model):
         "ends dead.",
     )
     ttl_seconds = models.PositiveIntegerField(
-        null=True, blank=True, help_text="How long a push stays useful; default when empty."
+        null=True,
+        blank=True,
+        help_text="How long this category's messages stay worth sending (seconds). Each "
+        "channel uses the shorter of this and its own default deadline, so it can only "
+        "shorten one; empty = every channel's default. A notification's own ttl_seconds "
+        "replaces it.",
     )
 
     class Meta:

@@ -267,7 +267,6 @@ NOTIFY_USER_RATE_BURST = env_int("NOTIFY_USER_RATE_BURST", 30, minimum=1)
 # instead, for deployments that face producers they do not trust.
 NOTIFY_API_RATE_LIMIT_FAIL_OPEN = env_bool("NOTIFY_API_RATE_LIMIT_FAIL_OPEN", True)
 NOTIFY_DEFAULT_LOCALE = env_str("NOTIFY_DEFAULT_LOCALE", "en")
-NOTIFY_DEFAULT_TTL_SECONDS = env_int("NOTIFY_DEFAULT_TTL_SECONDS", 24 * 3600, minimum=1)
 # A scheduled notification (send_at) may be at most this far ahead.
 NOTIFY_SEND_AT_MAX_DAYS = env_int("NOTIFY_SEND_AT_MAX_DAYS", 90, minimum=1)
 # A batch request carries at most this many events, in a body of at most this size.
@@ -495,13 +494,18 @@ NOTIFY_SMS_RETRY_DELAYS = env_float_list("NOTIFY_SMS_RETRY_DELAYS", [5.0, 30.0, 
 NOTIFY_SMS_DEADLINE_SECONDS = env_int("NOTIFY_SMS_DEADLINE_SECONDS", 3600, minimum=1)
 # A feed entry stays worth writing longer than a message interrupting the person.
 NOTIFY_INAPP_DEADLINE_SECONDS = env_int("NOTIFY_INAPP_DEADLINE_SECONDS", 7 * 24 * 3600, minimum=1)
-# Every delivery has a deadline: the notification's TTL, else its category's, else this
-# per-channel default. Past it the delivery ends `expired` and is never sent late.
+# A push (Web Push, FCM) interrupts the person now: tens of minutes late it mostly
+# confuses, so it is not sent, nor held by the push service, past an hour.
+NOTIFY_PUSH_DEADLINE_SECONDS = env_int("NOTIFY_PUSH_DEADLINE_SECONDS", 3600, minimum=1)
+# Every delivery has a deadline: the notification's own TTL when the producer gave one;
+# else the shorter of its category's TTL and this per-channel default (a category's long
+# TTL must not keep a push alive for days, nor an email past its day). Past it the
+# delivery ends `expired` and is never sent late.
 NOTIFY_CHANNEL_DEADLINE_SECONDS = {
     "inapp": NOTIFY_INAPP_DEADLINE_SECONDS,
     "email": NOTIFY_EMAIL_DEADLINE_SECONDS,
-    "webpush": NOTIFY_DEFAULT_TTL_SECONDS,
-    "fcm": NOTIFY_DEFAULT_TTL_SECONDS,
+    "webpush": NOTIFY_PUSH_DEADLINE_SECONDS,
+    "fcm": NOTIFY_PUSH_DEADLINE_SECONDS,
     "sms": NOTIFY_SMS_DEADLINE_SECONDS,
 }
 # A delivery that has a send message in flight is republished by the sweeper only when
@@ -596,6 +600,12 @@ NOTIFY_FCM_MAX_RESPONSE_BYTES = env_int("NOTIFY_FCM_MAX_RESPONSE_BYTES", 16384, 
 NOTIFY_PUSH_SENDERS = env_int("NOTIFY_PUSH_SENDERS", 8, minimum=1)
 # At most this many push jobs per recipient queued + in flight (push fairness).
 NOTIFY_PUSH_PER_RECIPIENT_LIMIT = env_int("NOTIFY_PUSH_PER_RECIPIENT_LIMIT", 4, minimum=1)
+# Over the limit, a recipient's browsers take turns for the slots (the one served least
+# recently goes first); each browser's last turn is remembered this long (seconds) after
+# the recipient's last push, then the turns start again from the oldest device.
+NOTIFY_PUSH_TURN_MEMORY_SECONDS = env_int(
+    "NOTIFY_PUSH_TURN_MEMORY_SECONDS", 30 * 24 * 3600, minimum=60
+)
 # Dropped pushes are logged as one summed line at most this often (seconds).
 NOTIFY_PUSH_DROP_LOG_INTERVAL = env_int("NOTIFY_PUSH_DROP_LOG_INTERVAL", 60, minimum=1)
 # Live stream: heartbeat comment interval and how long a device counts as live

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus, Reason
+from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus, Device, Reason
 from deliveries.pipeline.attempt import delivery_attempt
 from deliveries.pipeline.release import deferred_release
 from deliveries.pipeline.retry import RetryKind, decide_retry
@@ -15,6 +15,7 @@ from deliveries.pipeline.routing import notification_route
 from notify.models import Category, Notification, Producer, Recipient
 
 ORDER = {"order_number": "A-1", "delivery_date": "2026-12-03", "items_count": 1}
+PROMO = {"headline": "Winter sale", "url": "https://shop.example/sale"}
 
 
 @pytest.fixture
@@ -50,10 +51,16 @@ def test_every_channel_ends_at_the_notification_ttl_else_the_category_else_its_d
     notification_route(notification_id=str(own.pk))
     assert set(deadlines(own).values()) == {timedelta(seconds=120)}
 
+    # A category's TTL applies where it is shorter than the channel's own deadline.
     Category.objects.filter(key="order.shipped").update(ttl_seconds=7200)
     of_category = notify(person, "order.shipped", ORDER, channels=channels)
     notification_route(notification_id=str(of_category.pk))
-    assert set(deadlines(of_category).values()) == {timedelta(seconds=7200)}
+    assert deadlines(of_category) == {
+        "inapp": timedelta(seconds=7200),
+        "email": timedelta(seconds=7200),
+        "sms": timedelta(hours=1),
+        "webpush": timedelta(hours=1),
+    }
 
     Category.objects.filter(key="order.shipped").update(ttl_seconds=None)
     settings.NOTIFY_CHANNEL_DEADLINE_SECONDS = {
@@ -66,6 +73,71 @@ def test_every_channel_ends_at_the_notification_ttl_else_the_category_else_its_d
         "email": timedelta(seconds=2000),
         "sms": timedelta(seconds=3000),
         "webpush": timedelta(seconds=4000),
+    }
+
+
+def test_a_push_is_not_worth_sending_after_an_hour_by_default(person, settings):
+    settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email", "webpush", "fcm"]
+    Device.objects.create(
+        recipient=person, kind="webpush", endpoint="https://push.example/d1", p256dh="k",
+        auth="a",
+    )  # fmt: skip
+    Device.objects.create(recipient=person, kind="fcm", token="t1", platform="android")
+    Category.objects.filter(key="order.shipped").update(ttl_seconds=None)
+    shipped = notify(person, "order.shipped", ORDER)
+    notification_route(notification_id=str(shipped.pk))
+
+    found = deadlines(shipped)
+    assert found["webpush"] <= timedelta(hours=1)
+    assert found["fcm"] <= timedelta(hours=1)
+    assert found["email"] == timedelta(hours=24)
+
+
+def test_a_three_day_category_ttl_still_ends_email_after_a_day_and_push_after_an_hour(
+    person, settings
+):
+    settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email", "webpush"]
+    Device.objects.create(
+        recipient=person, kind="webpush", endpoint="https://push.example/d1", p256dh="k",
+        auth="a",
+    )  # fmt: skip
+    Category.objects.filter(key="promo.weekly").update(ttl_seconds=3 * 24 * 3600)
+    promo = notify(person, "promo.weekly", PROMO)
+    notification_route(notification_id=str(promo.pk))
+
+    assert deadlines(promo) == {
+        "inapp": timedelta(days=3),
+        "email": timedelta(hours=24),
+        "webpush": timedelta(hours=1),
+    }
+
+
+def test_a_category_ttl_shorter_than_every_channel_default_wins_everywhere(person, settings):
+    settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email", "webpush"]
+    Device.objects.create(
+        recipient=person, kind="webpush", endpoint="https://push.example/d1", p256dh="k",
+        auth="a",
+    )  # fmt: skip
+    Category.objects.filter(key="promo.weekly").update(ttl_seconds=900)
+    promo = notify(person, "promo.weekly", PROMO)
+    notification_route(notification_id=str(promo.pk))
+
+    assert set(deadlines(promo).values()) == {timedelta(minutes=15)}
+
+
+def test_the_demo_promo_leaves_each_channel_its_own_deadline(person, settings):
+    settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email", "webpush"]
+    Device.objects.create(
+        recipient=person, kind="webpush", endpoint="https://push.example/d1", p256dh="k",
+        auth="a",
+    )  # fmt: skip
+    promo = notify(person, "promo.weekly", PROMO)
+    notification_route(notification_id=str(promo.pk))
+
+    assert deadlines(promo) == {
+        "inapp": timedelta(days=7),
+        "email": timedelta(hours=24),
+        "webpush": timedelta(hours=1),
     }
 
 
@@ -149,3 +221,20 @@ def test_a_deferred_delivery_released_after_its_deadline_ends_expired(person, se
     assert (email.status, email.reason) == (DeliveryStatus.EXPIRED, Reason.DEADLINE_PASSED)
     assert email.finished_at == window_end
     assert email.deadline == order.created_at + timedelta(seconds=3600)  # kept, not cleared
+
+
+def test_the_category_admin_says_which_deadline_applies_on_each_channel(demo_data):
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.urls import reverse
+
+    Category.objects.filter(key="promo.weekly").update(ttl_seconds=3 * 24 * 3600)
+    promo = Category.objects.get(key="promo.weekly")
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "root@staff.example", "pw"))
+
+    page = client.get(reverse("admin:notify_category_change", args=[promo.pk])).content.decode()
+
+    assert "inapp: 3 d (this category&#x27;s TTL)" in page
+    assert "email: 24 h (the channel&#x27;s default)" in page
+    assert "webpush: 1 h (the channel&#x27;s default)" in page

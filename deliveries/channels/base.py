@@ -65,7 +65,7 @@ class ChannelProvider(Protocol):
 def ttl_left(delivery: Delivery) -> int:
     """Seconds left of the notification's TTL: how long a push service may hold it."""
     if delivery.deadline is None:
-        return settings.NOTIFY_DEFAULT_TTL_SECONDS
+        return settings.NOTIFY_PUSH_DEADLINE_SECONDS
     return max(0, int((delivery.deadline - timezone.now()).total_seconds()))
 
 

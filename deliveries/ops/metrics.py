@@ -104,7 +104,7 @@ def _broker() -> Iterator[Metric]:
 def _redis() -> Iterator[Metric]:
     drops = CounterMetricFamily(
         "notify_push_drops",
-        "Pushes dropped (expired, collapsed or over the budget), per channel.",
+        "Push deliveries dropped by the per-recipient push limit (push_limit), per channel.",
         labels=["channel"],
     )
     for channel, count in selectors.push_drops().items():

@@ -57,15 +57,23 @@ def delivery_enqueue(
     return True
 
 
-def deliveries_enqueue(*, started: Sequence[tuple[int, str, str]], push_owners: dict) -> int:
+def deliveries_enqueue(
+    *,
+    started: Sequence[tuple[int, str, str]],
+    push_owners: dict,
+    push_devices: dict[int, str] | None = None,
+) -> int:
     """Publish the send messages of freshly routed deliveries (call after commit), one
     message per channel and queue for each batch of ids; returns how many were sent.
 
     `started` holds (delivery id, channel, queue); `push_owners` maps a push delivery's
     id to its (recipient id, notification id), for the per-recipient push limit, which
-    admits each push on its own. `enqueued_at` was written with the rows; if a publish
+    admits each push on its own, in the order given (routing puts the device whose turn
+    is due first). `push_devices` maps a Web Push delivery to its device, whose turn is
+    recorded when it gets a slot. `enqueued_at` was written with the rows; if a publish
     fails, it is cleared for that batch so the sweeper picks it up soon.
     """
+    push_devices = push_devices or {}
     lanes: dict[tuple[str, str], list[int]] = {}
     for delivery_id, channel, queue in started:
         if channel in PUSH_CHANNELS and not _push_slot_admits(
@@ -74,6 +82,7 @@ def deliveries_enqueue(*, started: Sequence[tuple[int, str, str]], push_owners: 
             countdown=None,
             retry=False,
             owner=push_owners.get(delivery_id),
+            device=push_devices.get(delivery_id, ""),
         ):
             continue
         lanes.setdefault((channel, queue), []).append(delivery_id)
@@ -119,12 +128,14 @@ def _push_slot_admits(
     countdown: float | None,
     retry: bool,
     owner: tuple[int, object] | None,
+    device: str = "",
 ) -> bool:
     """Per-recipient push fairness: may this push job be queued now?
 
     A first attempt without a free slot is dropped at once (suppressed, counted) and
     never reaches a sender; a retry without one is left to the sweeper, which offers it
-    again later — a retry slows down rather than disappears.
+    again later — a retry slows down rather than disappears. `device` (a routed Web Push
+    delivery's) has its turn recorded when it gets the slot.
     """
     if owner is None:
         row = (
@@ -139,7 +150,9 @@ def _push_slot_admits(
     member = push_slot_member(
         channel=channel, delivery_id=delivery_id, notification_id=notification_id
     )
-    if push_slot_take(recipient_id=recipient_id, member=member, hold_for=countdown or 0):
+    if push_slot_take(
+        recipient_id=recipient_id, member=member, hold_for=countdown or 0, device=device
+    ):
         return True
     now = timezone.now()
     if retry:

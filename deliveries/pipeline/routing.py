@@ -30,12 +30,14 @@ from deliveries.models import (
     Reason,
 )
 from deliveries.pipeline.enqueue import deliveries_enqueue
+from deliveries.pipeline.fairness import push_turn_order
 from deliveries.pipeline.outcome_log import delivery_outcome_log
 from deliveries.pipeline.retry import PUSH_CHANNELS
 from deliveries.pipeline.route_lock import notification_lock, notifications_lock
 from deliveries.pipeline.route_write import routed_write
 from deliveries.pipeline.suppression import suppression_key
 from deliveries.selectors import push_targets_by_recipient
+from notify.deadlines import deadline_seconds
 from notify.models import Channel, Notification
 from preferences.gate import (
     ChannelDecision,
@@ -58,6 +60,7 @@ class Started:
     channel: str
     queue: str
     notification_id: object
+    target: str
 
 
 def notification_route(*, notification_id: object, now: datetime | None = None) -> list[int]:
@@ -152,6 +155,13 @@ def _gate_decide_many(
         recipient_ids=[n.recipient_id for n, channels in asked if push.intersection(channels)],
         channels=push,
     )
+    # The deliveries are enqueued in target order, and the first ones take the push
+    # slots: a recipient's browsers take turns, so none is dropped every time.
+    webpush = {
+        r: found[Channel.WEBPUSH] for r, found in targets.items() if found.get(Channel.WEBPUSH)
+    }
+    for recipient_id, devices in push_turn_order(devices=webpush).items():
+        targets[recipient_id][Channel.WEBPUSH] = devices
     requests = [GateRequest(n, channels, targets.get(n.recipient_id, {})) for n, channels in asked]
     return decide_deliveries_many(requests, now=now)
 
@@ -182,7 +192,7 @@ def _deliveries_create(
             row, status=row.status, reason=row.reason, duration=attempt.duration_ms
         )
     started = [
-        Started(row.pk, row.channel, row.queue, row.notification_id)
+        Started(row.pk, row.channel, row.queue, row.notification_id, row.target)
         for row in rows
         if row.status == DeliveryStatus.QUEUED
     ]
@@ -200,7 +210,7 @@ def _fallback_create(notification: Notification, channel: str, now: datetime) ->
     created = Delivery.objects.filter(
         notification=notification, channel=channel, status=DeliveryStatus.QUEUED
     )
-    return [Started(row.pk, row.channel, row.queue, notification.pk) for row in created]
+    return [Started(row.pk, row.channel, row.queue, notification.pk, row.target) for row in created]
 
 
 def _delivery_row(notification: Notification, decision: ChannelDecision, now: datetime) -> Delivery:
@@ -313,8 +323,10 @@ def _still_queued(notification: Notification) -> list[Started]:
     """A route that runs again (a redelivered message) resends what is still queued."""
     rows = Delivery.objects.filter(
         notification=notification, status=DeliveryStatus.QUEUED
-    ).values_list("pk", "channel", "queue")
-    return [Started(pk, channel, queue, notification.pk) for pk, channel, queue in rows]
+    ).values_list("pk", "channel", "queue", "target")
+    return [
+        Started(pk, channel, queue, notification.pk, target) for pk, channel, queue, target in rows
+    ]
 
 
 def _deliveries_start(started: list[Started], owners: dict[object, tuple[int, object]]) -> None:
@@ -324,12 +336,13 @@ def _deliveries_start(started: list[Started], owners: dict[object, tuple[int, ob
         push_owners={
             s.delivery_id: owners[s.notification_id] for s in started if s.channel in PUSH_CHANNELS
         },
+        push_devices={s.delivery_id: s.target for s in started if s.channel == Channel.WEBPUSH},
     )
 
 
 def delivery_deadline(notification: Notification, channel: str) -> datetime:
-    """When a delivery stops being worth sending: the notification's TTL, else its
-    category's, else the channel's default (NOTIFY_CHANNEL_DEADLINE_SECONDS).
+    """When a delivery stops being worth sending: the notification's TTL, else the
+    shorter of its category's and the channel's default (notify/deadlines.py).
 
     Counted from when the notification was due: a scheduled one's `send_at`, else its
     creation (a scheduled login code must not be born expired).
@@ -340,9 +353,9 @@ def delivery_deadline(notification: Notification, channel: str) -> datetime:
 
 def delivery_ttl_seconds(notification: Notification, channel: str) -> int:
     """How long a delivery on `channel` stays worth sending: the notification's TTL, else
-    its category's, else the channel's default."""
-    return (
-        notification.ttl_seconds
-        or notification.category.ttl_seconds
-        or settings.NOTIFY_CHANNEL_DEADLINE_SECONDS[channel]
+    the shorter of its category's and the channel's default."""
+    return deadline_seconds(
+        channel=channel,
+        notification_ttl=notification.ttl_seconds,
+        category_ttl=notification.category.ttl_seconds,
     )

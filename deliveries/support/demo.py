@@ -70,7 +70,10 @@ CATEGORIES = [
         "sample_payloads": [
             {"headline": "Winter sale: -30% on boots", "url": "https://shop.example/sale"}
         ],
-        "ttl_seconds": 3 * 24 * 3600,
+        # No TTL of its own: each channel's default deadline applies — the offer stays in
+        # the feed for the week, an email is not sent after a day, a push after an hour
+        # (a promo push arriving days late only annoys).
+        "ttl_seconds": None,
     },
 ]
 

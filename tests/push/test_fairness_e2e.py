@@ -47,3 +47,40 @@ def test_a_hundred_hanging_devices_do_not_delay_another_recipients_push(
     assert push_drops_total() - drops_before == 96
     log = worker.log_path.read_text(errors="replace")
     assert log.count("push fairness: dropped") <= 1
+
+
+def test_a_person_with_more_browsers_than_the_limit_gets_pushes_on_every_browser_in_turn(
+    api, pipeline, push_service
+):
+    register_user(api, "six-browsers")
+    browsers = [f"six.browser{number}" for number in range(6)]
+    for name in browsers:
+        _, body = push_service.subscribe(name)
+        register_device(api, "six-browsers", body)
+    person = Recipient.objects.get(user_id="six-browsers")
+    drops_before = push_drops_total()
+
+    for _ in range(3):
+        notification_id = send_order(api, "six-browsers")
+
+        def settled_pushes(notification_id=notification_id):
+            rows = api.get(f"/v1/notifications/{notification_id}/status").json()["deliveries"]
+            pushes = [d for d in rows if d["channel"] == "webpush"]
+            done = len(pushes) == 6 and all(
+                d["status"] not in ("queued", "sending", "retrying") for d in pushes
+            )
+            return pushes if done else None
+
+        pushes = wait_for(settled_pushes, timeout=30, what="the six browsers' pushes")
+        outcomes = sorted((d["status"], d["reason"]) for d in pushes)
+        assert outcomes == [("delivered", "")] * 4 + [("suppressed", "push_limit")] * 2
+        # The next notification finds every slot free, as a person's next one would.
+        wait_for(
+            lambda: push_slots_held(recipient_id=person.pk) == 0, what="the slots to be released"
+        )
+
+    # Three notifications, four slots each: every browser got its two, none was left out.
+    assert {name: len(push_service.accepted_for(name)) for name in browsers} == dict.fromkeys(
+        browsers, 2
+    )
+    assert push_drops_total() - drops_before == 6
