@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('notify', '0012_accepted_counts'),
+        ('notify', '0013_marketing_rides_low'),
     ]
 
     operations = [
