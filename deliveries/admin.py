@@ -24,6 +24,7 @@ from deliveries.support.pages import SupportNotificationAdmin
 from deliveries.support.send_to_me import send_to_me_register
 from notify.broker import queue_depth
 from notify.models import Notification
+from notify.ops.beat import beat_jobs
 
 # The template admin (a lower layer) sends "Send test to me" on in-app, push and SMS
 # through this app's pipeline; it is told how here, when the admin loads, and so never
@@ -130,6 +131,12 @@ class DeliveryAdmin(admin.ModelAdmin):
         except Exception:  # the broker being away must not take the admin page with it
             extra_context["dead_letter_depth"] = None
         extra_context["dead_letters_open"] = open_dead_letters()
+        try:
+            jobs = beat_jobs()
+        except Exception:  # Redis away: say so rather than fail the page
+            jobs = None
+        extra_context["beat_jobs"] = jobs
+        extra_context["beat_overdue"] = [job.name for job in jobs or [] if job.overdue]
         return super().changelist_view(request, extra_context)
 
 

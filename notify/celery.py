@@ -1,5 +1,6 @@
 """The Celery application (`celery -A notify`). Configuration lives in settings (CELERY_*)."""
 
+import logging
 import math
 import os
 
@@ -13,11 +14,15 @@ from celery.signals import (
 )
 from django.conf import settings
 from redbeat import RedBeatScheduler
+from redbeat.schedulers import get_redis
 
 from notify.checks import process_exit_on_weak_secret_key
+from notify.ops.beat import beat_job_mark, beat_started_mark
 from notify.priority import high_work_mark, low_work_done, low_work_yield
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notify.settings")
+
+logger = logging.getLogger(__name__)
 
 
 def broker_countdown(countdown: float | None) -> float | None:
@@ -78,11 +83,28 @@ class LeaderBeatScheduler(RedBeatScheduler):
         # Before the lock: a beat that must not run should not wait for it first.
         process_exit_on_weak_secret_key(process="celery beat")
         super().__init__(*args, **kwargs)
+        self._start_marked = False
 
     def maybe_due(self, entry, **kwargs):
         if self.lock is not None and entry.is_due()[0]:
             self.lock.extend(self.lock_timeout)
         return super().maybe_due(entry, **kwargs)
+
+    def tick(self, *args, **kwargs):
+        if not self._start_marked:
+            # Once, as the leader (only it ticks): jobs not sent yet are timed from here.
+            beat_started_mark(get_redis(self.app))
+            self._start_marked = True
+        return super().tick(*args, **kwargs)
+
+    def apply_async(self, entry, producer=None, advance=True, **kwargs):
+        result = super().apply_async(entry, producer, advance, **kwargs)
+        # Only after the publish returned (confirmed): the mark means the job was sent.
+        try:
+            beat_job_mark(get_redis(self.app), job=entry.name)
+        except Exception:  # the job went out; a lost mark must not read as a failed send
+            logger.warning("beat: could not mark %s as sent", entry.name, exc_info=True)
+        return result
 
 
 @celeryd_after_setup.connect

@@ -7,6 +7,7 @@ from django.contrib.auth.models import Group, Permission
 SUPPORT_GROUP = "Support"
 REDRIVE_GROUP = "Support: re-drive"
 PRIVACY_GROUP = "Privacy officers"
+CONSENT_GROUP = "Support: consent"
 SUPPORT_APPS = ("notify", "deliveries", "preferences", "templates_admin", "campaigns", "history")
 
 
@@ -42,6 +43,18 @@ def privacy_group_ensure() -> Group:
     group.permissions.set(
         Permission.objects.filter(
             content_type__app_label="notify", codename__in=("erase_recipient", "view_erasure")
+        )
+    )
+    return group
+
+
+def consent_group_ensure() -> Group:
+    """Added to a support person who may record a grant or withdrawal the person gave them
+    (by phone, by letter) into the consent history, with their name and a reason."""
+    group, _ = Group.objects.get_or_create(name=CONSENT_GROUP)
+    group.permissions.set(
+        Permission.objects.filter(
+            content_type__app_label="preferences", codename="record_consent_by_support"
         )
     )
     return group

@@ -880,6 +880,9 @@ REDBEAT_REDIS_OPTIONS = {
     "socket_timeout": NOTIFY_BEAT_REDIS_TIMEOUT,
     "socket_connect_timeout": NOTIFY_BEAT_REDIS_TIMEOUT,
 }
+# A periodic job that beat has not sent for this many of its intervals is overdue:
+# `manage.py beat_check` fails naming it, and /metrics and admin show it.
+NOTIFY_BEAT_OVERDUE_FACTOR = env_float("NOTIFY_BEAT_OVERDUE_FACTOR", 3.0, minimum=1)
 # Maintenance runs on `high`: it is small, and recovery must not wait behind a campaign.
 CELERY_BEAT_SCHEDULE = {
     "retry-sweep": {

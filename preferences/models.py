@@ -7,6 +7,7 @@ the gate reads. Rules live in services.py and selectors.py.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from notify.models import Category, Channel, Recipient
@@ -78,10 +79,26 @@ class ConsentRecord(models.Model):
     text_version = models.CharField(max_length=50, blank=True)
     ip_address = models.GenericIPAddressField(null=True, blank=True)
     user_agent = models.CharField(max_length=500, blank=True)
+    # Set for records support took down (by phone, by letter): who, and why. A deleted
+    # staff account leaves the record in place with the agent empty.
+    agent = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The support agent who recorded it.",
+    )
+    reason = models.TextField(
+        blank=True, help_text="What the person asked for, in the agent's words."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         indexes = [models.Index(fields=["recipient", "category", "-id"], name="consent_latest")]
+        permissions = [
+            ("record_consent_by_support", "Can record a consent or withdrawal taken by support")
+        ]
 
     def __str__(self) -> str:
         verb = "granted" if self.granted else "withdrawn"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import date, time
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection, transaction
 
 from notify.erasure import recipient_hold_lift
@@ -42,6 +43,8 @@ class RequestOrigin:
     text_version: str = ""
     ip_address: str | None = None
     user_agent: str = ""
+    agent: AbstractBaseUser | None = None  # the support agent, for source `support`
+    reason: str = ""
 
 
 def _record(
@@ -57,6 +60,8 @@ def _record(
         text_version=origin.text_version or settings.NOTIFY_CONSENT_TEXT_VERSION,
         ip_address=origin.ip_address,
         user_agent=origin.user_agent[:500],
+        agent=origin.agent,
+        reason=origin.reason,
     )
 
 
@@ -128,6 +133,57 @@ def marketing_consent_grant(*, recipient: Recipient, origin: RequestOrigin) -> C
             recipient=recipient, category=None, channel="", granted=True, origin=origin
         )
         recipient_hold_lift(recipient=recipient)
+    return record
+
+
+class ReasonMissing(Exception):
+    """Support tried to record consent without saying why."""
+
+
+def consent_by_support_record(
+    *,
+    recipient: Recipient,
+    category: Category | None,
+    channel: str,
+    granted: bool,
+    agent: AbstractBaseUser,
+    reason: str,
+) -> ConsentRecord:
+    """A grant or withdrawal the person gave support (by phone, by letter), recorded with
+    the agent and their reason.
+
+    `category` None means all marketing; `channel` "" means every channel. The record is
+    written even when it changes nothing: it is the evidence of what the person said. For
+    one category the preference cells are set too, in the same transaction, so the gate
+    reads the same answer as the history. Raises MandatoryCategory for a mandatory category
+    (those go out whatever the consent), UnknownCell for an unknown channel and
+    ReasonMissing without a reason.
+    """
+    reason = reason.strip()
+    if not reason:
+        raise ReasonMissing("Say why: what the person asked for.")
+    if category is not None and category.mandatory:
+        raise MandatoryCategory(category.key, channel or "every channel")
+    if channel and channel not in Channel.values:
+        raise UnknownCell(f"No channel {channel!r}.", field="channel")
+    origin = RequestOrigin(source=ConsentSource.SUPPORT, agent=agent, reason=reason)
+    with transaction.atomic():
+        # One writer per recipient at a time, as for every other consent change.
+        Recipient.objects.select_for_update().filter(pk=recipient.pk).first()
+        if category is not None:
+            for cell_channel in [channel] if channel else Channel.values:
+                Preference.objects.update_or_create(
+                    recipient=recipient,
+                    category=category,
+                    channel=cell_channel,
+                    defaults={"enabled": granted, "source": ConsentSource.SUPPORT},
+                )
+        record = _record(
+            recipient=recipient, category=category, channel=channel, granted=granted,
+            origin=origin,
+        )  # fmt: skip
+        if granted:
+            recipient_hold_lift(recipient=recipient)
     return record
 
 

@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 from deliveries.models import DeliveryStatus
 from deliveries.ops import selectors
 from notify.models import Channel
+from notify.ops.beat import beat_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -120,10 +121,31 @@ def _redis() -> Iterator[Metric]:
     yield breakers
 
 
+def _beat() -> Iterator[Metric]:
+    jobs = beat_jobs()
+    age = GaugeMetricFamily(
+        "notify_beat_job_last_run_age_seconds",
+        "Seconds since beat last sent each periodic job (no series: never sent).",
+        labels=["job"],
+    )
+    overdue = GaugeMetricFamily(
+        "notify_beat_job_overdue",
+        "1 when beat has not sent the job for NOTIFY_BEAT_OVERDUE_FACTOR intervals.",
+        labels=["job"],
+    )
+    for job in jobs:
+        if job.age is not None:
+            age.add_metric([job.name], job.age)
+        overdue.add_metric([job.name], 1 if job.overdue else 0)
+    yield age
+    yield overdue
+
+
 BUILT_IN: dict[str, Callable[[], Iterator[Metric]]] = {
     "database": _database,
     "broker": _broker,
     "redis": _redis,
+    "beat": _beat,
 }
 
 
