@@ -15,10 +15,13 @@ RUN apt-get update \
 
 WORKDIR /app
 
-# Dependencies first, so a code change does not reinstall them. The project declares
-# no packages of its own (the code runs from /app), so pyproject.toml is all pip needs.
-COPY pyproject.toml ./
-RUN pip install .
+# Dependencies first, so a code change does not reinstall them: the versions pinned in
+# requirements.txt, hash-checked (`make lock` writes it from pyproject.toml). Then the
+# project itself, with the setuptools pinned there: it declares no packages of its own
+# (the code runs from /app), so pyproject.toml is all that build needs.
+COPY pyproject.toml requirements.txt ./
+RUN pip install --require-hashes -r requirements.txt \
+    && pip install --no-deps --no-build-isolation .
 
 COPY . .
 

@@ -6,7 +6,7 @@ SHELL := /bin/bash
 VENV := .venv
 RUFF := $(VENV)/bin/ruff
 
-.PHONY: run test lint fmt bench flower bootstrap services
+.PHONY: run test lint fmt bench flower lock bootstrap services
 
 ## run: the whole local stack with demo data: the Procfile's processes, via honcho
 run:
@@ -40,6 +40,12 @@ flower: bootstrap services
 	@[ -n "$${FLOWER_BASIC_AUTH:-}" ] || { echo "set FLOWER_BASIC_AUTH=user:password" >&2; exit 2; }
 	$(VENV)/bin/celery -A notify flower --address=127.0.0.1 --port=5555 \
 		--basic_auth="$$FLOWER_BASIC_AUTH"
+
+## lock: rewrite requirements.txt and requirements-dev.txt from pyproject.toml, keeping the
+## pins that still fit; `make lock ARGS=--upgrade` moves them all to the newest allowed,
+## `make lock ARGS="--upgrade-package celery"` one
+lock: bootstrap
+	bash scripts/lock.sh $(ARGS)
 
 bootstrap:
 	@bash scripts/bootstrap.sh

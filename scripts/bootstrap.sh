@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Make .venv hold the project with its dev extras (Python 3.11).
-# Idempotent: skips the install while pyproject.toml's sha256 matches the stamp in .venv.
+# Make .venv hold the project with its dev extras (Python 3.11), at the versions pinned
+# in requirements-dev.txt (hash-checked), then the project itself, editable.
+# Idempotent: skips the install while the sha256 of pyproject.toml and the lock files
+# matches the stamp in .venv, so a changed pin or range reinstalls.
 # Quiet on success; on failure prints pip's output and exits non-zero.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 venv=.venv
-stamp=$venv/.pyproject.sha256
+stamp=$venv/.install.sha256
+locks=(requirements.txt requirements-dev.txt)
 
 die() {
     echo "bootstrap: $*" >&2
@@ -34,7 +37,7 @@ fi
 is_py311 "$venv/bin/python" ||
     die "$venv does not run Python 3.11; remove it (rm -rf $venv) and run again"
 
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml "${locks[@]}" | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     exit 0
 fi
@@ -42,10 +45,14 @@ fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 if ! {
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip &&
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+    # pip itself is pinned there too. The project declares no packages; the build
+    # backend it needs (setuptools) comes from the lock, so no isolated build fetches one.
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        --require-hashes -r requirements-dev.txt &&
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+            --no-deps --no-build-isolation -e .
 } >"$log" 2>&1; then
     cat "$log" >&2
-    die "pip install -e '.[dev]' failed (output above)"
+    die "installing requirements-dev.txt and the project failed (output above)"
 fi
 echo "$want" >"$stamp"
