@@ -50,7 +50,7 @@ def person_erase(*, user_id: str, via: str, requested_by: str) -> Erased:
             removed |= deliveries_erase(recipient=recipient)
             removed |= preferences_erase(recipient=recipient)
             removed |= recipient_rows_erase(recipient=recipient)
-            recipient_keys_forget(recipient_id=recipient.pk)
+            recipient_keys_forget(recipient_id=recipient.pk, user_id=user_id)
             # Archived months are files, outside the transaction: rewritten once the
             # erasure is committed. If that fails the ledger row still names the person,
             # and retention finishes it (history.archive.archive_ledger_apply).

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 from django_redis import get_redis_connection
 
@@ -29,6 +29,7 @@ from notify.models import (
     SuppressedKind,
 )
 from notify.ratelimit import user_bucket_key
+from notify.selectors import recipient_id_forget
 from notify.unread import unread_key
 
 
@@ -114,12 +115,20 @@ def recipient_rows_erase(*, recipient: Recipient) -> dict[str, int]:
     return removed
 
 
-def recipient_keys_forget(*, recipient_id: int) -> None:
+def recipient_keys_forget(*, recipient_id: int, user_id: str) -> None:
     """Delete the recipient's keys in Redis: the unread counter and their end-user rate
     bucket (notify.api.auth.request_bucket names it so). The push slots and live registry
     are the deliveries app's (deliveries.erasure). Redis being down raises RedisError, so
-    the erasure rolls back and is asked again rather than left half done."""
+    the erasure rolls back and is asked again rather than left half done.
+
+    This process also forgets the user id's cached recipient id, now and once the erasure
+    commits (a read in between could cache it again); other processes forget it within
+    NOTIFY_AUTH_CACHE_SECONDS, which bounds how long the person's token or a key can
+    still read their (emptied) unread count.
+    """
     get_redis_connection("default").delete(unread_key(recipient_id), user_bucket_key(recipient_id))
+    recipient_id_forget(user_id=user_id)
+    transaction.on_commit(lambda: recipient_id_forget(user_id=user_id))
 
 
 def erasure_record(

@@ -7,9 +7,11 @@ import binascii
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Lower
 
+from notify.cache import TtlCache
 from notify.models import FeedEntry, Recipient
 
 
@@ -88,6 +90,34 @@ def feed_page(*, recipient: Recipient, cursor: str | None, limit: int) -> FeedPa
 
 def recipient_get(*, user_id: str) -> Recipient | None:
     return Recipient.objects.filter(user_id=user_id).first()
+
+
+# user id -> recipient id, for the reads that need the id alone (the unread count, an
+# end-user token's check), so that polling them costs no query. Unknown ids are not kept:
+# a person registered a moment ago is found at once.
+_recipient_ids: TtlCache[int | None] = TtlCache(
+    lambda: settings.NOTIFY_AUTH_CACHE_SECONDS, keep_none=False
+)
+
+
+def recipient_id_get(*, user_id: str) -> int | None:
+    """The id of the recipient with this user id, or None.
+
+    Cached in the process for NOTIFY_AUTH_CACHE_SECONDS: an erased person's id is
+    forgotten at once by the process that erased them (recipient_id_forget), and by the
+    others within that time.
+    """
+    if "\x00" in user_id:
+        return None  # PostgreSQL refuses NUL in text, so no recipient has one
+    return _recipient_ids.get(
+        user_id,
+        lambda: Recipient.objects.filter(user_id=user_id).values_list("pk", flat=True).first(),
+    )
+
+
+def recipient_id_forget(*, user_id: str) -> None:
+    """This process stops answering recipient_id_get from its cache for this user id."""
+    _recipient_ids.forget(user_id)
 
 
 def recipients_matching(queryset: QuerySet[Recipient], term: str) -> QuerySet[Recipient]:

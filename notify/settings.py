@@ -281,8 +281,11 @@ NOTIFY_CAMPAIGN_MAX_BODY_BYTES = env_int(
 DATA_UPLOAD_MAX_MEMORY_SIZE = (
     max(NOTIFY_MAX_BODY_BYTES, NOTIFY_BATCH_MAX_BODY_BYTES, NOTIFY_CAMPAIGN_MAX_BODY_BYTES) * 2
 )
-# API keys, their categories and the categories themselves are kept in each process for
-# this long, so a revoked key or a changed category takes effect within it (seconds).
+# API keys, their categories, the categories themselves and each user id's recipient id
+# are kept in each process for this long (seconds), so that authenticating and reading an
+# unread count cost no query. It is the revocation bound: a revoked key, a changed
+# category, or an erased person's token reading their count takes effect within it on
+# every process (at once on the one that revoked or erased).
 NOTIFY_AUTH_CACHE_SECONDS = env_float("NOTIFY_AUTH_CACHE_SECONDS", 5.0, minimum=0)
 # The relay publishes at most this many outbox rows per round, and looks for rows even
 # without a wake-up this often (a lost NOTIFY, a broker that was away).

@@ -11,6 +11,7 @@ from rest_framework import authentication, exceptions, permissions, throttling
 
 from notify.models import ApiKey, Producer, Recipient, Scope
 from notify.ratelimit import bucket_take, user_bucket_key
+from notify.selectors import recipient_id_get
 from notify.services import api_key_authenticate
 from notify.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
 
@@ -52,7 +53,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 class UserPrincipal:
     """`request.user` for a request made with an end user's token."""
 
-    recipient: Recipient
+    recipient_id: int
     is_authenticated: bool = True
 
 
@@ -69,6 +70,10 @@ class UserTokenAuthentication(authentication.BaseAuthentication):
     Any other bearer value is left to ApiKeyAuthentication. A valid token used on
     another user's data, or on a producer endpoint, is refused with 403 here, so no
     view can forget the check.
+
+    The token's own user id is matched through the process's cache (recipient_id_get),
+    so a token polling its count costs no query; an erased person's token is refused
+    within NOTIFY_AUTH_CACHE_SECONDS.
     """
 
     def authenticate(self, request):
@@ -79,14 +84,18 @@ class UserTokenAuthentication(authentication.BaseAuthentication):
         if not token.startswith(USER_TOKEN_PREFIX):
             return None
         recipient_id = user_token_recipient_id(token)
-        recipient = Recipient.objects.filter(pk=recipient_id).first() if recipient_id else None
-        if recipient is None:
+        if recipient_id is None:
             raise exceptions.AuthenticationFailed("Invalid or expired user token.")
         match = getattr(request._request, "resolver_match", None)
-        own = match is not None and match.kwargs.get("user_id") == recipient.user_id
-        if not own or match.url_name not in USER_TOKEN_VIEWS:
-            raise exceptions.PermissionDenied("This user token may not access this resource.")
-        return UserPrincipal(recipient=recipient), token
+        if match is not None and match.url_name in USER_TOKEN_VIEWS:
+            user_id = match.kwargs.get("user_id")
+            if isinstance(user_id, str) and recipient_id_get(user_id=user_id) == recipient_id:
+                return UserPrincipal(recipient_id=recipient_id), token
+        # Refused: 401 when the token's recipient is gone, 403 when it is someone else's
+        # data or a producer endpoint (one query, on this path only).
+        if not Recipient.objects.filter(pk=recipient_id).exists():
+            raise exceptions.AuthenticationFailed("Invalid or expired user token.")
+        raise exceptions.PermissionDenied("This user token may not access this resource.")
 
     def authenticate_header(self, request) -> str:
         return 'Bearer realm="notify"'
@@ -181,7 +190,7 @@ def request_bucket(principal: object) -> Bucket | None:
         )
     if isinstance(principal, UserPrincipal):
         return Bucket(
-            key=user_bucket_key(principal.recipient.pk),
+            key=user_bucket_key(principal.recipient_id),
             rate=settings.NOTIFY_USER_RATE_PER_SECOND,
             burst=settings.NOTIFY_USER_RATE_BURST,
         )

@@ -7,7 +7,7 @@ import re
 from notify.api.errors import ApiError
 from notify.models import ApiKey, Category, Recipient
 from notify.payloads import payload_problem
-from notify.selectors import recipient_get
+from notify.selectors import recipient_get, recipient_id_get
 from notify.services import api_key_may_send, category_by_key
 
 USER_ID_MAX = Recipient._meta.get_field("user_id").max_length
@@ -37,6 +37,15 @@ def recipient_or_404(user_id: str) -> Recipient:
     if recipient is None:
         raise ApiError(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
     return recipient
+
+
+def recipient_id_or_404(user_id: str) -> int:
+    """The id of the recipient with this product user id (from the process's cache when
+    warm: see recipient_id_get), or a 404 `unknown_recipient`."""
+    recipient_id = recipient_id_get(user_id=user_id_checked(user_id))
+    if recipient_id is None:
+        raise ApiError(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
+    return recipient_id
 
 
 def category_or_422(key: str) -> Category:
