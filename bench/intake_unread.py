@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.config import DEMO_USER
+from bench.config import DEMO_USER, S5_TARGET
 from bench.places import BackendSampler
 from bench.report import median_of, ratio, report_unexpected, verdict
 from bench.wrk import Load, LoadResult
@@ -69,7 +69,7 @@ def scenario_s5(bench: Bench, port: int) -> int:
         f"{median_of(bases, lambda r: r.rps):.0f} req/s at {c} connections; "
         f"p99 {median_of(subjects, lambda r: r.p99_ms):.1f} vs "
         f"{median_of(bases, lambda r: r.p99_ms):.1f} ms; "
-        f"{verdict(tp, 0.5, at_least=True)})"
+        f"{verdict(tp, S5_TARGET, at_least=True)})"
     )
     report_unexpected("S5", subjects + bases, 200)
     return sampler.peak
