@@ -10,12 +10,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from config.celery import app
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
 from deliveries.pipeline.attempt import delivery_attempt
 from deliveries.pipeline.outcome import AttemptResult
 from deliveries.pipeline.retry import RetryKind, decide_retry
 from deliveries.pipeline.routing import notification_route
-from notify.celery import app
 from notify.models import Category, Notification, Producer, Recipient
 from tests.conftest import ROOT
 
@@ -112,7 +112,7 @@ def test_a_bad_setting_stops_the_start_naming_the_variable(variable, value):
     result = subprocess.run(
         [sys.executable, "manage.py", "check"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "notify.settings",
+        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings",
              variable: value},
     )  # fmt: skip
     assert result.returncode != 0
