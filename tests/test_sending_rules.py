@@ -13,6 +13,7 @@ from django.utils import timezone
 from config.celery import app
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
 from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.enqueue import ROUTE_TASK
 from deliveries.pipeline.outcome import AttemptResult
 from deliveries.pipeline.retry import RetryKind, decide_retry
 from deliveries.pipeline.routing import notification_route
@@ -95,6 +96,13 @@ def test_every_beat_job_names_a_registered_task():
     app.loader.import_default_modules()
     for name, job in app.conf.beat_schedule.items():
         assert job["task"] in app.tasks, name
+
+
+def test_the_outbox_relay_publishes_to_the_route_task(settings):
+    # The core's relay is told the task by the project's settings, not by importing it.
+    app.loader.import_default_modules()
+    assert settings.NOTIFY_OUTBOX_TASK == ROUTE_TASK
+    assert app.tasks[ROUTE_TASK].name == ROUTE_TASK
 
 
 @pytest.mark.parametrize(
