@@ -38,7 +38,7 @@ bench: bootstrap services
 ## behind basic auth: FLOWER_BASIC_AUTH=user:password (required)
 flower: bootstrap services
 	@[ -n "$${FLOWER_BASIC_AUTH:-}" ] || { echo "set FLOWER_BASIC_AUTH=user:password" >&2; exit 2; }
-	$(VENV)/bin/celery -A notify flower --address=127.0.0.1 --port=5555 \
+	$(VENV)/bin/celery -A config flower --address=127.0.0.1 --port=5555 \
 		--basic_auth="$$FLOWER_BASIC_AUTH"
 
 ## lock: rewrite requirements.txt and requirements-dev.txt from pyproject.toml, keeping the

@@ -347,7 +347,7 @@ _dead_checked = [0.0]  # when the dead-letter queue was last looked at (monotoni
 def check(procs: list[Proc]) -> None:
     """Fail early when a process died or (looked at once a second) a task was
     dead-lettered because it raised."""
-    from notify.celery import app
+    from config.celery import app
 
     for proc in procs:
         proc.check()

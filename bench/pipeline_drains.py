@@ -68,7 +68,7 @@ def noop_run(bench: Bench, worker_env: dict[str, str], n: int) -> Drain:
     """n no-op tasks queued first, then the worker started and timed until the queue
     is empty (the last few in flight finish within a millisecond)."""
     from bench.tasks import NOOP_TASK
-    from notify.celery import app
+    from config.celery import app
 
     bench.purge_queues()
     with app.producer_or_acquire() as producer:
@@ -207,8 +207,8 @@ def wait_final(bench: Bench, n: int, procs: list[Proc], *, label: str = "S2") ->
     """
     from django.db.models import Exists, OuterRef
 
+    from config.celery import app
     from deliveries.models import FINAL_STATUSES, Delivery
-    from notify.celery import app
     from notify.models import Notification
 
     of_it = Delivery.objects.filter(notification=OuterRef("pk"))

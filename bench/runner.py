@@ -139,7 +139,7 @@ class Bench:
 
     def purge_queues(self) -> None:
         """Empty every queue of the bench's vhost."""
-        from notify.celery import app
+        from config.celery import app
 
         with app.connection_for_write() as conn:
             channel = conn.default_channel

@@ -1,6 +1,6 @@
 """`python -m bench.servers`: which ASGI server to ship in scripts/web.sh, by measurement.
 
-Each installed candidate serves notify.asgi:application (under bench.settings, DEBUG
+Each installed candidate serves config.asgi:application (under bench.settings, DEBUG
 off) with WEB_CONCURRENCY processes; then, round-robin across the candidates so noise
 hits them all alike, BENCH_RUNS wrk runs of POST /v1/notifications and of the bare
 intake at BENCH_CONNECTIONS connections. Prints the median req/s and p99 of each.
@@ -24,7 +24,7 @@ from bench.report import machine_line, phase
 from bench.runner import Bench
 from bench.wrk import LoadResult, ensure_wrk
 
-APP = "notify.asgi:application"
+APP = "config.asgi:application"
 
 
 def _tool(name: str) -> str | None:

@@ -5,8 +5,8 @@ environment that `python -m bench` gives them (see bench.places.Places), so the 
 stack and the tests are never touched. DEBUG is off, as in production.
 """
 
-from notify.settings import *  # noqa: F403
-from notify.settings import INSTALLED_APPS
+from config.settings import *  # noqa: F403
+from config.settings import INSTALLED_APPS
 
 DEBUG = False
 ROOT_URLCONF = "bench.urls"

@@ -3,7 +3,7 @@
 from django.urls import path
 
 from bench import views
-from notify.urls import urlpatterns as project_urlpatterns
+from config.urls import urlpatterns as project_urlpatterns
 
 # Listed first: the project's routes then pay the extra resolver checks, not the bare
 # baselines, so the comparison leans against the project if anything.

@@ -10,20 +10,20 @@ from django.conf import settings
 
 from deliveries.counts import delivery_counts_fold
 from deliveries.pipeline.attempt import campaign_yield_due, deliveries_attempt, delivery_attempt
-from deliveries.pipeline.enqueue import delivery_dead_letter
+from deliveries.pipeline.enqueue import ROUTE_TASK, SEND_TASK, delivery_dead_letter
 from deliveries.pipeline.outcome import AttemptResult
 from deliveries.pipeline.release import deferred_release
 from deliveries.pipeline.retry import jittered, route_backoff
 from deliveries.pipeline.routing import notifications_route
 from deliveries.pipeline.sweep import sweep_due_deliveries, sweep_unrouted_notifications
-from notify.celery import delivered_queue
+from notify.broker import delivered_queue
 from notify.counts import accepted_counts_fold
 
 logger = logging.getLogger(__name__)
 
 
 # max_retries=None: the limit is NOTIFY_ROUTE_MAX_RETRIES, checked in the task itself.
-@shared_task(name="deliveries.route", bind=True, max_retries=None)
+@shared_task(name=ROUTE_TASK, bind=True, max_retries=None)
 def route(self: Task, notification_id: str | list[str]) -> int:
     """Gate the notifications (one id, or a batch of them), create their deliveries, and
     start sending them.
@@ -47,7 +47,7 @@ def route(self: Task, notification_id: str | list[str]) -> int:
         raise self.retry(exc=error, countdown=countdown) from error
 
 
-@shared_task(name="deliveries.send", bind=True)
+@shared_task(name=SEND_TASK, bind=True)
 def send(self: Task, delivery_id: int | list[int], dead_letter: bool = False) -> list[str]:
     """One attempt at each delivery (one id, or a channel's batch of them).
 

@@ -1,5 +1,2 @@
-"""Notify: the Django project package and the core domain (intake, recipients, feed)."""
-
-from notify.celery import app as celery_app
-
-__all__ = ("celery_app",)
+"""Notify's core domain: producers and API keys, categories, recipients, intake, the
+outbox, the feed. The project that wires the apps together is `config`."""

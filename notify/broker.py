@@ -1,10 +1,18 @@
-"""RabbitMQ topology and live numbers, read from the broker itself."""
+"""RabbitMQ topology and live numbers, read from the broker itself, and what every task
+publish goes through (`broker_countdown`, `NotifyTask`).
+
+The Celery application itself is the project's (config/celery.py): this module reaches it
+as Celery's current app, which that module makes the default of every thread.
+"""
 
 from __future__ import annotations
 
 import functools
 import logging
+import math
 
+from celery import Task
+from celery import current_app as celery_app
 from celery.worker.consumer import Consumer
 from celery.worker.consumer.delayed_delivery import DelayedDelivery
 from django.conf import settings
@@ -15,10 +23,45 @@ from kombu.transport.native_delayed_delivery import (
 )
 from kombu.utils.url import maybe_sanitize_url
 
-from notify.celery import app as celery_app
-from notify.celery import broker_countdown
-
 logger = logging.getLogger(__name__)
+
+
+def broker_countdown(countdown: float | None) -> float | None:
+    """The countdown to publish for `countdown` seconds.
+
+    With quorum queues Celery delays messages in the broker (native delayed delivery),
+    in whole seconds: it truncates (1.9 s would come at 1 s, before it is due) and
+    refuses anything under 1 s with a ValueError at publish time — inside a task's
+    `retry` that ValueError turns the retry into a dead letter. So a positive countdown
+    is rounded up to whole seconds there. Classic queues keep it as it is.
+    """
+    if not settings.NOTIFY_QUORUM_QUEUES or countdown is None or countdown <= 0:
+        return countdown
+    return float(math.ceil(countdown))
+
+
+def delivered_queue(delivery_info: dict | None) -> str | None:
+    """The queue class (`high`, `medium`, `low`) a task's message was routed to.
+
+    The routing key is the queue's name, except after a broker delay (quorum queues):
+    native delayed delivery prefixes it with the delay's bits ("0.1.….1.low"), and the
+    message reaches its queue by a "#.low" binding. The last word is the queue either way.
+    """
+    routing_key = (delivery_info or {}).get("routing_key")
+    return routing_key.rsplit(".", 1)[-1] if routing_key else None
+
+
+class NotifyTask(Task):
+    """Every task of the app: countdowns (a task's own `retry` included, which publishes
+    through here) are made fit for the broker's delayed delivery (`broker_countdown`)."""
+
+    def apply_async(self, args=None, kwargs=None, task_id=None, producer=None, link=None,
+                    link_error=None, shadow=None, **options):  # fmt: skip
+        if "countdown" in options:
+            options["countdown"] = broker_countdown(options["countdown"])
+        return super().apply_async(
+            args, kwargs, task_id, producer, link, link_error, shadow, **options
+        )
 
 
 def declare_topology(connection: Connection | None = None) -> None:

@@ -1,8 +1,8 @@
 """Start-up refusals: settings a deployment must not run with.
 
-The web entry points (notify/asgi.py, notify/wsgi.py) call `secret_key_refuse_weak`, so
+The web entry points (config/asgi.py, config/wsgi.py) call `secret_key_refuse_weak`, so
 the web process does not start with DEBUG off on the built-in or a short SECRET_KEY
-(scripts/web.sh loads notify.asgi once before uvicorn, whose process manager would
+(scripts/web.sh loads config.asgi once before uvicorn, whose process manager would
 otherwise restart the refusing children forever, and exits with the reason); the
 other long-running processes (Celery workers and beat, the outbox relay, the dead-letter
 consumer: they make and check the gate's seals too) call `process_exit_on_weak_secret_key`

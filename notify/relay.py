@@ -32,7 +32,6 @@ from notify.models import Outbox
 
 logger = logging.getLogger(__name__)
 
-ROUTE_TASK = "deliveries.route"
 WAKE_CHANNEL = "notify_outbox"  # the trigger of migration 0004 notifies this channel
 
 
@@ -80,7 +79,7 @@ def _publish_class(queue: str, limit: int, cutoff: datetime) -> int:
         for batch in chunked(rows, batch_size_for(queue)):
             try:
                 publish_task(
-                    ROUTE_TASK,
+                    settings.NOTIFY_OUTBOX_TASK,
                     args=[[str(notification_id) for _, notification_id, _ in batch]],
                     queue=queue,
                     priority=settings.NOTIFY_PRIORITY_FIRST_ATTEMPT,

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 export DJANGO_DEBUG=${DJANGO_DEBUG:-1}
-export DJANGO_SETTINGS_MODULE=notify.settings
+export DJANGO_SETTINGS_MODULE=config.settings
 export PYTHONUNBUFFERED=1
 # Read by the Procfile's scripts. NOTIFY_WORKER_CONCURRENCY is the older name.
 export WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-${NOTIFY_WORKER_CONCURRENCY:-8}}

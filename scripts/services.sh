@@ -3,7 +3,7 @@
 # the local ones that do not; then make sure the `notify` database and the RabbitMQ
 # vhost `notify_test` (used by the tests) exist. Safe to run repeatedly.
 # Reads DATABASE_URL, REDIS_URL and CELERY_BROKER_URL with the same defaults as
-# notify/settings.py. Prints one status line per service; exits non-zero naming the
+# config/settings/. Prints one status line per service; exits non-zero naming the
 # service that does not answer.
 set -euo pipefail
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The web server, as in production: the REST API, the admin and the live SSE stream (an
-# async view), all through ASGI (notify.asgi:application), with uvicorn's own process
+# async view), all through ASGI (config.asgi:application), with uvicorn's own process
 # manager (it restarts a worker process that dies).
 #   HOST             interface to bind (127.0.0.1; compose sets 0.0.0.0)
 #   PORT             8000
@@ -31,7 +31,7 @@ log_level=$(tr '[:upper:]' '[:lower:]' <<<"${LOG_LEVEL:-INFO}")
 # the app once here first, as each child will: if it refuses, exit non-zero with its
 # reason, as the workers do. (About a second more at start.)
 python=$(tool python)
-if ! "$python" -c "import notify.asgi"; then
+if ! "$python" -c "import config.asgi"; then
     echo "web.sh: the application refused to start (the reason is above); uvicorn not started" >&2
     exit 1
 fi
@@ -40,6 +40,6 @@ fi
 # Open SSE streams never end by themselves: a shutdown cuts them after 10 s, and the
 # clients reconnect (with Last-Event-ID) to another process.
 uvicorn=$(tool uvicorn)
-exec "$uvicorn" notify.asgi:application --host "$HOST" --port "$PORT" \
+exec "$uvicorn" config.asgi:application --host "$HOST" --port "$PORT" \
     --workers "$WEB_CONCURRENCY" --loop uvloop --http httptools --lifespan off \
     "$access_log" --log-level "$log_level" --timeout-graceful-shutdown 10

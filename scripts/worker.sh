@@ -43,7 +43,7 @@ nice=()
 if [ "$queue" = low ] && [ "${WORKER_LOW_NICE:-10}" != 0 ]; then
     nice=(nice -n "${WORKER_LOW_NICE:-10}")
 fi
-args=(-A notify worker -Q "$queue" --pool threads --concurrency "$WORKER_CONCURRENCY"
+args=(-A config worker -Q "$queue" --pool threads --concurrency "$WORKER_CONCURRENCY"
     -l "${LOG_LEVEL:-INFO}" --without-gossip --without-mingle)
 host=${WORKER_HOSTNAME:-%h}
 

@@ -170,7 +170,7 @@ def celery_worker(worker_env):
 def session_worker_paused():
     """For a test that publishes sends no worker may take: the session worker, if an
     earlier test started it, stops consuming for the test, and consumes again after."""
-    from notify.celery import app
+    from config.celery import app
 
     for worker in _session_workers:
         for queue in WORK_QUEUES[:3]:
@@ -198,7 +198,7 @@ def session_pipeline_stopped():
     """The suite's own relay stopped and its worker not consuming, for tests that run a
     deployment of their own on the same database (their outbox rows are theirs to
     publish); both come back afterwards."""
-    from notify.celery import app
+    from config.celery import app
 
     running = [relay for relay in _session_relays if relay.process.poll() is None]
     for relay in running:
@@ -222,7 +222,7 @@ def workers_with(worker_env, celery_worker, pipeline):
     The session worker stops consuming meanwhile, so only the new workers (with their
     settings) take messages; it consumes again afterwards.
     """
-    from notify.celery import app
+    from config.celery import app
 
     for queue in WORK_QUEUES[:3]:
         app.control.cancel_consumer(queue, destination=[celery_worker.node], reply=True)

@@ -35,7 +35,7 @@ def stop_children(processes: list[subprocess.Popen | None]) -> None:
 
 
 class WorkerProcess:
-    """`celery -A notify worker` as a child process, logging to artifacts/."""
+    """`celery -A config worker` as a child process, logging to artifacts/."""
 
     def __init__(
         self,
@@ -65,7 +65,7 @@ class WorkerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
         self.process = subprocess.Popen(
             [
-                sys.executable, "-m", "celery", "-A", "notify", "worker",
+                sys.executable, "-m", "celery", "-A", "config", "worker",
                 "-Q", self.queues, "-n", f"{self.name}@%h",
                 "-c", str(self.concurrency), "-P", self.pool,
                 "-l", "INFO", "--without-gossip", "--without-mingle",
@@ -75,7 +75,7 @@ class WorkerProcess:
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Return once the worker answers a ping (it consumes by then)."""
-        from notify.celery import app
+        from config.celery import app
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -93,7 +93,7 @@ class WorkerProcess:
 
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Return once the worker runs no task (best effort, bounded by `timeout`)."""
-        from notify.celery import app
+        from config.celery import app
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -111,7 +111,7 @@ class WorkerProcess:
 
     def consumes(self, queues: tuple[str, ...]) -> bool:
         """Whether the worker answers and consumes every one of `queues` right now."""
-        from notify.celery import app
+        from config.celery import app
 
         try:
             answer = app.control.inspect(destination=[self.node], timeout=2).active_queues()
@@ -123,7 +123,7 @@ class WorkerProcess:
     def restore(self, queues: tuple[str, ...]) -> None:
         """Consume `queues` again; a worker that cannot (e.g. after a broker restart left
         it half-connected) is replaced by a fresh one."""
-        from notify.celery import app
+        from config.celery import app
 
         try:
             for queue in queues:

@@ -56,6 +56,6 @@ _TEST_DEFAULTS = {
 for _name, _value in _TEST_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
 
-from notify.settings import *  # noqa: E402,F403
+from config.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -62,7 +62,7 @@ def test_every_default_channel_of_a_demo_category_has_a_valid_published_template
 
 @pytest.mark.parametrize(("smpp_host", "sms_on"), [(None, False), ("smsc.example.net", True)])
 def test_sms_is_on_exactly_when_smpp_host_is_set(smpp_host, sms_on):
-    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "notify.settings"}
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings"}
     if smpp_host:
         env["SMPP_HOST"] = smpp_host
     result = subprocess.run(

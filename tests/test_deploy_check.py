@@ -12,7 +12,7 @@ from tests.processes import ROOT
 # What a deployer sets (README "Deploying"): DEBUG off, long random keys, its host names,
 # HTTPS with the TLS proxy's header.
 PRODUCTION = {
-    "DJANGO_SETTINGS_MODULE": "notify.settings",
+    "DJANGO_SETTINGS_MODULE": "config.settings",
     "DJANGO_DEBUG": "0",
     "DJANGO_SECRET_KEY": secrets.token_urlsafe(64),
     "NOTIFY_ERASURE_KEY": secrets.token_urlsafe(48),

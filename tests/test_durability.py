@@ -13,10 +13,10 @@ import pytest
 from django.utils import timezone
 from kombu import Queue
 
+from config.celery import app
 from deliveries.models import Delivery, DeliveryStatus
 from deliveries.pipeline.routing import notification_route
 from deliveries.pipeline.sweep import sweep_due_deliveries
-from notify.celery import app
 from notify.models import Notification, Outbox, Recipient
 from tests.conftest import ROOT
 from tests.waiting import wait_for

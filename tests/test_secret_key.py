@@ -43,9 +43,9 @@ def test_a_weak_secret_key_is_refused_only_with_debug_off(key, debug, refused):
 
 def test_the_web_process_does_not_start_on_the_built_in_key():
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
-    env.update({"DJANGO_SETTINGS_MODULE": "notify.settings", "DJANGO_DEBUG": "0"})
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_DEBUG": "0"})
     started = subprocess.run(
-        [sys.executable, "-c", "import notify.asgi"],
+        [sys.executable, "-c", "import config.asgi"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert started.returncode != 0
@@ -53,7 +53,7 @@ def test_the_web_process_does_not_start_on_the_built_in_key():
 
     env["DJANGO_SECRET_KEY"] = "a-long-enough-key-" + "k" * 40
     assert subprocess.run(
-        [sys.executable, "-c", "import notify.asgi"], cwd=ROOT, env=env, timeout=60
+        [sys.executable, "-c", "import config.asgi"], cwd=ROOT, env=env, timeout=60
     ).returncode == 0  # fmt: skip
 
 
@@ -69,7 +69,7 @@ def test_the_shipped_web_command_exits_on_a_weak_key_instead_of_restarting_forev
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
-    env.update({"DJANGO_SETTINGS_MODULE": "notify.settings", "DJANGO_DEBUG": "0",
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_DEBUG": "0",
                 "HOST": "127.0.0.1", "PORT": str(port), "WEB_CONCURRENCY": "2"})  # fmt: skip
     if key is not None:
         env["DJANGO_SECRET_KEY"] = key
@@ -114,8 +114,8 @@ def test_rotating_the_key_keeps_gate_seals_and_user_tokens_valid_through_the_fal
 @pytest.mark.parametrize(
     "command",
     [
-        ["-m", "celery", "-A", "notify", "worker", "-Q", "medium", "--pool", "threads"],
-        ["-m", "celery", "-A", "notify", "beat", "-s", "/tmp/notify-test-beat-schedule"],
+        ["-m", "celery", "-A", "config", "worker", "-Q", "medium", "--pool", "threads"],
+        ["-m", "celery", "-A", "config", "beat", "-s", "/tmp/notify-test-beat-schedule"],
         ["manage.py", "outbox_relay"],
         ["manage.py", "dead_letter_consumer"],
     ],
@@ -123,7 +123,7 @@ def test_rotating_the_key_keeps_gate_seals_and_user_tokens_valid_through_the_fal
 )
 def test_the_other_processes_do_not_start_on_the_built_in_key_either(command):
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
-    env.update({"DJANGO_SETTINGS_MODULE": "notify.settings", "DJANGO_DEBUG": "0"})
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_DEBUG": "0"})
     started = subprocess.run(
         [sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=60,

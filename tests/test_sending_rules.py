@@ -10,12 +10,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from config.celery import app
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
 from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.enqueue import ROUTE_TASK
 from deliveries.pipeline.outcome import AttemptResult
 from deliveries.pipeline.retry import RetryKind, decide_retry
 from deliveries.pipeline.routing import notification_route
-from notify.celery import app
 from notify.models import Category, Notification, Producer, Recipient
 from tests.conftest import ROOT
 
@@ -97,6 +98,13 @@ def test_every_beat_job_names_a_registered_task():
         assert job["task"] in app.tasks, name
 
 
+def test_the_outbox_relay_publishes_to_the_route_task(settings):
+    # The core's relay is told the task by the project's settings, not by importing it.
+    app.loader.import_default_modules()
+    assert settings.NOTIFY_OUTBOX_TASK == ROUTE_TASK
+    assert app.tasks[ROUTE_TASK].name == ROUTE_TASK
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
@@ -112,7 +120,7 @@ def test_a_bad_setting_stops_the_start_naming_the_variable(variable, value):
     result = subprocess.run(
         [sys.executable, "manage.py", "check"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "notify.settings",
+        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings",
              variable: value},
     )  # fmt: skip
     assert result.returncode != 0

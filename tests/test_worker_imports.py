@@ -15,7 +15,7 @@ SDKS = ("firebase_admin", "pywebpush", "py_vapid")
 
 PROBE = """
 import json, sys
-from notify.celery import app
+from config.celery import app
 app.loader.import_default_modules()  # what `celery worker` imports: every tasks module
 import deliveries.tasks
 from deliveries.channels import provider_for

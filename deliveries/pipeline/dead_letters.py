@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from celery import current_app as celery_app
 from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
@@ -26,11 +27,9 @@ from kombu import Connection, Exchange, Queue
 from kombu.message import Message
 
 from deliveries.models import DeadLetter
-from deliveries.pipeline.enqueue import SEND_TASK
+from deliveries.pipeline.enqueue import ROUTE_TASK, SEND_TASK
 from deliveries.pipeline.redrive import deliveries_redrive, send_letters_close
 from notify.broker import declare_topology
-from notify.celery import app as celery_app
-from notify.relay import ROUTE_TASK
 
 logger = logging.getLogger(__name__)
 

@@ -15,6 +15,9 @@ from notify.broker import batch_size_for, chunked, publish_task
 
 logger = logging.getLogger(__name__)
 
+# The names of the pipeline's two tasks (deliveries/tasks.py): here, below the tasks,
+# so the pipeline that publishes them can name them too.
+ROUTE_TASK = "deliveries.route"
 SEND_TASK = "deliveries.send"
 
 

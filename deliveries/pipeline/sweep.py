@@ -16,12 +16,11 @@ from django.utils import timezone
 from deliveries.channels.base import SendResult
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus
 from deliveries.pipeline.claim import deliveries_load
-from deliveries.pipeline.enqueue import delivery_enqueue
+from deliveries.pipeline.enqueue import ROUTE_TASK, delivery_enqueue
 from deliveries.pipeline.outcome import Tried, attempts_record
 from deliveries.pipeline.sent_marks import sent_marks_read
 from notify.broker import publish_task
 from notify.models import Outbox
-from notify.relay import ROUTE_TASK
 
 logger = logging.getLogger(__name__)
 

@@ -22,9 +22,10 @@ from kombu import Connection, Queue
 from deliveries.channels.email import kept_session_close
 from deliveries.models import Delivery, DeliveryAttempt
 from deliveries.pipeline.attempt import deliveries_attempt
+from deliveries.pipeline.enqueue import ROUTE_TASK
 from deliveries.pipeline.routing import notifications_route
 from notify.models import Outbox
-from notify.relay import ROUTE_TASK, outbox_publish_pending
+from notify.relay import outbox_publish_pending
 from preferences.models import QuietHours
 from tests.campaigns.conftest import campaign_notifications, fan_out_all, launch, seed_recipients
 from tests.waiting import wait_for

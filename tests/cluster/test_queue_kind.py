@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from notify.celery import broker_countdown
+from notify.broker import broker_countdown
 from tests.processes import ROOT
 
 TOPOLOGY = """
@@ -25,7 +25,7 @@ print(json.dumps({
 def topology(queue_type: str) -> dict:
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "notify.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "NOTIFY_QUEUE_TYPE": queue_type,
     }
     done = subprocess.run(

@@ -123,7 +123,7 @@ def test_a_running_beat_marks_each_job_it_sends(worker_env, broker, marks):
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / "beat-liveness.log", "ab")  # noqa: SIM115 - the child's for its life
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "notify", "beat", "-l", "INFO"],
+        [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "INFO"],
         cwd=ROOT, env=worker_env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     # A new schedule sends each job one interval after beat starts: the quick ones here.

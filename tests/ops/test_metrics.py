@@ -16,9 +16,9 @@ from django.test import Client, override_settings
 from django_redis import get_redis_connection
 from kombu import Producer
 
+from config.celery import app
 from deliveries.models import Delivery
 from deliveries.tasks import metrics_counts_fold
-from notify.celery import app
 from notify.models import Outbox
 from tests.waiting import wait_for
 

@@ -1,10 +1,14 @@
-"""The Celery application (`celery -A notify`). Configuration lives in settings (CELERY_*)."""
+"""The Celery application (`celery -A config`) and its process hooks. Configuration,
+the beat schedule included, lives in settings (CELERY_*, config/settings/beat.py).
+
+The apps reach this application as Celery's current app (`shared_task`,
+`celery.current_app`), so none of them imports the project that wires them.
+"""
 
 import logging
-import math
 import os
 
-from celery import Celery, Task
+from celery import Celery
 from celery.signals import (
     beat_init,
     celeryd_after_setup,
@@ -12,60 +16,26 @@ from celery.signals import (
     task_prerun,
     worker_init,
 )
-from django.conf import settings
 from redbeat import RedBeatScheduler
 from redbeat.schedulers import get_redis
 
+from notify.broker import NotifyTask, delivered_queue
 from notify.checks import process_exit_on_weak_secret_key
 from notify.ops.beat import beat_job_mark, beat_started_mark
 from notify.priority import high_work_mark, low_work_done, low_work_yield
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notify.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 logger = logging.getLogger(__name__)
-
-
-def broker_countdown(countdown: float | None) -> float | None:
-    """The countdown to publish for `countdown` seconds.
-
-    With quorum queues Celery delays messages in the broker (native delayed delivery),
-    in whole seconds: it truncates (1.9 s would come at 1 s, before it is due) and
-    refuses anything under 1 s with a ValueError at publish time — inside a task's
-    `retry` that ValueError turns the retry into a dead letter. So a positive countdown
-    is rounded up to whole seconds there. Classic queues keep it as it is.
-    """
-    if not settings.NOTIFY_QUORUM_QUEUES or countdown is None or countdown <= 0:
-        return countdown
-    return float(math.ceil(countdown))
-
-
-def delivered_queue(delivery_info: dict | None) -> str | None:
-    """The queue class (`high`, `medium`, `low`) a task's message was routed to.
-
-    The routing key is the queue's name, except after a broker delay (quorum queues):
-    native delayed delivery prefixes it with the delay's bits ("0.1.….1.low"), and the
-    message reaches its queue by a "#.low" binding. The last word is the queue either way.
-    """
-    routing_key = (delivery_info or {}).get("routing_key")
-    return routing_key.rsplit(".", 1)[-1] if routing_key else None
-
-
-class NotifyTask(Task):
-    """Every task of the app: countdowns (a task's own `retry` included, which publishes
-    through here) are made fit for the broker's delayed delivery (`broker_countdown`)."""
-
-    def apply_async(self, args=None, kwargs=None, task_id=None, producer=None, link=None,
-                    link_error=None, shadow=None, **options):  # fmt: skip
-        if "countdown" in options:
-            options["countdown"] = broker_countdown(options["countdown"])
-        return super().apply_async(
-            args, kwargs, task_id, producer, link, link_error, shadow, **options
-        )
 
 
 app = Celery("notify", task_cls=NotifyTask)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# Celery's current app is per thread (the one that created it); as the default it is also
+# every other thread's (a relay's, a web server's), so publishing never falls back to an
+# unconfigured app there.
+app.set_default()
 
 
 class LeaderBeatScheduler(RedBeatScheduler):

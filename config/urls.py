@@ -1,5 +1,4 @@
-"""The root URLconf. Other apps' routes are included by name, so the core imports none
-of the apps above it."""
+"""The root URLconf: every app's routes."""
 
 from django.contrib import admin
 from django.urls import include, path

@@ -1,0 +1,28 @@
+"""What a recipient decides and sees: preferences, consent, quiet hours, caps, user
+tokens, the feed and its unread counter."""
+
+from notify.env import (
+    env_float,
+    env_int,
+    env_str,
+)
+
+# --- Preferences, consent, quiet hours, caps, user tokens ----------------------------------
+# Unsubscribe links must keep working in old emails: two years by default.
+NOTIFY_UNSUBSCRIBE_TOKEN_MAX_AGE = env_int(
+    "NOTIFY_UNSUBSCRIBE_TOKEN_MAX_AGE", 2 * 365 * 24 * 3600, minimum=1
+)
+NOTIFY_USER_TOKEN_TTL_SECONDS = env_int("NOTIFY_USER_TOKEN_TTL_SECONDS", 3600, minimum=1)
+# Default quiet window in the recipient's local time (HH:MM); per recipient in admin.
+NOTIFY_QUIET_HOURS_START = env_str("NOTIFY_QUIET_HOURS_START", "21:00")
+NOTIFY_QUIET_HOURS_END = env_str("NOTIFY_QUIET_HOURS_END", "09:00")
+NOTIFY_MARKETING_DAILY_CAP = env_int("NOTIFY_MARKETING_DAILY_CAP", 3, minimum=1)
+NOTIFY_CONSENT_TEXT_VERSION = env_str("NOTIFY_CONSENT_TEXT_VERSION", "v1")
+NOTIFY_DEFERRED_RELEASE_INTERVAL = env_float("NOTIFY_DEFERRED_RELEASE_INTERVAL", 30.0, minimum=1)
+NOTIFY_DEFERRED_RELEASE_BATCH = env_int("NOTIFY_DEFERRED_RELEASE_BATCH", 500, minimum=1)
+# --- Feed and unread counter (R-U) ----------------------------------------------------
+NOTIFY_FEED_PAGE_SIZE = env_int("NOTIFY_FEED_PAGE_SIZE", 20, minimum=1)
+NOTIFY_FEED_MAX_PAGE_SIZE = env_int("NOTIFY_FEED_MAX_PAGE_SIZE", 100, minimum=1)
+NOTIFY_UNREAD_RECONCILE_INTERVAL = env_float("NOTIFY_UNREAD_RECONCILE_INTERVAL", 300.0, minimum=1)
+# Recipients whose feed changed within this window are reconciled each run.
+NOTIFY_UNREAD_RECONCILE_WINDOW = env_float("NOTIFY_UNREAD_RECONCILE_WINDOW", 3600.0, minimum=1)
