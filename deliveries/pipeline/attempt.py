@@ -51,7 +51,7 @@ from deliveries.pipeline.pressure import (
     provider_admissions,
     provider_outcomes,
 )
-from deliveries.pipeline.sent_marks import sent_mark
+from deliveries.pipeline.sent_marks import SentMarks
 from notify.priority import low_work_done, low_work_yield
 from preferences.gate import gate_seal_valid
 from templates_admin.bounds import RenderLimitExceeded
@@ -362,24 +362,25 @@ def _channel_calls(
         for call, (result, reason) in zip(group, results, strict=True):
             tries.append(_after_call(call, result, reason, claimed_at, duration))
         return tries
-    for position, call in enumerate(group, start=1):
-        if between is not None:
-            between()
-        clock = time.monotonic()
-        delivery = call.loaded.delivery
-        try:
-            result, reason = provider.send(delivery, call.loaded.version, _context(call)), ""
-        except Exception as error:
-            result, reason = _classify_raised(error, delivery)
-        duration = int((time.monotonic() - clock) * 1000)
-        if result.outcome == AttemptOutcome.DELIVERED and position < len(group):
-            # Recorded only with its round: until then, the mark speaks for it.
-            sent_mark(
-                delivery_id=delivery.pk,
-                claimed_at=claimed_at,
-                provider_message_id=result.provider_message_id,
-            )
-        tries.append(_after_call(call, result, reason, claimed_at, duration))
+    with SentMarks() as marks:
+        for position, call in enumerate(group, start=1):
+            if between is not None:
+                between()
+            clock = time.monotonic()
+            delivery = call.loaded.delivery
+            try:
+                result, reason = provider.send(delivery, call.loaded.version, _context(call)), ""
+            except Exception as error:
+                result, reason = _classify_raised(error, delivery)
+            duration = int((time.monotonic() - clock) * 1000)
+            if result.outcome == AttemptOutcome.DELIVERED and position < len(group):
+                # Recorded only with its round: until then, the mark speaks for it.
+                marks.add(
+                    delivery_id=delivery.pk,
+                    claimed_at=claimed_at,
+                    provider_message_id=result.provider_message_id,
+                )
+            tries.append(_after_call(call, result, reason, claimed_at, duration))
     return tries
 
 
