@@ -171,7 +171,12 @@ def _round(
         else:
             going.append((item, started_at))
     calls: list[_Call] = []
-    admissions = _round_admissions([item for item, _ in going])
+    # One breaker-and-bucket round trip per provider breaker and queue for the round.
+    admissions = provider_admissions(
+        sends=[
+            (item.delivery.channel, item.delivery.queue, item.delivery.target) for item, _ in going
+        ]
+    )
     for (item, started_at), admission in zip(going, admissions, strict=True):
         delivery = item.delivery
         if _behind(waiting, item):  # its admission goes unused: a token, rarely
@@ -190,21 +195,6 @@ def _round(
         calls.append(_Call(item, admission, started_at))
     tries.extend(_provider_calls(calls, claimed_at=now, between=between))
     return reports + attempts_record(tries)
-
-
-def _round_admissions(items: Sequence[Loaded]) -> list[Admission]:
-    """Each member's admission to its provider, in order: one breaker-and-bucket round
-    trip per channel and queue (and Web Push host) for the round, not one per member."""
-    groups: dict[tuple[str, str], list[int]] = {}
-    for index, item in enumerate(items):
-        groups.setdefault((item.delivery.channel, item.delivery.queue), []).append(index)
-    answers: list[Admission | None] = [None] * len(items)
-    for (channel, queue), indexes in groups.items():
-        targets = [items[index].delivery.target for index in indexes]
-        granted = provider_admissions(channel=channel, queue=queue, targets=targets)
-        for index, admission in zip(indexes, granted, strict=True):
-            answers[index] = admission
-    return [answer for answer in answers if answer is not None]
 
 
 def _order_key(item: Loaded) -> tuple:
