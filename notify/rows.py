@@ -91,6 +91,19 @@ class ModelColumns(Generic[M]):
         return instance
 
 
+def instance_as_saved(model: type[M], values: dict[str, Any]) -> M:
+    """An instance of a row just written, from every concrete field's value by attname
+    (as `ModelColumns.build` makes one, without `Model.__init__`). Raises KeyError for a
+    field not given: a missing one would be read from the database on first use."""
+    instance = model.__new__(model)
+    attributes = instance.__dict__
+    for field in model._meta.concrete_fields:
+        attributes[field.attname] = values[field.attname]
+    state = attributes["_state"] = ModelState()
+    state.adding, state.db = False, connection.alias
+    return instance
+
+
 def instances_split(
     row: Sequence[Any], *columns: ModelColumns[Any]
 ) -> tuple[list[Model], Sequence[Any]]:

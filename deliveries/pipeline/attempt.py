@@ -78,10 +78,15 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
 
 
 def deliveries_attempt(
-    *, delivery_ids: Sequence[int], between: Callable[[], object] | None = None
+    *,
+    delivery_ids: Sequence[int] = (),
+    loaded: Sequence[Loaded] | None = None,
+    between: Callable[[], object] | None = None,
 ) -> list[AttemptReport]:
     """One attempt at each of these deliveries that is due and unclaimed; one report
-    each (ids that no longer exist have none).
+    each (ids that no longer exist have none). `loaded` instead of `delivery_ids`: the
+    members as their caller has them already (the route, which just wrote them), which
+    spares the load statement; they are claimed and checked like any.
 
     Members are sent in per-recipient order. A member whose earlier batch-mate (same
     person, same channel) did not go now waits behind it, as it would behind any earlier
@@ -96,7 +101,9 @@ def deliveries_attempt(
     single send has between the provider's answer and its record. A provider that sends
     a batch in one call (FCM's multicast) takes the whole batch as one round.
     """
-    loaded = sorted(deliveries_load(delivery_ids=delivery_ids).values(), key=_order_key)
+    if loaded is None:
+        loaded = list(deliveries_load(delivery_ids=delivery_ids).values())
+    loaded = sorted(loaded, key=_order_key)
     reports: list[AttemptReport] = []
     waiting: dict[tuple, tuple] = {}  # order lane -> the first of its members that did not go
     size = settings.NOTIFY_BATCH_ROUND_START

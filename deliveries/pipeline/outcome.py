@@ -1,5 +1,7 @@
 """Recording an attempt's outcome: the attempt row and the delivery's next state, written
-together, and what follows (a retry message, the category's fallback channel)."""
+together, and what follows (a retry message). A delivery that ended dead is reported
+with its channel and notification, for the caller to try the category's fallback
+channel (`deliveries_fallback` in deliveries/pipeline/routing.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ from deliveries.pipeline.fairness import push_slot_member, push_slot_release
 from deliveries.pipeline.ordering import ON_ITS_WAY_SQL, successor_enqueue
 from deliveries.pipeline.outcome_log import delivery_outcome_log
 from deliveries.pipeline.retry import PUSH_CHANNELS, RetryDecision, RetryKind, decide_retry
-from deliveries.pipeline.routing import notification_fallback
 from deliveries.pipeline.suppression import address_suppress
 from notify.pgarrays import array_literal
 
@@ -47,6 +48,8 @@ class AttemptReport:
     result: AttemptResult
     delivery_id: int
     queue: str = ""  # the delivery's queue class, for a dead letter of a batch member
+    channel: str = ""  # with the notification: where a dead delivery may fall back from
+    notification_id: object = None  # None: no outcome written (the claim was taken over)
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
                     channel=c, woken=w, queue=q
                 )
             )
-        for tried, outcome, _, countdown in planned:
+        for tried, _, _, countdown in planned:
             delivery = tried.delivery
             if delivery.pk not in updated:
                 continue
@@ -106,15 +109,6 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
                 )
             if countdown is not None:
                 transaction.on_commit(lambda d=delivery, c=countdown: _retry_enqueue(d, c))
-            if (
-                outcome is AttemptResult.DEAD
-                and delivery.channel in settings.NOTIFY_FALLBACK_FROM_CHANNELS
-            ):
-                transaction.on_commit(
-                    lambda n=delivery.notification_id, c=delivery.channel: notification_fallback(
-                        notification_id=n, failed_channel=c
-                    )
-                )
     reports = []
     for tried, outcome, changes, _ in planned:
         delivery = tried.delivery
@@ -128,7 +122,15 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
             delivery, status=changes["status"], reason=changes["reason"] or "",
             duration=tried.duration,
         )  # fmt: skip
-        reports.append(AttemptReport(outcome, delivery.pk, delivery.queue))
+        reports.append(
+            AttemptReport(
+                outcome,
+                delivery.pk,
+                delivery.queue,
+                delivery.channel,
+                delivery.notification_id if delivery.pk in updated else None,
+            )
+        )
     return reports
 
 
