@@ -7,9 +7,10 @@ seal, the template, the deadline, the breaker and the rate limit (charged per me
 
 The delivery row is the write-ahead record: the claim (`queued|retrying → sending`)
 makes a duplicate or early message harmless, and each outcome and next attempt is
-written before any message about it is published. A batch costs the same four
-statements whatever its size (load, claim, the attempt rows, the outcomes); what is
-rare (a refused claim, a postponed send, a superseded event) costs its own.
+written before any message about it is published. A batch costs the same three
+statements whatever its size (load, claim, and the record of attempt rows and
+outcomes); what is rare (a refused claim, a postponed send, a superseded event) costs
+its own.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def _round_size_next(size: int, elapsed: float) -> int:
 def _round(
     members: Sequence[Loaded], waiting: dict[tuple, tuple], between: Callable[[], object] | None
 ) -> list[AttemptReport]:
-    """Claim, check, send and record these members (statements: one claim, two to
+    """Claim, check, send and record these members (statements: one claim, one to
     record, whatever their number)."""
     now = timezone.now()
     reports: list[AttemptReport] = []

@@ -74,8 +74,8 @@ class Tried:
 
 def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
     """Write every try's attempt row and its delivery's next state, for a whole batch in
-    one transaction of two statements, and wake the next delivery held behind each (it
-    is no longer on its way).
+    one statement, and wake the next delivery held behind each (it is no longer on its
+    way).
 
     Each delivery gets its own next state and, when it is retried, its own countdown:
     one member's failure never fails or retries its batch-mates. Only the holder of the
@@ -88,8 +88,7 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
     planned = [(tried, *_next_state(tried, now)) for tried in tries]
     _push_slots_release([t.delivery for t in tries if t.delivery.channel in PUSH_CHANNELS])
     with transaction.atomic():
-        woken = _attempts_insert_and_wake(tries, now)
-        updated = _outcomes_update(planned, now)
+        woken, updated = _record(tries, planned, now)
         for queue, channel, woken_id in woken:
             transaction.on_commit(
                 lambda w=woken_id, q=queue, c=channel: successor_enqueue(
@@ -156,12 +155,41 @@ def _retry_enqueue(delivery: Delivery, countdown: float) -> None:
     )
 
 
-# The attempt rows of a batch, and the wake of the next delivery held behind each one
-# that is done with (deliveries/pipeline/ordering.py), in one statement: per-recipient
-# order costs a send no round trip of its own. Arrays, not a VALUES list, so the text is
-# the same for every batch size and is prepared once. A data-modifying CTE runs whether
-# or not the final SELECT reads it.
-_ATTEMPTS_SQL = f"""
+# Every delivery's next state in one statement. A NULL keeps the column as it is (a
+# retry keeps its reason, a failure its provider message id); `clear_enqueued` drops
+# `enqueued_at` for a wait the sweeper owns; `bump` moves the attempt budget past an
+# uncharged probe.
+_OUTCOMES_SQL = f"""
+    UPDATE {Delivery._meta.db_table} AS d
+       SET status = v.status, updated_at = %(now)s, last_error = v.last_error,
+           reason = COALESCE(v.reason, d.reason),
+           provider_message_id = COALESCE(v.provider_message_id, d.provider_message_id),
+           finished_at = COALESCE(v.finished_at, d.finished_at),
+           next_attempt_at = COALESCE(v.next_attempt_at, d.next_attempt_at),
+           enqueued_at = CASE WHEN v.clear_enqueued THEN NULL ELSE d.enqueued_at END,
+           attempt_budget_from = d.attempt_budget_from + v.bump
+      FROM unnest(%(id)s::bigint[], %(month)s::timestamptz[], %(claimed_at)s::timestamptz[],
+                  %(status)s::text[], %(last_error)s::text[], %(reason)s::text[],
+                  %(provider_message_id)s::text[], %(finished_at)s::timestamptz[],
+                  %(next_attempt_at)s::timestamptz[], %(clear_enqueued)s::boolean[],
+                  %(bump)s::int[])
+           AS v(id, month, claimed_at, status, last_error, reason, provider_message_id,
+                finished_at, next_attempt_at, clear_enqueued, bump)
+     WHERE d.id = v.id AND d.accepted_at = v.month
+       AND d.status = '{DeliveryStatus.SENDING.value}' AND d.claimed_at = v.claimed_at
+    RETURNING d.id
+"""
+
+
+# The attempt rows of a batch, the wake of the next delivery held behind each one that
+# is done with (deliveries/pipeline/ordering.py), and every delivery's next state
+# (`_OUTCOMES_SQL`), in one statement: per-recipient order and the outcomes cost a
+# round no round trip of their own. The woken rows are held ones (`held_since` set),
+# never the round's members (their claim cleared it), so no row is updated twice; all
+# parts see the rows as they were before the statement. Arrays, not a VALUES list, so
+# the text is the same for every batch size and is prepared once. A data-modifying CTE
+# runs whether or not the final SELECT reads it.
+_RECORD_SQL = f"""
     WITH attempt AS (
         INSERT INTO {DeliveryAttempt._meta.db_table}
             (delivery_id, number, started_at, duration_ms, outcome, status_code, response,
@@ -190,66 +218,37 @@ _ATTEMPTS_SQL = f"""
                      LIMIT 1)
               FROM done f)
         RETURNING queue, channel, id
-    )
-    SELECT queue, channel, id FROM woken
+    ), outcome AS ({_OUTCOMES_SQL})
+    SELECT queue, channel, id, false FROM woken
+    UNION ALL SELECT '', '', id, true FROM outcome
 """
 
 
-def _attempts_insert_and_wake(tries: Sequence[Tried], now: datetime) -> list[tuple]:
-    """Insert the attempt rows and wake what was held behind them; returns the woken
-    (queue, channel, id). Their messages are published after commit, when these
-    deliveries' outcomes are visible."""
+def _record(
+    tries: Sequence[Tried], planned: Sequence[tuple], now: datetime
+) -> tuple[list[tuple], set[int]]:
+    """Insert the attempt rows, write each delivery's next state (only where its claim
+    is still ours) and wake what was held behind them. Returns the woken (queue,
+    channel, id), whose messages are published after commit, when these deliveries'
+    outcomes are visible, and the ids whose outcome was written."""
     ordered = [t.delivery for t in tries]  # rows from before per-recipient order: no wake
     params: dict[str, Any] = {
-        "delivery": array_literal(t.delivery.pk for t in tries),
-        "number": array_literal(t.delivery.attempts for t in tries),
-        "started_at": array_literal(t.started_at for t in tries),
-        "duration": array_literal(t.duration for t in tries),
-        "outcome": array_literal(str(t.result.outcome) for t in tries),
-        "status_code": array_literal(t.result.status_code[:32] for t in tries),
-        "response": array_literal(t.result.response for t in tries),
-        "held": array_literal(t.held for t in tries),
-        "accepted_at": array_literal(t.delivery.accepted_at for t in tries),
-        "w_recipient": array_literal(d.recipient_id for d in ordered),
-        "w_channel": array_literal(d.channel for d in ordered),
-        "w_occurred": array_literal(d.occurred_at for d in ordered),
-        "w_accepted": array_literal(d.accepted_at for d in ordered),
-        "w_notification": array_literal(d.notification_id for d in ordered),
+        "delivery": array_literal([t.delivery.pk for t in tries]),
+        "number": array_literal([t.delivery.attempts for t in tries]),
+        "started_at": array_literal([t.started_at for t in tries]),
+        "duration": array_literal([t.duration for t in tries]),
+        "outcome": array_literal([str(t.result.outcome) for t in tries]),
+        "status_code": array_literal([t.result.status_code[:32] for t in tries]),
+        "response": array_literal([t.result.response for t in tries]),
+        "held": array_literal([t.held for t in tries]),
+        "accepted_at": array_literal([t.delivery.accepted_at for t in tries]),
+        "w_recipient": array_literal([d.recipient_id for d in ordered]),
+        "w_channel": array_literal([d.channel for d in ordered]),
+        "w_occurred": array_literal([d.occurred_at for d in ordered]),
+        "w_accepted": array_literal([d.accepted_at for d in ordered]),
+        "w_notification": array_literal([d.notification_id for d in ordered]),
         "now": now,
     }
-    with connection.cursor() as cursor:
-        cursor.execute(_ATTEMPTS_SQL, params)
-        return list(cursor.fetchall())
-
-
-# Every delivery's next state in one statement. A NULL keeps the column as it is (a
-# retry keeps its reason, a failure its provider message id); `clear_enqueued` drops
-# `enqueued_at` for a wait the sweeper owns; `bump` moves the attempt budget past an
-# uncharged probe.
-_OUTCOMES_SQL = f"""
-    UPDATE {Delivery._meta.db_table} AS d
-       SET status = v.status, updated_at = %(now)s, last_error = v.last_error,
-           reason = COALESCE(v.reason, d.reason),
-           provider_message_id = COALESCE(v.provider_message_id, d.provider_message_id),
-           finished_at = COALESCE(v.finished_at, d.finished_at),
-           next_attempt_at = COALESCE(v.next_attempt_at, d.next_attempt_at),
-           enqueued_at = CASE WHEN v.clear_enqueued THEN NULL ELSE d.enqueued_at END,
-           attempt_budget_from = d.attempt_budget_from + v.bump
-      FROM unnest(%(id)s::bigint[], %(month)s::timestamptz[], %(claimed_at)s::timestamptz[],
-                  %(status)s::text[], %(last_error)s::text[], %(reason)s::text[],
-                  %(provider_message_id)s::text[], %(finished_at)s::timestamptz[],
-                  %(next_attempt_at)s::timestamptz[], %(clear_enqueued)s::boolean[],
-                  %(bump)s::int[])
-           AS v(id, month, claimed_at, status, last_error, reason, provider_message_id,
-                finished_at, next_attempt_at, clear_enqueued, bump)
-     WHERE d.id = v.id AND d.accepted_at = v.month
-       AND d.status = '{DeliveryStatus.SENDING.value}' AND d.claimed_at = v.claimed_at
-    RETURNING d.id
-"""
-
-
-def _outcomes_update(planned: Sequence[tuple], now: datetime) -> set[int]:
-    """Write each delivery's next state (only where its claim is still ours)."""
     columns: dict[str, list] = {
         name: []
         for name in ("id", "month", "claimed_at", "status", "last_error", "reason",
@@ -265,16 +264,23 @@ def _outcomes_update(planned: Sequence[tuple], now: datetime) -> set[int]:
             columns[name].append(changes.get(name))
         columns["clear_enqueued"].append(changes.get("clear_enqueued", False))
         columns["bump"].append(changes.get("bump", 0))
+    params.update((name, array_literal(values)) for name, values in columns.items())
+    woken: list[tuple] = []
+    updated: set[int] = set()
     with connection.cursor() as cursor:
-        arrays = {name: array_literal(values) for name, values in columns.items()}
-        cursor.execute(_OUTCOMES_SQL, {**arrays, "now": now})
-        return {row[0] for row in cursor.fetchall()}
+        cursor.execute(_RECORD_SQL, params)
+        for queue, channel, pk, is_outcome in cursor.fetchall():
+            if is_outcome:
+                updated.add(pk)
+            else:
+                woken.append((queue, channel, pk))
+    return woken, updated
 
 
 def _next_state(tried: Tried, now: datetime) -> tuple[AttemptResult, dict[str, Any], float | None]:
     """(what happened, the delivery's changes, a retry countdown to publish or None).
 
-    The changes name only what the outcome sets; `_outcomes_update` keeps the rest.
+    The changes name only what the outcome sets; `_record` keeps the rest.
     """
     delivery, result = tried.delivery, tried.result
     # A retry counts from when its own try ended, not from when its round was recorded.
