@@ -78,8 +78,8 @@ def seed_recipients(
             f"""
             INSERT INTO {ConsentRecord._meta.db_table}
                 (recipient_id, category_id, channel, granted, source, text_version,
-                 ip_address, user_agent, created_at)
-            SELECT r.id, %(category)s::bigint, '', true, 'signup', 'bench', NULL, '', now()
+                 ip_address, user_agent, reason, created_at)
+            SELECT r.id, %(category)s::bigint, '', true, 'signup', 'bench', NULL, '', '', now()
               FROM {recipients} r
              WHERE r.user_id LIKE %(like)s
                AND NOT EXISTS (SELECT 1 FROM {ConsentRecord._meta.db_table} c

@@ -14,7 +14,7 @@ from deliveries.pipeline.enqueue import ROUTE_TASK, SEND_TASK, delivery_dead_let
 from deliveries.pipeline.outcome import AttemptResult
 from deliveries.pipeline.release import deferred_release
 from deliveries.pipeline.retry import jittered, route_backoff
-from deliveries.pipeline.routing import notifications_route
+from deliveries.pipeline.routing import deliveries_fallback, notifications_route
 from deliveries.pipeline.sweep import sweep_due_deliveries, sweep_unrouted_notifications
 from notify.broker import delivered_queue
 from notify.counts import accepted_counts_fold
@@ -63,6 +63,7 @@ def send(self: Task, delivery_id: int | list[int], dead_letter: bool = False) ->
         reports = deliveries_attempt(delivery_ids=delivery_id, between=between)
     else:  # a delivery that does not exist raises: its message is dead-lettered
         reports = [delivery_attempt(delivery_id=delivery_id)]
+    deliveries_fallback(reports=reports)
     dead = [report for report in reports if report.result is AttemptResult.DEAD]
     if dead and not isinstance(delivery_id, list):
         # acks_late + acks_on_failure_or_timeout=False: RabbitMQ routes this message to

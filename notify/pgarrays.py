@@ -5,8 +5,8 @@ text of a statement is the same for any number of rows. Handed a Python list, th
 builds the array element by element in Python — several calls per element, and the
 largest share of a route's CPU in the worker. Handed the literal `{1,2,3}` as one string,
 it sends that text as it is, and PostgreSQL parses the elements (in C) when the statement
-casts it to its type. `array_literal` writes that text with a few C-level string calls per
-element.
+casts it to its type. `array_literal` picks one writer per column, from its values' type,
+and writes the whole column in a few C-level calls.
 
 The statement must cast each such parameter to its array type (`%(ids)s::bigint[]`): the
 literal is text until then.
@@ -30,42 +30,69 @@ def _quoted(text: str) -> str:
     return f'"{text}"'
 
 
-def _moment(value: datetime.date | datetime.time) -> str:
-    return f'"{value.isoformat()}"'
+def _texts(values: list[str]) -> str:
+    # One join quotes them all; only when an element holds a quote or a backslash does
+    # each go through `_quoted`. (A str subclass, such as text choices, joins as its
+    # plain value.)
+    joined = '","'.join(values)
+    if "\\" in joined or joined.count('"') != 2 * (len(values) - 1):
+        return ",".join(map(_quoted, map(str.__str__, values)))
+    return f'"{joined}"'
 
 
-_FORMATS: dict[type, Callable[[Any], str]] = {
-    str: _quoted,
-    int: str,
-    bool: lambda value: "t" if value else "f",
-    float: repr,
-    uuid.UUID: str,
-    decimal.Decimal: str,
-    datetime.datetime: _moment,
-    datetime.date: _moment,
-    datetime.time: _moment,
+def _booleans(values: list[bool]) -> str:
+    return ",".join(["t" if value else "f" for value in values])
+
+
+# How a column of one type is written, all its elements at once (no None among them).
+# An ISO date, time or datetime holds nothing an array literal must quote; `int.__repr__`
+# writes an int subclass (an enum of ints) as its number, as the driver would.
+_COLUMNS: dict[type, Callable[[list[Any]], str]] = {
+    str: _texts,
+    bool: _booleans,
+    int: lambda values: ",".join(map(int.__repr__, values)),
+    float: lambda values: ",".join(map(float.__repr__, values)),
+    uuid.UUID: lambda values: ",".join(map(str, values)),
+    decimal.Decimal: lambda values: ",".join(map(str, values)),
+    datetime.datetime: lambda values: ",".join(map(datetime.datetime.isoformat, values)),
+    datetime.date: lambda values: ",".join(map(datetime.date.isoformat, values)),
+    datetime.time: lambda values: ",".join(map(datetime.time.isoformat, values)),
 }
+_COLUMN_OF: dict[type, Callable[[list[Any]], str]] = {}
 
 
-def _element(value: Any) -> str:
-    """One element of an array literal (NULL for None)."""
-    if value is None:
-        return "NULL"
-    format_ = _FORMATS.get(type(value))
-    if format_ is not None:
-        return format_(value)
-    # A subclass (text choices, an enum of ints): the value of its base type, as the
-    # driver would send it (not the subclass's own str()).
-    if isinstance(value, str):
-        return _quoted(str.__str__(value))
-    if isinstance(value, int):
-        return int.__repr__(value)
-    if isinstance(value, datetime.date | datetime.time):
-        return _moment(value)
-    raise TypeError(f"no array literal for {type(value).__name__} {value!r}")
+def _column_format(kind: type) -> Callable[[list[Any]], str]:
+    """The column writer for values of `kind`: its own, else its nearest base's (a
+    subclass is written as the value of the base type it extends)."""
+    found = _COLUMN_OF.get(kind)
+    if found is None:
+        for base in kind.__mro__:
+            if base in _COLUMNS:
+                found = _COLUMN_OF[kind] = _COLUMNS[base]
+                break
+        else:
+            raise TypeError(f"no array literal for {kind.__name__}")
+    return found
 
 
 def array_literal(values: Iterable[Any]) -> str:
     """The PostgreSQL array literal of `values` (text, numbers, booleans, UUIDs, dates
-    and aware datetimes, None as NULL), for a parameter the statement casts to its type."""
-    return "{" + ",".join(map(_element, values)) + "}"
+    and aware datetimes, None as NULL), for a parameter the statement casts to its type.
+
+    The writer is chosen once for the column, from its values' type, and writes them
+    all in a few C-level calls; only a column with NULLs among its values, or of mixed
+    types, goes element by element."""
+    items = values if isinstance(values, list) else list(values)
+    kinds = set(map(type, items))
+    nulls = type(None) in kinds
+    kinds.discard(type(None))
+    if not kinds:
+        return "{" + ",".join(["NULL"] * len(items)) + "}"
+    if len(kinds) == 1:
+        write = _column_format(kinds.pop())
+        if not nulls:
+            return "{" + write(items) + "}"
+        return "{" + ",".join(["NULL" if v is None else write([v]) for v in items]) + "}"
+    return (
+        "{" + ",".join(["NULL" if v is None else _column_format(type(v))([v]) for v in items]) + "}"
+    )

@@ -16,7 +16,8 @@ from functools import cached_property
 from typing import Any, Generic, TypeVar
 
 from django.db import connection
-from django.db.models import Model
+from django.db.models import Model, signals
+from django.db.models.base import ModelState
 from django.db.models.expressions import Col
 
 from notify.pgarrays import array_literal
@@ -59,6 +60,18 @@ class ModelColumns(Generic[M]):
                 converters.append((index, found, column))
         return converters
 
+    @cached_property
+    def _plain(self) -> bool:
+        """Whether an instance may be made without `Model.__init__`: for a whole row,
+        that only sets each field's attribute and sends the init signals, which nothing
+        here listens to (checked when first used)."""
+        model = self.model
+        return (
+            model.from_db.__func__ is Model.from_db.__func__
+            and not signals.pre_init.has_listeners(model)
+            and not signals.post_init.has_listeners(model)
+        )
+
     def build(self, values: Sequence[Any]) -> M:
         """An instance from `width` values in select-list order, as loaded from the
         database (not `_state.adding`)."""
@@ -66,7 +79,29 @@ class ModelColumns(Generic[M]):
         for index, converters, column in self._converters:
             for converter in converters:
                 row[index] = converter(row[index], column, connection)
-        return self.model.from_db(connection.alias, self._attnames, row)
+        if not self._plain:
+            return self.model.from_db(connection.alias, self._attnames, row)
+        # What `from_db` ends with, without `__init__`'s per-field work: on the route
+        # and send paths this was a large share of the worker's CPU per row.
+        instance = self.model.__new__(self.model)
+        attributes = instance.__dict__
+        attributes.update(zip(self._attnames, row, strict=True))
+        state = attributes["_state"] = ModelState()
+        state.adding, state.db = False, connection.alias
+        return instance
+
+
+def instance_as_saved(model: type[M], values: dict[str, Any]) -> M:
+    """An instance of a row just written, from every concrete field's value by attname
+    (as `ModelColumns.build` makes one, without `Model.__init__`). Raises KeyError for a
+    field not given: a missing one would be read from the database on first use."""
+    instance = model.__new__(model)
+    attributes = instance.__dict__
+    for field in model._meta.concrete_fields:
+        attributes[field.attname] = values[field.attname]
+    state = attributes["_state"] = ModelState()
+    state.adding, state.db = False, connection.alias
+    return instance
 
 
 def instances_split(

@@ -250,6 +250,23 @@ def test_send_seal(*, notification_id: object, channel: str, target: str) -> str
     )
 
 
+def test_send_sealed(*, notification_id: object, channel: str, target: str, seal: str) -> bool:
+    """True when `seal` is a test send's (`test_send_seal`, with SECRET_KEY or one of
+    SECRET_KEY_FALLBACKS): what a channel reads to mark what it sends as a test."""
+    if not seal:
+        return False
+    keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", ())]
+    return any(
+        hmac.compare_digest(
+            _seal_with(
+                _TEST_SEND + key, notification_id=notification_id, channel=channel, target=target
+            ),
+            seal,
+        )
+        for key in keys
+    )
+
+
 def gate_seal_valid(*, notification_id: object, channel: str, target: str, seal: str) -> bool:
     """True when `seal` was made by the gate (or, for a test send, by `test_send_seal`)
     with SECRET_KEY or one of SECRET_KEY_FALLBACKS.

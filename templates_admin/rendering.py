@@ -50,15 +50,20 @@ def build_context(payload: dict[str, Any], *, recipient: dict[str, str]) -> dict
 
 def recipient_context(payload: dict[str, Any], recipient: Any) -> dict[str, Any]:
     """The context every channel renders a notification with: its payload and the
-    recipient's id, locale and time zone (`recipient` is a notify Recipient)."""
-    return build_context(
-        payload,
-        recipient={
+    recipient's id, locale and time zone (`recipient` is a notify Recipient).
+
+    The payload is a stored notification's, decoded from its JSON column, so it is
+    plain JSON data already and is not sent through JSON again as `build_context` does
+    (per delivery, that round trip was a tenth of a campaign worker's CPU).
+    """
+    return {
+        **payload,
+        "recipient": {
             "user_id": recipient.user_id,
             "locale": recipient.locale,
             "timezone": recipient.timezone,
         },
-    )
+    }
 
 
 def truncate_at_word(text: str, limit: int) -> str:

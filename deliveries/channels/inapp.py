@@ -1,12 +1,18 @@
-"""In-app channel: the feed row is the delivery; the unread counter follows it."""
+"""In-app channel: the feed row is the delivery; the unread counter follows it.
+
+A "send test to me" delivery (sealed as a test send) gets its title marked, so a test
+never passes for a real notification in the feed.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from deliveries.channels.base import SendResult
 from notify.feed import feed_entries_create
 from notify.models import FeedEntry, Notification
+from preferences.gate import test_send_sealed
 from templates_admin.rendering import RenderedMessage, render_version, truncate_at_word
 
 if TYPE_CHECKING:
@@ -14,12 +20,46 @@ if TYPE_CHECKING:
     from templates_admin.models import TemplateVersion
 
 
+TEST_TITLE_PREFIX = "[Test] "
+
+
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
     """Write the feed entry (once per notification) and count it as unread."""
-    entry = feed_entry_write(
-        notification=delivery.notification, message=render_version(version, context)
-    )
-    return SendResult.delivered(provider_message_id=f"feed:{entry.pk}")
+    [answer] = send_many([(delivery, version, context)])
+    if isinstance(answer, Exception):
+        raise answer
+    return answer
+
+
+def send_many(
+    items: list[tuple[Delivery, TemplateVersion, dict[str, Any]]],
+) -> list[SendResult | Exception]:
+    """Render each and write the feed entries in one statement (once per notification),
+    counted as unread; one answer per item, in order (a render that raised is its
+    exception, for the caller to classify)."""
+    answers: list[SendResult | Exception | None] = []
+    written: list[tuple[int, Notification, RenderedMessage]] = []
+    for delivery, version, context in items:
+        try:
+            message = render_version(version, context)
+        except Exception as error:
+            answers.append(error)
+            continue
+        if test_send_sealed(
+            notification_id=delivery.notification_id,
+            channel=delivery.channel,
+            target=delivery.target,
+            seal=delivery.gate_seal,
+        ):
+            message = replace(message, title=TEST_TITLE_PREFIX + message.title)
+        written.append((len(answers), delivery.notification, message))
+        answers.append(None)
+    entries = feed_entries_write(items=[(n, message) for _, n, message in written])
+    for index, notification, _ in written:
+        answers[index] = SendResult.delivered(
+            provider_message_id=f"feed:{entries[notification.pk].pk}"
+        )
+    return [answer for answer in answers if answer is not None]
 
 
 def feed_entry_write(*, notification: Notification, message: RenderedMessage) -> FeedEntry:

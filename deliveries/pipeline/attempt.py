@@ -7,9 +7,10 @@ seal, the template, the deadline, the breaker and the rate limit (charged per me
 
 The delivery row is the write-ahead record: the claim (`queued|retrying → sending`)
 makes a duplicate or early message harmless, and each outcome and next attempt is
-written before any message about it is published. A batch costs the same four
-statements whatever its size (load, claim, the attempt rows, the outcomes); what is
-rare (a refused claim, a postponed send, a superseded event) costs its own.
+written before any message about it is published. A batch costs the same three
+statements whatever its size (load, claim, and the record of attempt rows and
+outcomes); what is rare (a refused claim, a postponed send, a superseded event) costs
+its own.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from deliveries.pipeline.pressure import (
     provider_admissions,
     provider_outcomes,
 )
-from deliveries.pipeline.sent_marks import sent_mark
+from deliveries.pipeline.sent_marks import SentMarks
 from notify.priority import low_work_done, low_work_yield
 from preferences.gate import gate_seal_valid
 from templates_admin.bounds import RenderLimitExceeded
@@ -78,10 +79,15 @@ def delivery_attempt(*, delivery_id: int) -> AttemptReport:
 
 
 def deliveries_attempt(
-    *, delivery_ids: Sequence[int], between: Callable[[], object] | None = None
+    *,
+    delivery_ids: Sequence[int] = (),
+    loaded: Sequence[Loaded] | None = None,
+    between: Callable[[], object] | None = None,
 ) -> list[AttemptReport]:
     """One attempt at each of these deliveries that is due and unclaimed; one report
-    each (ids that no longer exist have none).
+    each (ids that no longer exist have none). `loaded` instead of `delivery_ids`: the
+    members as their caller has them already (the route, which just wrote them), which
+    spares the load statement; they are claimed and checked like any.
 
     Members are sent in per-recipient order. A member whose earlier batch-mate (same
     person, same channel) did not go now waits behind it, as it would behind any earlier
@@ -96,7 +102,9 @@ def deliveries_attempt(
     single send has between the provider's answer and its record. A provider that sends
     a batch in one call (FCM's multicast) takes the whole batch as one round.
     """
-    loaded = sorted(deliveries_load(delivery_ids=delivery_ids).values(), key=_order_key)
+    if loaded is None:
+        loaded = list(deliveries_load(delivery_ids=delivery_ids).values())
+    loaded = sorted(loaded, key=_order_key)
     reports: list[AttemptReport] = []
     waiting: dict[tuple, tuple] = {}  # order lane -> the first of its members that did not go
     size = settings.NOTIFY_BATCH_ROUND_START
@@ -127,7 +135,7 @@ def _round_size_next(size: int, elapsed: float) -> int:
 def _round(
     members: Sequence[Loaded], waiting: dict[tuple, tuple], between: Callable[[], object] | None
 ) -> list[AttemptReport]:
-    """Claim, check, send and record these members (statements: one claim, two to
+    """Claim, check, send and record these members (statements: one claim, one to
     record, whatever their number)."""
     now = timezone.now()
     reports: list[AttemptReport] = []
@@ -171,7 +179,12 @@ def _round(
         else:
             going.append((item, started_at))
     calls: list[_Call] = []
-    admissions = _round_admissions([item for item, _ in going])
+    # One breaker-and-bucket round trip per provider breaker and queue for the round.
+    admissions = provider_admissions(
+        sends=[
+            (item.delivery.channel, item.delivery.queue, item.delivery.target) for item, _ in going
+        ]
+    )
     for (item, started_at), admission in zip(going, admissions, strict=True):
         delivery = item.delivery
         if _behind(waiting, item):  # its admission goes unused: a token, rarely
@@ -190,21 +203,6 @@ def _round(
         calls.append(_Call(item, admission, started_at))
     tries.extend(_provider_calls(calls, claimed_at=now, between=between))
     return reports + attempts_record(tries)
-
-
-def _round_admissions(items: Sequence[Loaded]) -> list[Admission]:
-    """Each member's admission to its provider, in order: one breaker-and-bucket round
-    trip per channel and queue (and Web Push host) for the round, not one per member."""
-    groups: dict[tuple[str, str], list[int]] = {}
-    for index, item in enumerate(items):
-        groups.setdefault((item.delivery.channel, item.delivery.queue), []).append(index)
-    answers: list[Admission | None] = [None] * len(items)
-    for (channel, queue), indexes in groups.items():
-        targets = [items[index].delivery.target for index in indexes]
-        granted = provider_admissions(channel=channel, queue=queue, targets=targets)
-        for index, admission in zip(indexes, granted, strict=True):
-            answers[index] = admission
-    return [answer for answer in answers if answer is not None]
 
 
 def _order_key(item: Loaded) -> tuple:
@@ -362,24 +360,25 @@ def _channel_calls(
         for call, (result, reason) in zip(group, results, strict=True):
             tries.append(_after_call(call, result, reason, claimed_at, duration))
         return tries
-    for position, call in enumerate(group, start=1):
-        if between is not None:
-            between()
-        clock = time.monotonic()
-        delivery = call.loaded.delivery
-        try:
-            result, reason = provider.send(delivery, call.loaded.version, _context(call)), ""
-        except Exception as error:
-            result, reason = _classify_raised(error, delivery)
-        duration = int((time.monotonic() - clock) * 1000)
-        if result.outcome == AttemptOutcome.DELIVERED and position < len(group):
-            # Recorded only with its round: until then, the mark speaks for it.
-            sent_mark(
-                delivery_id=delivery.pk,
-                claimed_at=claimed_at,
-                provider_message_id=result.provider_message_id,
-            )
-        tries.append(_after_call(call, result, reason, claimed_at, duration))
+    with SentMarks() as marks:
+        for position, call in enumerate(group, start=1):
+            if between is not None:
+                between()
+            clock = time.monotonic()
+            delivery = call.loaded.delivery
+            try:
+                result, reason = provider.send(delivery, call.loaded.version, _context(call)), ""
+            except Exception as error:
+                result, reason = _classify_raised(error, delivery)
+            duration = int((time.monotonic() - clock) * 1000)
+            if result.outcome == AttemptOutcome.DELIVERED and position < len(group):
+                # Recorded only with its round: until then, the mark speaks for it.
+                marks.add(
+                    delivery_id=delivery.pk,
+                    claimed_at=claimed_at,
+                    provider_message_id=result.provider_message_id,
+                )
+            tries.append(_after_call(call, result, reason, claimed_at, duration))
     return tries
 
 

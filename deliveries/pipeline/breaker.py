@@ -11,7 +11,6 @@ is logged once, by the worker that made it, and readable as `notify:breaker:<p>:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from django.conf import settings
 from django_redis import get_redis_connection
@@ -21,8 +20,8 @@ logger = logging.getLogger(__name__)
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 
-# The breaker's entry check, shared by the permit below and the admission of a round of
-# sends (deliveries/pipeline/pressure.py). KEYS[1..3]: state, open_until, probe lock;
+# The breaker's entry check, for the admission of a round of sends
+# (deliveries/pipeline/pressure.py). KEYS[1..3]: state, open_until, probe lock;
 # ARGV[1]: the probe lock's milliseconds. Returns {0, wait, state, 0, 0, 'breaker'} when
 # the breaker lets nothing through now; else leaves `now`, `state` and `probe` (1: this
 # caller holds the half-open probe) and `changed` (1: it moved the breaker to half-open).
@@ -46,8 +45,6 @@ if state ~= 'closed' then
   state, probe = 'half_open', 1
 end
 """
-
-_PERMIT = BREAKER_ENTRY_LUA + "return {1, '0', state, probe, changed, ''}"
 
 # ARGV: successes, failures, threshold, window, cooldown. Any success closes the breaker;
 # failures count in the window (closed), reopen it (half-open) or change nothing (open).
@@ -91,34 +88,6 @@ return {'closed', changed}
 def breaker_keys(provider: str) -> list[str]:
     base = f"notify:breaker:{provider}"
     return [f"{base}:state", f"{base}:open_until", f"{base}:probe", f"{base}:failures"]
-
-
-@dataclass(frozen=True)
-class Permit:
-    allowed: bool
-    wait_seconds: float = 0.0
-    probe: bool = False
-
-
-def breaker_permit(*, provider: str) -> Permit:
-    """May a sender call the provider now? Redis down → yes (never stop on our side)."""
-    try:
-        client = get_redis_connection("default")
-        probe_ms = int(settings.NOTIFY_BREAKER_PROBE_TIMEOUT * 1000)
-        allowed, wait, _state, probe, changed, _why = client.register_script(_PERMIT)(
-            keys=breaker_keys(provider)[:3], args=[probe_ms]
-        )
-    except RedisError:
-        logger.warning("breaker %s: Redis unavailable, letting the send through", provider)
-        return Permit(True)
-    if int(changed):
-        logger.warning("breaker %s: open → half_open, one probe goes through", provider)
-    return Permit(bool(int(allowed)), float(wait), bool(int(probe)))
-
-
-def breaker_record(*, provider: str, success: bool) -> str:
-    """Record a call's health (transient failure or not); returns the state after it."""
-    return breaker_record_many(provider=provider, successes=int(success), failures=int(not success))
 
 
 def breaker_record_many(*, provider: str, successes: int, failures: int) -> str:

@@ -1,5 +1,7 @@
 """Recording an attempt's outcome: the attempt row and the delivery's next state, written
-together, and what follows (a retry message, the category's fallback channel)."""
+together, and what follows (a retry message). A delivery that ended dead is reported
+with its channel and notification, for the caller to try the category's fallback
+channel (`deliveries_fallback` in deliveries/pipeline/routing.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ from deliveries.pipeline.fairness import push_slot_member, push_slot_release
 from deliveries.pipeline.ordering import ON_ITS_WAY_SQL, successor_enqueue
 from deliveries.pipeline.outcome_log import delivery_outcome_log
 from deliveries.pipeline.retry import PUSH_CHANNELS, RetryDecision, RetryKind, decide_retry
-from deliveries.pipeline.routing import notification_fallback
 from deliveries.pipeline.suppression import address_suppress
 from notify.pgarrays import array_literal
 
@@ -47,6 +48,8 @@ class AttemptReport:
     result: AttemptResult
     delivery_id: int
     queue: str = ""  # the delivery's queue class, for a dead letter of a batch member
+    channel: str = ""  # with the notification: where a dead delivery may fall back from
+    notification_id: object = None  # None: no outcome written (the claim was taken over)
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,8 @@ class Tried:
 
 def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
     """Write every try's attempt row and its delivery's next state, for a whole batch in
-    one transaction of two statements, and wake the next delivery held behind each (it
-    is no longer on its way).
+    one statement, and wake the next delivery held behind each (it is no longer on its
+    way).
 
     Each delivery gets its own next state and, when it is retried, its own countdown:
     one member's failure never fails or retries its batch-mates. Only the holder of the
@@ -85,15 +88,14 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
     planned = [(tried, *_next_state(tried, now)) for tried in tries]
     _push_slots_release([t.delivery for t in tries if t.delivery.channel in PUSH_CHANNELS])
     with transaction.atomic():
-        woken = _attempts_insert_and_wake(tries, now)
-        updated = _outcomes_update(planned, now)
+        woken, updated = _record(tries, planned, now)
         for queue, channel, woken_id in woken:
             transaction.on_commit(
                 lambda w=woken_id, q=queue, c=channel: successor_enqueue(
                     channel=c, woken=w, queue=q
                 )
             )
-        for tried, outcome, _, countdown in planned:
+        for tried, _, _, countdown in planned:
             delivery = tried.delivery
             if delivery.pk not in updated:
                 continue
@@ -106,15 +108,6 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
                 )
             if countdown is not None:
                 transaction.on_commit(lambda d=delivery, c=countdown: _retry_enqueue(d, c))
-            if (
-                outcome is AttemptResult.DEAD
-                and delivery.channel in settings.NOTIFY_FALLBACK_FROM_CHANNELS
-            ):
-                transaction.on_commit(
-                    lambda n=delivery.notification_id, c=delivery.channel: notification_fallback(
-                        notification_id=n, failed_channel=c
-                    )
-                )
     reports = []
     for tried, outcome, changes, _ in planned:
         delivery = tried.delivery
@@ -128,7 +121,15 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
             delivery, status=changes["status"], reason=changes["reason"] or "",
             duration=tried.duration,
         )  # fmt: skip
-        reports.append(AttemptReport(outcome, delivery.pk, delivery.queue))
+        reports.append(
+            AttemptReport(
+                outcome,
+                delivery.pk,
+                delivery.queue,
+                delivery.channel,
+                delivery.notification_id if delivery.pk in updated else None,
+            )
+        )
     return reports
 
 
@@ -152,72 +153,6 @@ def _retry_enqueue(delivery: Delivery, countdown: float) -> None:
         retry=True,
         push_owner=(delivery.notification.recipient_id, delivery.notification_id),
     )
-
-
-# The attempt rows of a batch, and the wake of the next delivery held behind each one
-# that is done with (deliveries/pipeline/ordering.py), in one statement: per-recipient
-# order costs a send no round trip of its own. Arrays, not a VALUES list, so the text is
-# the same for every batch size and is prepared once. A data-modifying CTE runs whether
-# or not the final SELECT reads it.
-_ATTEMPTS_SQL = f"""
-    WITH attempt AS (
-        INSERT INTO {DeliveryAttempt._meta.db_table}
-            (delivery_id, number, started_at, duration_ms, outcome, status_code, response,
-             held_ms, accepted_at)
-        SELECT * FROM unnest(%(delivery)s::bigint[], %(number)s::int[],
-                             %(started_at)s::timestamptz[], %(duration)s::int[],
-                             %(outcome)s::text[], %(status_code)s::text[], %(response)s::text[],
-                             %(held)s::int[], %(accepted_at)s::timestamptz[])
-        RETURNING 1
-    ), done AS (
-        SELECT * FROM unnest(%(w_recipient)s::bigint[], %(w_channel)s::text[],
-                             %(w_occurred)s::timestamptz[], %(w_accepted)s::timestamptz[],
-                             %(w_notification)s::uuid[])
-               AS f(recipient_id, channel, occurred_at, accepted_at, notification_id)
-         WHERE f.recipient_id IS NOT NULL
-    ), woken AS (
-        UPDATE {Delivery._meta.db_table} SET enqueued_at = %(now)s
-         WHERE id IN (
-            SELECT (SELECT e.id FROM {Delivery._meta.db_table} e
-                     WHERE e.recipient_id = f.recipient_id AND e.channel = f.channel
-                       AND {ON_ITS_WAY_SQL}
-                       AND e.held_since IS NOT NULL
-                       AND (e.occurred_at, e.accepted_at, e.notification_id)
-                           > (f.occurred_at, f.accepted_at, f.notification_id)
-                     ORDER BY e.occurred_at, e.accepted_at, e.notification_id
-                     LIMIT 1)
-              FROM done f)
-        RETURNING queue, channel, id
-    )
-    SELECT queue, channel, id FROM woken
-"""
-
-
-def _attempts_insert_and_wake(tries: Sequence[Tried], now: datetime) -> list[tuple]:
-    """Insert the attempt rows and wake what was held behind them; returns the woken
-    (queue, channel, id). Their messages are published after commit, when these
-    deliveries' outcomes are visible."""
-    ordered = [t.delivery for t in tries]  # rows from before per-recipient order: no wake
-    params: dict[str, Any] = {
-        "delivery": array_literal(t.delivery.pk for t in tries),
-        "number": array_literal(t.delivery.attempts for t in tries),
-        "started_at": array_literal(t.started_at for t in tries),
-        "duration": array_literal(t.duration for t in tries),
-        "outcome": array_literal(str(t.result.outcome) for t in tries),
-        "status_code": array_literal(t.result.status_code[:32] for t in tries),
-        "response": array_literal(t.result.response for t in tries),
-        "held": array_literal(t.held for t in tries),
-        "accepted_at": array_literal(t.delivery.accepted_at for t in tries),
-        "w_recipient": array_literal(d.recipient_id for d in ordered),
-        "w_channel": array_literal(d.channel for d in ordered),
-        "w_occurred": array_literal(d.occurred_at for d in ordered),
-        "w_accepted": array_literal(d.accepted_at for d in ordered),
-        "w_notification": array_literal(d.notification_id for d in ordered),
-        "now": now,
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(_ATTEMPTS_SQL, params)
-        return list(cursor.fetchall())
 
 
 # Every delivery's next state in one statement. A NULL keeps the column as it is (a
@@ -246,8 +181,74 @@ _OUTCOMES_SQL = f"""
 """
 
 
-def _outcomes_update(planned: Sequence[tuple], now: datetime) -> set[int]:
-    """Write each delivery's next state (only where its claim is still ours)."""
+# The attempt rows of a batch, the wake of the next delivery held behind each one that
+# is done with (deliveries/pipeline/ordering.py), and every delivery's next state
+# (`_OUTCOMES_SQL`), in one statement: per-recipient order and the outcomes cost a
+# round no round trip of their own. The woken rows are held ones (`held_since` set),
+# never the round's members (their claim cleared it), so no row is updated twice; all
+# parts see the rows as they were before the statement. Arrays, not a VALUES list, so
+# the text is the same for every batch size and is prepared once. A data-modifying CTE
+# runs whether or not the final SELECT reads it.
+_RECORD_SQL = f"""
+    WITH attempt AS (
+        INSERT INTO {DeliveryAttempt._meta.db_table}
+            (delivery_id, number, started_at, duration_ms, outcome, status_code, response,
+             held_ms, accepted_at)
+        SELECT * FROM unnest(%(delivery)s::bigint[], %(number)s::int[],
+                             %(started_at)s::timestamptz[], %(duration)s::int[],
+                             %(outcome)s::text[], %(status_code)s::text[], %(response)s::text[],
+                             %(held)s::int[], %(accepted_at)s::timestamptz[])
+        RETURNING 1
+    ), done AS (
+        SELECT * FROM unnest(%(w_recipient)s::bigint[], %(w_channel)s::text[],
+                             %(w_occurred)s::timestamptz[], %(w_accepted)s::timestamptz[],
+                             %(w_notification)s::uuid[])
+               AS f(recipient_id, channel, occurred_at, accepted_at, notification_id)
+         WHERE f.recipient_id IS NOT NULL
+    ), woken AS (
+        UPDATE {Delivery._meta.db_table} SET enqueued_at = %(now)s
+         WHERE id IN (
+            SELECT (SELECT e.id FROM {Delivery._meta.db_table} e
+                     WHERE e.recipient_id = f.recipient_id AND e.channel = f.channel
+                       AND {ON_ITS_WAY_SQL}
+                       AND e.held_since IS NOT NULL
+                       AND (e.occurred_at, e.accepted_at, e.notification_id)
+                           > (f.occurred_at, f.accepted_at, f.notification_id)
+                     ORDER BY e.occurred_at, e.accepted_at, e.notification_id
+                     LIMIT 1)
+              FROM done f)
+        RETURNING queue, channel, id
+    ), outcome AS ({_OUTCOMES_SQL})
+    SELECT queue, channel, id, false FROM woken
+    UNION ALL SELECT '', '', id, true FROM outcome
+"""
+
+
+def _record(
+    tries: Sequence[Tried], planned: Sequence[tuple], now: datetime
+) -> tuple[list[tuple], set[int]]:
+    """Insert the attempt rows, write each delivery's next state (only where its claim
+    is still ours) and wake what was held behind them. Returns the woken (queue,
+    channel, id), whose messages are published after commit, when these deliveries'
+    outcomes are visible, and the ids whose outcome was written."""
+    ordered = [t.delivery for t in tries]  # rows from before per-recipient order: no wake
+    params: dict[str, Any] = {
+        "delivery": array_literal([t.delivery.pk for t in tries]),
+        "number": array_literal([t.delivery.attempts for t in tries]),
+        "started_at": array_literal([t.started_at for t in tries]),
+        "duration": array_literal([t.duration for t in tries]),
+        "outcome": array_literal([str(t.result.outcome) for t in tries]),
+        "status_code": array_literal([t.result.status_code[:32] for t in tries]),
+        "response": array_literal([t.result.response for t in tries]),
+        "held": array_literal([t.held for t in tries]),
+        "accepted_at": array_literal([t.delivery.accepted_at for t in tries]),
+        "w_recipient": array_literal([d.recipient_id for d in ordered]),
+        "w_channel": array_literal([d.channel for d in ordered]),
+        "w_occurred": array_literal([d.occurred_at for d in ordered]),
+        "w_accepted": array_literal([d.accepted_at for d in ordered]),
+        "w_notification": array_literal([d.notification_id for d in ordered]),
+        "now": now,
+    }
     columns: dict[str, list] = {
         name: []
         for name in ("id", "month", "claimed_at", "status", "last_error", "reason",
@@ -263,16 +264,23 @@ def _outcomes_update(planned: Sequence[tuple], now: datetime) -> set[int]:
             columns[name].append(changes.get(name))
         columns["clear_enqueued"].append(changes.get("clear_enqueued", False))
         columns["bump"].append(changes.get("bump", 0))
+    params.update((name, array_literal(values)) for name, values in columns.items())
+    woken: list[tuple] = []
+    updated: set[int] = set()
     with connection.cursor() as cursor:
-        arrays = {name: array_literal(values) for name, values in columns.items()}
-        cursor.execute(_OUTCOMES_SQL, {**arrays, "now": now})
-        return {row[0] for row in cursor.fetchall()}
+        cursor.execute(_RECORD_SQL, params)
+        for queue, channel, pk, is_outcome in cursor.fetchall():
+            if is_outcome:
+                updated.add(pk)
+            else:
+                woken.append((queue, channel, pk))
+    return woken, updated
 
 
 def _next_state(tried: Tried, now: datetime) -> tuple[AttemptResult, dict[str, Any], float | None]:
     """(what happened, the delivery's changes, a retry countdown to publish or None).
 
-    The changes name only what the outcome sets; `_outcomes_update` keeps the rest.
+    The changes name only what the outcome sets; `_record` keeps the rest.
     """
     delivery, result = tried.delivery, tried.result
     # A retry counts from when its own try ended, not from when its round was recorded.

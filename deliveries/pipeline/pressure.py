@@ -87,21 +87,23 @@ def breaker_for(*, provider: str, channel: str, target: str) -> str:
     return f"{provider}:{host}" if host else provider
 
 
-def provider_admissions(*, channel: str, queue: str, targets: Sequence[str]) -> list[Admission]:
-    """May these sends (a round's, on one channel and queue) call their provider now? One
-    answer per target, in order, in one Redis round trip per breaker (one, but for Web
-    Push) whatever their number: an open breaker refuses them all; a half-open one lets
-    the first through, as its probe; the others take the tokens there are, wait in place
-    for a short token wait, and are refused what is still missing after it."""
-    provider = provider_for_channel(channel)
-    if provider is None:
-        return [Admission(True) for _ in targets]
-    by_breaker: dict[str, list[int]] = {}
-    for index, target in enumerate(targets):
+def provider_admissions(*, sends: Sequence[tuple[str, str, str]]) -> list[Admission]:
+    """May these sends (a round's, as (channel, queue, target)) call their provider now?
+    One answer per send, in order, in one Redis round trip per breaker and queue
+    whatever their number: an open breaker refuses them all; a half-open one lets the
+    first through, as its probe; the others take the tokens there are, wait in place for
+    a short token wait, and are refused what is still missing after it. A channel with
+    no provider (in-app) is always admitted."""
+    answers: list[Admission | None] = [None] * len(sends)
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for index, (channel, queue, target) in enumerate(sends):
+        provider = provider_for_channel(channel)
+        if provider is None:
+            answers[index] = Admission(True)
+            continue
         breaker = breaker_for(provider=provider, channel=channel, target=target)
-        by_breaker.setdefault(breaker, []).append(index)
-    answers: list[Admission | None] = [None] * len(targets)
-    for breaker, indexes in by_breaker.items():
+        groups.setdefault((provider, breaker, queue), []).append(index)
+    for (provider, breaker, queue), indexes in groups.items():
         granted = _breaker_round_admit(provider=provider, breaker=breaker, queue=queue,
                                        count=len(indexes))  # fmt: skip
         for index, admission in zip(indexes, granted, strict=True):

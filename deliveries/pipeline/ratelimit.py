@@ -10,8 +10,6 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from notify.ratelimit import Take, bucket_take
-
 
 def provider_limit(provider: str) -> tuple[float, float]:
     """(rate per second, burst) for a provider, from NOTIFY_RATE_<PROVIDER>."""
@@ -38,11 +36,3 @@ def provider_for_channel(channel: str) -> str | None:
 def provider_bucket_key(provider: str) -> str:
     """The Redis key of a provider's token bucket."""
     return f"notify:ratelimit:provider:{provider}"
-
-
-def provider_take(*, provider: str, queue: str) -> Take:
-    """One send's token from the provider's bucket, honouring the low-priority reserve."""
-    rate, burst = provider_limit(provider)
-    floor = burst * settings.NOTIFY_LOW_PRIORITY_RESERVE if queue == "low" else 0.0
-    return bucket_take(key=provider_bucket_key(provider), rate=rate, burst=burst,
-                       floor=floor)  # fmt: skip

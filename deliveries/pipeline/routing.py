@@ -1,9 +1,10 @@
 """Routing: a notification becomes its deliveries, through the gate.
 
 `notification_route` locks the notification, asks the gate for a verdict on every
-(channel, target), and in one transaction creates the sealed delivery rows, writes the
-in-app feed entry (the feed row *is* that delivery) and marks the notification routed;
-the send messages for the other channels are published after commit. Only this module
+(channel, target), and in one transaction creates the sealed delivery rows and marks the
+notification routed. Right after it commits, the in-app deliveries are sent in the
+process, through the one attempt function every send takes (the feed row *is* that
+delivery), and the send messages for the other channels are published. Only this module
 creates deliveries (its write statement is route_write.py), and every one carries the
 gate's seal, which the sender checks.
 """
@@ -11,34 +12,28 @@ gate's seal, which the sender checks.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.template import TemplateSyntaxError
 from django.utils import timezone
 
-from deliveries.channels.inapp import feed_entries_write
-from deliveries.models import (
-    AttemptOutcome,
-    Delivery,
-    DeliveryAttempt,
-    DeliveryStatus,
-    Reason,
-)
+from deliveries.models import Delivery, DeliveryStatus, Reason
+from deliveries.pipeline.attempt import deliveries_attempt
+from deliveries.pipeline.claim import Loaded
 from deliveries.pipeline.enqueue import deliveries_enqueue
 from deliveries.pipeline.fairness import push_turn_order
-from deliveries.pipeline.outcome_log import delivery_outcome_log
+from deliveries.pipeline.outcome import AttemptReport, AttemptResult
 from deliveries.pipeline.retry import PUSH_CHANNELS
 from deliveries.pipeline.route_lock import notification_lock, notifications_lock
-from deliveries.pipeline.route_write import routed_write
+from deliveries.pipeline.route_write import NEW_DELIVERY, DeliveryRow, routed_write
 from deliveries.pipeline.suppression import suppression_key
 from deliveries.selectors import push_targets_by_recipient
 from notify.deadlines import deadline_seconds
 from notify.models import Channel, Notification
+from notify.rows import instance_as_saved, related_cache
 from preferences.gate import (
     ChannelDecision,
     GateRequest,
@@ -46,7 +41,6 @@ from preferences.gate import (
     decide_deliveries_many,
     gate_seal,
 )
-from templates_admin.rendering import RenderedMessage, recipient_context, render_version
 from templates_admin.selectors import published_version_pick
 
 logger = logging.getLogger(__name__)
@@ -110,11 +104,15 @@ def _route(*, notification_ids: Sequence[object], now: datetime | None) -> list[
             else:
                 fresh.append(notification)
         _routed_mark(cancelled, now)
-        created, done = _deliveries_create(fresh, now)
+        created, inapp = _deliveries_create(fresh, now)
         started.extend(created)
         owners = {n.pk: (n.recipient_id, n.pk) for n in notifications}
         transaction.on_commit(lambda: _deliveries_start(started, owners))
-    return [*done, *(s.delivery_id for s in started)]
+    # In-app goes at once, here rather than through a message: the batch's feed entries
+    # in one statement, checked, claimed and recorded like any send (a worker lost
+    # before this leaves them queued, and the sweeper sends them).
+    deliveries_fallback(reports=deliveries_attempt(loaded=inapp))
+    return [*(item.delivery.pk for item in inapp), *(s.delivery_id for s in started)]
 
 
 def notification_fallback(*, notification_id: object, failed_channel: str) -> list[int]:
@@ -166,38 +164,65 @@ def _gate_decide_many(
     return decide_deliveries_many(requests, now=now)
 
 
+def deliveries_fallback(*, reports: Sequence[AttemptReport]) -> list[int]:
+    """After an attempt, the category's fallback channel for each delivery that ended
+    dead on a channel that falls back (NOTIFY_FALLBACK_FROM_CHANNELS). Returns the
+    deliveries started."""
+    started: list[int] = []
+    for report in reports:
+        if (
+            report.result is AttemptResult.DEAD
+            and report.notification_id is not None
+            and report.channel in settings.NOTIFY_FALLBACK_FROM_CHANNELS
+        ):
+            started += notification_fallback(
+                notification_id=report.notification_id, failed_channel=report.channel
+            )
+    return started
+
+
 def _deliveries_create(
     notifications: Sequence[Notification], now: datetime
-) -> tuple[list[Started], list[int]]:
-    """One sealed delivery row per gate decision, for a batch; in-app written at once.
+) -> tuple[list[Started], list[Loaded]]:
+    """One sealed delivery row per gate decision, for a batch, in one statement.
 
-    Returns (deliveries to enqueue after commit, in-app deliveries already written).
+    Returns (deliveries to enqueue after commit, in-app deliveries to send at once).
     """
     if not notifications:
         return [], []
     verdicts = _gate_decide_many([(n, channels_for(n)) for n in notifications], now=now)
-    rows: list[Delivery] = []
-    feed: list[tuple[Notification, Delivery]] = []
-    for notification, decisions in zip(notifications, verdicts, strict=True):
-        for decision in decisions:
-            row = _delivery_row(notification, decision, now)
-            if row.status == DeliveryStatus.QUEUED and decision.channel == Channel.INAPP:
-                feed.append((notification, row))
-            rows.append(row)
-    attempts = _inapp_write(feed, now)
-    routed_write(notifications, rows, attempts, now)
-    for attempt in attempts:
-        row = attempt.delivery
-        delivery_outcome_log(
-            row, status=row.status, reason=row.reason, duration=attempt.duration_ms
-        )
-    started = [
-        Started(row.pk, row.channel, row.queue, row.notification_id, row.target)
-        for row in rows
-        if row.status == DeliveryStatus.QUEUED
+    rows = [
+        _delivery_row(notification, decision, now)
+        for notification, decisions in zip(notifications, verdicts, strict=True)
+        for decision in decisions
     ]
-    done = [row.pk for row in rows if row.channel == Channel.INAPP and row.attempts]
-    return started, done
+    ids = routed_write(notifications, rows, now)
+    by_id = {n.pk: n for n in notifications}
+    started: list[Started] = []
+    inapp: list[Loaded] = []
+    for row, pk in zip(rows, ids, strict=True):
+        if row.status != DeliveryStatus.QUEUED:
+            continue
+        if row.channel == Channel.INAPP:
+            inapp.append(_inapp_loaded(by_id[row.notification_id], row, pk, now))
+        else:
+            started.append(Started(pk, row.channel, row.queue, row.notification_id, row.target))
+    return started, inapp
+
+
+def _inapp_loaded(notification: Notification, row: DeliveryRow, pk: int, now: datetime) -> Loaded:
+    """An in-app delivery just written, as the sender would load it: with its
+    notification, and the version published for the recipient's locale (the lock read
+    the choices)."""
+    delivery = instance_as_saved(
+        Delivery,
+        {**row._asdict(), **NEW_DELIVERY, "id": pk, "created_at": now, "updated_at": now},
+    )
+    related_cache(delivery, "notification", notification)
+    version = published_version_pick(
+        notification.inapp_published, locale=notification.recipient.locale
+    )
+    return Loaded(delivery, version)
 
 
 def _fallback_create(notification: Notification, channel: str, now: datetime) -> list[Started]:
@@ -205,7 +230,11 @@ def _fallback_create(notification: Notification, channel: str, now: datetime) ->
     fallback that ran before): those are left alone, and an in-app row goes through the
     sender like the other channels."""
     decisions = gate_decide(notification, channels=[channel], now=now)
-    rows = [_delivery_row(notification, decision, now) for decision in decisions]
+    rows = []
+    for decision in decisions:
+        values = _delivery_row(notification, decision, now)._asdict()
+        del values["notification_id"]
+        rows.append(Delivery(notification=notification, **values))
     Delivery.objects.bulk_create(rows, ignore_conflicts=True)
     created = Delivery.objects.filter(
         notification=notification, channel=channel, status=DeliveryStatus.QUEUED
@@ -213,23 +242,27 @@ def _fallback_create(notification: Notification, channel: str, now: datetime) ->
     return [Started(row.pk, row.channel, row.queue, notification.pk, row.target) for row in created]
 
 
-def _delivery_row(notification: Notification, decision: ChannelDecision, now: datetime) -> Delivery:
-    """The sealed delivery row for one gate decision (not saved)."""
-    deadline = delivery_deadline(notification, decision.channel)
+def _delivery_row(
+    notification: Notification, decision: ChannelDecision, now: datetime
+) -> DeliveryRow:
+    """The sealed delivery row for one gate decision (not written)."""
+    channel, target = decision.channel, decision.target
+    deadline = delivery_deadline(notification, channel)
     status, reason = decision.status, decision.reason
-    bounced = frozenset(notification.suppressed or ())
     if decision.allowed and deadline <= now:
         # Routed only after its deadline (a relay or worker was away): never sent late.
         status, reason = DeliveryStatus.EXPIRED, Reason.DEADLINE_PASSED
-    elif decision.allowed and (
-        suppression_key(channel=decision.channel, address=decision.target) in bounced
+    elif (
+        decision.allowed
+        and notification.suppressed
+        and suppression_key(channel=channel, address=target) in notification.suppressed
     ):
         status, reason = DeliveryStatus.SUPPRESSED, Reason.ADDRESS_SUPPRESSED
     live = status == DeliveryStatus.QUEUED
-    return Delivery(
-        notification=notification,
-        channel=decision.channel,
-        target=decision.target,
+    return DeliveryRow(
+        notification_id=notification.pk,
+        channel=channel,
+        target=target,
         queue=notification.category.sending_queue,
         status=status,
         reason=reason,
@@ -238,7 +271,7 @@ def _delivery_row(notification: Notification, decision: ChannelDecision, now: da
         finished_at=None if live or decision.not_before else now,
         enqueued_at=now if live else None,
         gate_seal=gate_seal(
-            notification_id=notification.pk, channel=decision.channel, target=decision.target
+            notification_id=notification.pk, channel=channel, target=decision.target
         ),
         recipient_id=notification.recipient_id,
         occurred_at=notification.occurred_at,
@@ -246,77 +279,10 @@ def _delivery_row(notification: Notification, decision: ChannelDecision, now: da
     )
 
 
-def _inapp_write(feed: list[tuple[Notification, Delivery]], now: datetime) -> list[DeliveryAttempt]:
-    """Render and write the feed entries of a batch's in-app deliveries (one statement),
-    settling each row with its entry. Returns the attempts to record.
-
-    A row whose rendering failed in an unexpected way stays `queued` (no attempt): the
-    sender retries it like any channel.
-    """
-    attempts: list[DeliveryAttempt] = []
-    rendered: list[tuple[Notification, Delivery, RenderedMessage, float]] = []
-    for notification, row in feed:
-        version = published_version_pick(
-            notification.inapp_published, locale=notification.recipient.locale
-        )
-        row.attempts, row.claimed_at, row.enqueued_at = 1, now, None
-        if version is None:
-            reason, text = Reason.NO_TEMPLATE, "no published template for this channel"
-            attempts.append(_settle(row, now, reason, text))
-            continue
-        row.template_version = version
-        clock = time.monotonic()
-        context = recipient_context(notification.payload, notification.recipient)
-        try:
-            message = render_version(version, context)
-        except TemplateSyntaxError as error:
-            attempts.append(_settle(row, now, Reason.RENDER_ERROR, f"template error: {error}"))
-            continue
-        except Exception:
-            logger.exception(
-                "notification %s: in-app render raised; the sender retries", notification.pk
-            )
-            row.attempts, row.claimed_at, row.enqueued_at = 0, None, now
-            continue
-        rendered.append((notification, row, message, time.monotonic() - clock))
-    entries = feed_entries_write(items=[(n, message) for n, _, message, _ in rendered])
-    written = timezone.now()  # when the entries were written (latency metrics read it)
-    for notification, row, _, seconds in rendered:
-        row.status = DeliveryStatus.DELIVERED
-        row.provider_message_id = f"feed:{entries[notification.pk].pk}"
-        row.finished_at = written
-        attempts.append(
-            DeliveryAttempt(
-                delivery=row,
-                number=1,
-                started_at=now,
-                duration_ms=int(seconds * 1000),
-                outcome=AttemptOutcome.DELIVERED,
-            )
-        )
-    return attempts
-
-
-def _settle(row: Delivery, now: datetime, reason: str, response: str) -> DeliveryAttempt:
-    """An in-app delivery that cannot be written: failed for good, with its reason."""
-    row.status = DeliveryStatus.FAILED
-    row.reason = reason
-    row.last_error = response
-    row.finished_at = now
-    return DeliveryAttempt(
-        delivery=row,
-        number=1,
-        started_at=now,
-        duration_ms=0,
-        outcome=AttemptOutcome.PERMANENT,
-        response=response,
-    )
-
-
 def _routed_mark(notifications: Sequence[Notification], now: datetime) -> None:
     """Mark them routed; by id and month, so PostgreSQL plans and updates one partition."""
     if notifications:
-        routed_write(notifications, [], [], now)
+        routed_write(notifications, [], now)
 
 
 def _still_queued(notification: Notification) -> list[Started]:

@@ -4,9 +4,10 @@ member through the real pipeline, under a test seal instead of the gate's.
 Which recipient is "me": the one whose email equals the staff account's email (case
 aside). Exactly one must match; the admin says what to do when none or several do. The
 version itself (a draft too) is pinned on the delivery, so what is tested is what the
-author is looking at. In-app is written at once, as routing writes it, its title
-starting "[Test] " so a test never passes for a real notification in the feed; push and
-SMS are queued for the workers and sent as users would get them, to the recipient's
+author is looking at. In-app is sent at once, in the request, through the attempt
+every send takes; the in-app channel starts its title with "[Test] " (a test seal says
+it is one), so a test never passes for a real notification in the feed. Push and SMS
+are queued for the workers and sent as users would get them, to the recipient's
 registered devices of that kind or their phone.
 
 A test send skips the gate (preferences, quiet hours, the daily marketing cap: it is
@@ -18,34 +19,24 @@ TEST_PRODUCER, and never routed (it is created routed), so no sweeper touches it
 
 from __future__ import annotations
 
-import time
 import uuid
-from dataclasses import replace
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from deliveries.channels.inapp import feed_entry_write
-from deliveries.models import (
-    AttemptOutcome,
-    Delivery,
-    DeliveryAttempt,
-    DeliveryStatus,
-    TemplateTestSend,
-)
+from deliveries.models import Delivery, DeliveryStatus, TemplateTestSend
+from deliveries.pipeline.attempt import deliveries_attempt
 from deliveries.pipeline.enqueue import delivery_enqueue
 from deliveries.pipeline.retry import PUSH_CHANNELS
 from deliveries.pipeline.routing import delivery_deadline
 from deliveries.selectors import push_targets_by_channel
 from notify.models import Channel, Notification, Producer, Recipient
 from preferences.gate import address_targets, test_send_seal
-from templates_admin.rendering import recipient_context, render_version
 from templates_admin.send_to_me import SendTestRefused, SendTestRequest, send_test_register
 
 TEST_PRODUCER = "template-test-sends"
-TEST_TITLE_PREFIX = "[Test] "
 _WHERE = {
     Channel.INAPP: "the feed",
     Channel.SMS: "the phone",
@@ -110,12 +101,12 @@ def template_version_send_to_staff(request: SendTestRequest) -> str:
         rows = Delivery.objects.bulk_create(
             _delivery(notification, channel, target, version, now) for target in targets
         )
-        if channel == Channel.INAPP:
-            _feed_write(rows[0], request, now)
-        else:
+        if channel != Channel.INAPP:
             queued = [(row.pk, row.queue) for row in rows]
             owner = (recipient.pk, notification.pk)
             transaction.on_commit(lambda: _start(queued, channel, owner))
+    if channel == Channel.INAPP:  # sent here, so it is in the feed when the page answers
+        deliveries_attempt(delivery_ids=[row.pk for row in rows])
     verb = "written to" if channel == Channel.INAPP else "queued for"
     return f"Test {channel} {verb} {_WHERE[channel]} of recipient {recipient.user_id}."
 
@@ -132,31 +123,6 @@ def _delivery(notification, channel, target, version, now) -> Delivery:
         enqueued_at=now,
         template_version=version,
         gate_seal=test_send_seal(notification_id=notification.pk, channel=channel, target=target),
-    )
-
-
-def _feed_write(row: Delivery, request: SendTestRequest, now) -> None:
-    """The in-app entry, at once, as routing writes one; its title marks it a test."""
-    context = recipient_context(request.payload, row.notification.recipient)
-    clock = time.monotonic()
-    message = render_version(request.version, context, locale=request.locale)
-    message = replace(message, title=TEST_TITLE_PREFIX + message.title)
-    entry = feed_entry_write(notification=row.notification, message=message)
-    Delivery.objects.filter(pk=row.pk).update(
-        status=DeliveryStatus.DELIVERED,
-        attempts=1,
-        claimed_at=now,
-        enqueued_at=None,
-        next_attempt_at=None,
-        provider_message_id=f"feed:{entry.pk}",
-        finished_at=timezone.now(),
-    )
-    DeliveryAttempt.objects.create(
-        delivery=row,
-        number=1,
-        started_at=now,
-        duration_ms=int((time.monotonic() - clock) * 1000),
-        outcome=AttemptOutcome.DELIVERED,
     )
 
 

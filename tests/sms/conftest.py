@@ -155,12 +155,13 @@ def route_and_send(notification, *, hold: float = 0.0):
 
     from deliveries.models import Delivery, DeliveryStatus
     from deliveries.pipeline.attempt import delivery_attempt
-    from deliveries.pipeline.routing import notification_route
+    from deliveries.pipeline.routing import deliveries_fallback, notification_route
 
     with transaction.atomic():
         notification_route(notification_id=str(notification.pk))
         delivery = Delivery.objects.get(notification=notification, channel="sms")
-        delivery_attempt(delivery_id=delivery.pk)
+        # As the send task runs it: the attempt, then the fallback of a dead delivery.
+        deliveries_fallback(reports=[delivery_attempt(delivery_id=delivery.pk)])
         # A retry it scheduled is parked a day out, so a running worker never sends it to
         # the SMSC peer while a later test counts what the peer received.
         Delivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.RETRYING).update(
