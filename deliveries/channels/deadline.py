@@ -27,6 +27,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from http.client import RemoteDisconnected
 from typing import Any
 
 import requests
@@ -169,20 +170,37 @@ def deadline_watch(sock: socket.socket | None) -> None:
         watch.add(sock)
 
 
+class KeptConnectionLost(RemoteDisconnected):
+    """A kept connection was closed or reset before a byte of the answer to the request
+    sent on it arrived (`BoundedAdapter` sends that request once more on a new one)."""
+
+
 class _Watched:
     """Mixed into urllib3's connections: the socket joins the current call's deadline at
     connect and again before each answer is awaited (a pooled connection carries over
-    from an earlier call, which had its own watch)."""
+    from an earlier call, which had its own watch). A connection that has carried an
+    answer and then loses the next one before its first byte says so (`KeptConnectionLost`)."""
 
     sock: socket.socket | None
+    answered = False  # this socket has carried an answer: it is a kept connection
 
     def connect(self) -> None:
         super().connect()  # type: ignore[misc]
+        self.answered = False
         deadline_watch(self.sock)
 
     def getresponse(self) -> Any:
         deadline_watch(self.sock)
-        return super().getresponse()  # type: ignore[misc]
+        try:
+            response = super().getresponse()  # type: ignore[misc]
+        except (ConnectionResetError, BrokenPipeError) as error:  # RemoteDisconnected too
+            if self.answered:
+                raise KeptConnectionLost(
+                    f"kept connection lost before the answer: {error}"
+                ) from error
+            raise
+        self.answered = True
+        return response
 
 
 class _WatchedConnection(_Watched, HTTPConnection):
@@ -193,11 +211,35 @@ class _WatchedTlsConnection(_Watched, HTTPSConnection):
     pass
 
 
-class _WatchedPool(HTTPConnectionPool):
+class _NewWhenAsked:
+    """Mixed into urllib3's pools: inside `_new_connection()` a kept connection taken
+    from the pool is closed first, so the request opens a new one (urllib3 does the same
+    with a connection it finds dropped)."""
+
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        conn = super()._get_conn(timeout)  # type: ignore[misc]
+        if getattr(_new_only, "on", False):
+            conn.close()
+        return conn
+
+
+_new_only = threading.local()
+
+
+@contextlib.contextmanager
+def _new_connection() -> Iterator[None]:
+    _new_only.on = True
+    try:
+        yield
+    finally:
+        _new_only.on = False
+
+
+class _WatchedPool(_NewWhenAsked, HTTPConnectionPool):
     ConnectionCls = _WatchedConnection
 
 
-class _WatchedTlsPool(HTTPSConnectionPool):
+class _WatchedTlsPool(_NewWhenAsked, HTTPSConnectionPool):
     ConnectionCls = _WatchedTlsConnection
 
 
@@ -217,7 +259,7 @@ class BoundedAdapter(HTTPAdapter):
         kwargs["stream"] = True  # the body is read here, bounded, under the deadline
         with call_deadline(self.total_seconds) as watch:
             try:
-                response = super().send(request, **kwargs)
+                response = self._send_or_resend(request, watch, **kwargs)
                 body = bounded_body(response, self.max_bytes)
             except Exception as error:
                 if watch.expired:
@@ -230,8 +272,43 @@ class BoundedAdapter(HTTPAdapter):
         response._content_consumed = True
         return response
 
+    def _send_or_resend(
+        self, request: requests.PreparedRequest, watch: CallWatch, **kwargs: Any
+    ) -> requests.Response:
+        """Send; once more on a new connection if a kept one was lost before answering.
+
+        A server closes a kept connection when it has been idle long enough (or has
+        served enough requests); urllib3 drops a pooled connection whose close has
+        already arrived, but a close that crosses our request on the wire is seen only
+        as that request failing with no byte of answer. The server closed without
+        reading it, so it was never processed: sending it again on a new connection is
+        safe, and it is what a retry would do anyway, later and at the cost of an
+        attempt. Once only, and only a body that can be sent again (bytes), within the
+        same deadline; any other failure is the caller's to classify.
+        """
+        try:
+            return super().send(request, **kwargs)
+        except requests.ConnectionError as error:
+            if watch.expired or not _kept_connection_lost(error):
+                raise
+            if not isinstance(request.body, bytes | str | None):
+                raise
+        with _new_connection():
+            return super().send(request, **kwargs)
+
     def _late(self, request: requests.PreparedRequest) -> str:
         return f"no complete answer within {self.total_seconds:g}s (the call's deadline)"
+
+
+def _kept_connection_lost(error: BaseException) -> bool:
+    """Whether the failure began as a `KeptConnectionLost` (requests wraps urllib3's
+    ProtocolError, which wraps it)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, KeptConnectionLost):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def bounded_body(response: requests.Response, limit: int) -> bytes:
