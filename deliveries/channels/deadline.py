@@ -12,17 +12,14 @@ One watchdog thread per process keeps every call's deadline.
 its own deadline (firebase-admin sends a batch from a thread pool, so the deadline
 belongs to the request, not to the calling thread), and reads at most `max_bytes` of
 the answer before anything parses it — never `response.text` of any size.
-`DeadlineSmtpBackend` is Django's SMTP backend whose sockets join the current call's
-deadline from the moment they connect (the greeting can drip too).
+Email's SMTP sockets join the deadline the same way (deliveries/channels/smtp.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import heapq
 import itertools
-import smtplib
 import socket
 import threading
 import time
@@ -31,9 +28,6 @@ from http.client import RemoteDisconnected
 from typing import Any
 
 import requests
-from django.conf import settings
-from django.core.mail.backends.smtp import EmailBackend
-from django.core.mail.message import sanitize_address
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -323,57 +317,3 @@ def bounded_body(response: requests.Response, limit: int) -> bytes:
         return body[:limit]
     response.raw.release_conn()  # read to its end: the connection goes back to the pool
     return body
-
-
-class _WatchedSmtp(smtplib.SMTP):
-    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
-        sock = super()._get_socket(host, port, timeout)
-        deadline_watch(sock)
-        return sock
-
-    def starttls(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
-        reply = super().starttls(*args, **kwargs)
-        deadline_watch(self.sock)  # the TLS socket took the plain one's place
-        return reply
-
-
-class _WatchedSmtpSsl(smtplib.SMTP_SSL):
-    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
-        sock = super()._get_socket(host, port, timeout)
-        deadline_watch(sock)
-        return sock
-
-
-class DeadlineSmtpBackend(EmailBackend):
-    """Django's SMTP backend with its sockets under the current call's deadline, and the
-    message's bytes written directly when it offers them (`wire_bytes`: a templated
-    email of the usual shape), else built by Django."""
-
-    @property
-    def connection_class(self) -> type[smtplib.SMTP]:
-        return _WatchedSmtpSsl if self.use_ssl else _WatchedSmtp
-
-    def _send(self, email_message: Any) -> bool:
-        wire = getattr(email_message, "wire_bytes", None)
-        recipients = email_message.recipients()
-        if wire is None or len(recipients) != 1:
-            return super()._send(email_message)
-        encoding = email_message.encoding or settings.DEFAULT_CHARSET
-        sender = _sanitized(email_message.from_email, encoding)  # the same for every email
-        recipient = sanitize_address(recipients[0], encoding)
-        data = wire(from_header=sender, to_header=recipient)
-        if data is None:
-            return super()._send(email_message)
-        try:
-            self.connection.sendmail(sender, [recipient], data)
-        except smtplib.SMTPException:
-            if not self.fail_silently:
-                raise
-            return False
-        return True
-
-
-@functools.lru_cache(maxsize=64)
-def _sanitized(address: str, encoding: str) -> str:
-    """Django's sanitized form of an address: parsing it is most of a header's cost."""
-    return sanitize_address(address, encoding)
