@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 from firebase_admin import messaging
 
-from deliveries.channels import fcm
+from deliveries.channels import fcm, fcm_app
 from deliveries.models import Delivery, DeliveryAttempt, Device
 from deliveries.pipeline.attempt import deliveries_attempt, delivery_attempt
 from notify.models import Category, Notification, Producer, Recipient
@@ -158,7 +158,7 @@ def test_canary_firebase_admin_keeps_its_send_url_where_we_point_it(fcm_service)
         pass
 
     with pytest.raises(RuntimeError, match="_fcm_url"):
-        fcm.configure_messaging(Moved())
+        fcm_app.configure_messaging(Moved())
 
 
 def test_a_device_live_on_the_stream_is_left_out_of_the_fcm_batch(fcm_service, fcm_template):

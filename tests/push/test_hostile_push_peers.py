@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from deliveries.channels.webpush import parse_retry_after
+from deliveries.channels.base import parse_retry_after
 from deliveries.models import Delivery, DeliveryAttempt, Device
 from deliveries.pipeline.attempt import delivery_attempt
 from deliveries.pipeline.breaker import breaker_state
