@@ -78,7 +78,8 @@ class SendResult:
         )  # fmt: skip
 
     def noted(self, note: str) -> SendResult:
-        """The same result, its response followed by `note` (every other field kept)."""
+        """The same result, its response followed by `note`; every other field is kept
+        (give_up above all: an SMS part throttled out stays dead)."""
         return dataclasses.replace(self, response=f"{self.response} ({note})")
 
 
