@@ -1,22 +1,38 @@
-"""What every channel provider returns, so callers never guess shapes."""
+"""What every channel provider returns, and what the providers share: reading an answer
+(Retry-After, a refusal, a failed call, a device proven gone) and the bounded HTTP
+session the push providers post through."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
+import requests
 from django.conf import settings
 from django.utils import timezone
 
-from deliveries.models import AttemptOutcome
+from deliveries.channels.deadline import BoundedAdapter
+from deliveries.models import AttemptOutcome, DeviceKind
 
 if TYPE_CHECKING:
     from deliveries.models import Delivery
     from templates_admin.models import TemplateVersion
+
+# The provider answers that prove a device's subscription or token is gone for good.
+# Anything not listed here — e.g. FCM's generic INVALID_ARGUMENT, which is about the
+# message — never deactivates a device.
+PERMANENT_DEVICE_CODES: dict[str, frozenset[str]] = {
+    # 404/410: unsubscribed; 401/403: the subscription is bound to another VAPID key.
+    DeviceKind.WEBPUSH: frozenset({"401", "403", "404", "410"}),
+    DeviceKind.FCM: frozenset({"UNREGISTERED", "SENDER_ID_MISMATCH"}),
+}
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,9 @@ class SendResult:
     # A permanent failure that says the address itself is dead (SMTP 5xx on the recipient,
     # SMPP invalid or barred destination): it is suppressed for this channel.
     hard_bounce: bool = False
+    # A permanent failure that proves the push device (the delivery's target) gone
+    # (PERMANENT_DEVICE_CODES): the outcome step deactivates it.
+    device_gone: bool = False
 
     @classmethod
     def delivered(cls, *, provider_message_id: str = "", status_code: str = "", response: str = ""):
@@ -50,8 +69,18 @@ class SendResult:
         )  # fmt: skip
 
     @classmethod
-    def permanent(cls, *, status_code: str = "", response: str = "", hard_bounce: bool = False):
-        return cls(AttemptOutcome.PERMANENT, status_code, response, hard_bounce=hard_bounce)
+    def permanent(
+        cls, *, status_code: str = "", response: str = "", hard_bounce=False, device_gone=False
+    ):
+        return cls(
+            AttemptOutcome.PERMANENT, status_code, response, hard_bounce=hard_bounce,
+            device_gone=device_gone,
+        )  # fmt: skip
+
+    def noted(self, note: str) -> SendResult:
+        """The same result, its response followed by `note`; every other field is kept
+        (give_up above all: an SMS part throttled out stays dead)."""
+        return dataclasses.replace(self, response=f"{self.response} ({note})")
 
 
 class ChannelProvider(Protocol):
@@ -67,6 +96,25 @@ def ttl_left(delivery: Delivery) -> int:
     if delivery.deadline is None:
         return settings.NOTIFY_PUSH_DEADLINE_SECONDS
     return max(0, int((delivery.deadline - timezone.now()).total_seconds()))
+
+
+def refusal(
+    *, kind: str, code: str, text: str, permanent: bool, headers: Mapping[str, str] | None
+) -> SendResult:
+    """A push provider's refusal: permanent when its code proves the device gone (which
+    says so) or when `permanent`; else transient, with the provider's Retry-After."""
+    if code in PERMANENT_DEVICE_CODES[kind]:
+        return SendResult.permanent(status_code=code, response=text, device_gone=True)
+    if permanent:
+        return SendResult.permanent(status_code=code, response=text)
+    retry_after = parse_retry_after(headers.get("Retry-After")) if headers is not None else None
+    return SendResult.transient(status_code=code, response=text, retry_after=retry_after)
+
+
+def call_failed(error: Exception) -> SendResult:
+    """A call that got no answer (timeout, network, the call's deadline): transient."""
+    code = "timeout" if isinstance(error, requests.Timeout) else type(error).__name__
+    return SendResult.transient(status_code=code, response=str(error)[:500])
 
 
 _DELAY_SECONDS = re.compile(r"[0-9]+")
@@ -95,3 +143,33 @@ def parse_retry_after(value: str | None) -> float | None:
     if not math.isfinite(seconds):
         return ceiling
     return min(max(0.0, seconds), ceiling)
+
+
+def bounded_mount(session: requests.Session, **adapter: Any) -> None:
+    """Send every request of `session` through one `BoundedAdapter` (a total deadline
+    per request, a bounded read of the answer, a lost kept connection sent once more),
+    in place of whatever adapters it had, wherever they were mounted."""
+    transport = BoundedAdapter(**adapter)
+    for prefix in {"http://", "https://", *session.adapters}:
+        session.mount(prefix, transport)
+
+
+class BoundedSession(requests.Session):
+    """A session that follows no redirect and takes no proxy from the environment, on a
+    `BoundedAdapter`: an answer is read there, at most `max_bytes` of it, before the
+    deadline (pywebpush reads `response.text`, which is then that bounded body)."""
+
+    def __init__(self, *, total_seconds: float, max_bytes: int) -> None:
+        super().__init__()
+        self.trust_env = False  # no proxy from the environment: we post only where allowed
+        bounded_mount(self, total_seconds=total_seconds, max_bytes=max_bytes)
+
+    def request(self, method, url, *args, **kwargs) -> requests.Response:
+        kwargs["allow_redirects"] = False
+        return super().request(method, url, *args, **kwargs)
+
+
+@lru_cache(maxsize=4)
+def bounded_session(total_seconds: float, max_bytes: int) -> BoundedSession:
+    """The process's shared session for this deadline and answer size."""
+    return BoundedSession(total_seconds=total_seconds, max_bytes=max_bytes)

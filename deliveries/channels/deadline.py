@@ -12,27 +12,22 @@ One watchdog thread per process keeps every call's deadline.
 its own deadline (firebase-admin sends a batch from a thread pool, so the deadline
 belongs to the request, not to the calling thread), and reads at most `max_bytes` of
 the answer before anything parses it — never `response.text` of any size.
-`DeadlineSmtpBackend` is Django's SMTP backend whose sockets join the current call's
-deadline from the moment they connect (the greeting can drip too).
+Email's SMTP sockets join the deadline the same way (deliveries/channels/smtp.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import heapq
 import itertools
-import smtplib
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from http.client import RemoteDisconnected
 from typing import Any
 
 import requests
-from django.conf import settings
-from django.core.mail.backends.smtp import EmailBackend
-from django.core.mail.message import sanitize_address
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -169,20 +164,37 @@ def deadline_watch(sock: socket.socket | None) -> None:
         watch.add(sock)
 
 
+class KeptConnectionLost(RemoteDisconnected):
+    """A kept connection was closed or reset before a byte of the answer to the request
+    sent on it arrived (`BoundedAdapter` sends that request once more on a new one)."""
+
+
 class _Watched:
     """Mixed into urllib3's connections: the socket joins the current call's deadline at
     connect and again before each answer is awaited (a pooled connection carries over
-    from an earlier call, which had its own watch)."""
+    from an earlier call, which had its own watch). A connection that has carried an
+    answer and then loses the next one before its first byte says so (`KeptConnectionLost`)."""
 
     sock: socket.socket | None
+    answered = False  # this socket has carried an answer: it is a kept connection
 
     def connect(self) -> None:
         super().connect()  # type: ignore[misc]
+        self.answered = False
         deadline_watch(self.sock)
 
     def getresponse(self) -> Any:
         deadline_watch(self.sock)
-        return super().getresponse()  # type: ignore[misc]
+        try:
+            response = super().getresponse()  # type: ignore[misc]
+        except (ConnectionResetError, BrokenPipeError) as error:  # RemoteDisconnected too
+            if self.answered:
+                raise KeptConnectionLost(
+                    f"kept connection lost before the answer: {error}"
+                ) from error
+            raise
+        self.answered = True
+        return response
 
 
 class _WatchedConnection(_Watched, HTTPConnection):
@@ -193,11 +205,35 @@ class _WatchedTlsConnection(_Watched, HTTPSConnection):
     pass
 
 
-class _WatchedPool(HTTPConnectionPool):
+class _NewWhenAsked:
+    """Mixed into urllib3's pools: inside `_new_connection()` a kept connection taken
+    from the pool is closed first, so the request opens a new one (urllib3 does the same
+    with a connection it finds dropped)."""
+
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        conn = super()._get_conn(timeout)  # type: ignore[misc]
+        if getattr(_new_only, "on", False):
+            conn.close()
+        return conn
+
+
+_new_only = threading.local()
+
+
+@contextlib.contextmanager
+def _new_connection() -> Iterator[None]:
+    _new_only.on = True
+    try:
+        yield
+    finally:
+        _new_only.on = False
+
+
+class _WatchedPool(_NewWhenAsked, HTTPConnectionPool):
     ConnectionCls = _WatchedConnection
 
 
-class _WatchedTlsPool(HTTPSConnectionPool):
+class _WatchedTlsPool(_NewWhenAsked, HTTPSConnectionPool):
     ConnectionCls = _WatchedTlsConnection
 
 
@@ -217,7 +253,7 @@ class BoundedAdapter(HTTPAdapter):
         kwargs["stream"] = True  # the body is read here, bounded, under the deadline
         with call_deadline(self.total_seconds) as watch:
             try:
-                response = super().send(request, **kwargs)
+                response = self._send_or_resend(request, watch, **kwargs)
                 body = bounded_body(response, self.max_bytes)
             except Exception as error:
                 if watch.expired:
@@ -230,8 +266,43 @@ class BoundedAdapter(HTTPAdapter):
         response._content_consumed = True
         return response
 
+    def _send_or_resend(
+        self, request: requests.PreparedRequest, watch: CallWatch, **kwargs: Any
+    ) -> requests.Response:
+        """Send; once more on a new connection if a kept one was lost before answering.
+
+        A server closes a kept connection when it has been idle long enough (or has
+        served enough requests); urllib3 drops a pooled connection whose close has
+        already arrived, but a close that crosses our request on the wire is seen only
+        as that request failing with no byte of answer. The server closed without
+        reading it, so it was never processed: sending it again on a new connection is
+        safe, and it is what a retry would do anyway, later and at the cost of an
+        attempt. Once only, and only a body that can be sent again (bytes), within the
+        same deadline; any other failure is the caller's to classify.
+        """
+        try:
+            return super().send(request, **kwargs)
+        except requests.ConnectionError as error:
+            if watch.expired or not _kept_connection_lost(error):
+                raise
+            if not isinstance(request.body, bytes | str | None):
+                raise
+        with _new_connection():
+            return super().send(request, **kwargs)
+
     def _late(self, request: requests.PreparedRequest) -> str:
         return f"no complete answer within {self.total_seconds:g}s (the call's deadline)"
+
+
+def _kept_connection_lost(error: BaseException) -> bool:
+    """Whether the failure began as a `KeptConnectionLost` (requests wraps urllib3's
+    ProtocolError, which wraps it)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, KeptConnectionLost):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def bounded_body(response: requests.Response, limit: int) -> bytes:
@@ -246,57 +317,3 @@ def bounded_body(response: requests.Response, limit: int) -> bytes:
         return body[:limit]
     response.raw.release_conn()  # read to its end: the connection goes back to the pool
     return body
-
-
-class _WatchedSmtp(smtplib.SMTP):
-    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
-        sock = super()._get_socket(host, port, timeout)
-        deadline_watch(sock)
-        return sock
-
-    def starttls(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
-        reply = super().starttls(*args, **kwargs)
-        deadline_watch(self.sock)  # the TLS socket took the plain one's place
-        return reply
-
-
-class _WatchedSmtpSsl(smtplib.SMTP_SSL):
-    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
-        sock = super()._get_socket(host, port, timeout)
-        deadline_watch(sock)
-        return sock
-
-
-class DeadlineSmtpBackend(EmailBackend):
-    """Django's SMTP backend with its sockets under the current call's deadline, and the
-    message's bytes written directly when it offers them (`wire_bytes`: a templated
-    email of the usual shape), else built by Django."""
-
-    @property
-    def connection_class(self) -> type[smtplib.SMTP]:
-        return _WatchedSmtpSsl if self.use_ssl else _WatchedSmtp
-
-    def _send(self, email_message: Any) -> bool:
-        wire = getattr(email_message, "wire_bytes", None)
-        recipients = email_message.recipients()
-        if wire is None or len(recipients) != 1:
-            return super()._send(email_message)
-        encoding = email_message.encoding or settings.DEFAULT_CHARSET
-        sender = _sanitized(email_message.from_email, encoding)  # the same for every email
-        recipient = sanitize_address(recipients[0], encoding)
-        data = wire(from_header=sender, to_header=recipient)
-        if data is None:
-            return super()._send(email_message)
-        try:
-            self.connection.sendmail(sender, [recipient], data)
-        except smtplib.SMTPException:
-            if not self.fail_silently:
-                raise
-            return False
-        return True
-
-
-@functools.lru_cache(maxsize=64)
-def _sanitized(address: str, encoding: str) -> str:
-    """Django's sanitized form of an address: parsing it is most of a header's cost."""
-    return sanitize_address(address, encoding)

@@ -5,25 +5,22 @@ or a 5xx at DATA is permanent;
 4xx answers, disconnects, timeouts and refusals of our own sender or login are
 transient (they are about our side or the relay, not about this message). The whole
 call, connecting included, ends at NOTIFY_CALL_DEADLINE_SMTP however slowly the relay
-answers (a transient `timeout`).
+answers (a transient `timeout`). The SMTP session itself, kept open per sender thread,
+is deliveries/channels/smtp.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import smtplib
-import threading
-import time
 from email.utils import make_msgid
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.core.mail import get_connection
-from django.core.mail.backends.base import BaseEmailBackend
 from django.utils.html import escape
 
 from deliveries.channels.base import SendResult
-from deliveries.channels.deadline import DeadlineSmtpBackend, call_deadline, deadline_watch
+from deliveries.channels.deadline import call_deadline
+from deliveries.channels.smtp import kept_session_close, send_on_kept_connection
 from preferences.tokens import unsubscribe_url
 from templates_admin.mail import VersionEmailMessage
 
@@ -70,87 +67,18 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
     deadline = settings.NOTIFY_PROVIDER_CALL_DEADLINES["smtp"]
     with call_deadline(deadline) as watch:
         try:
-            _send_on_kept_connection(message, to=delivery.target)
+            send_on_kept_connection(message, to=delivery.target)
         except (smtplib.SMTPException, OSError) as error:
             if watch.expired:  # the relay dripped or stalled; its session is gone
-                _drop_kept()
+                kept_session_close()
                 return SendResult.transient(
                     status_code="timeout",
                     response=f"no complete answer within {deadline:g}s (the call's deadline)",
                 )
             return classify_smtp_error(error)
     if watch.expired:  # accepted just as the deadline fired: the session is cut, not reused
-        _drop_kept()
+        kept_session_close()
     return SendResult.delivered(provider_message_id=message_id, status_code="250")
-
-
-class _KeptConnection(threading.local):
-    """Each sender thread keeps one SMTP session open across sends: no TCP, TLS and EHLO
-    round trips per message. Dropped on any failure and reopened by the next send."""
-
-    backend: BaseEmailBackend | None = None
-    last_used: float = 0.0
-
-
-_kept = _KeptConnection()
-
-
-def _send_on_kept_connection(message: VersionEmailMessage, *, to: str) -> None:
-    """Send on this thread's open session (opened when missing or idle too long).
-
-    A session that was idle may have been closed by the relay in the meantime; when the
-    relay says so before taking the message (disconnected at MAIL FROM), the message is
-    sent once more on a fresh session.
-    """
-    reused = _kept.backend is not None and (
-        time.monotonic() - _kept.last_used < settings.NOTIFY_SMTP_KEEP_IDLE_SECONDS
-    )
-    if not reused:
-        _drop_kept()
-        _kept.backend = _open_backend()
-    else:  # opened during an earlier call: its socket joins this call's deadline
-        deadline_watch(getattr(_kept.backend.connection, "sock", None))
-    message.connection = _kept.backend
-    try:
-        message.send(to=[to])
-    except smtplib.SMTPServerDisconnected:
-        _drop_kept()
-        if not reused:
-            raise
-        _kept.backend = _open_backend()
-        message.connection = _kept.backend
-        try:
-            message.send(to=[to])
-        except Exception:
-            _drop_kept()
-            raise
-    except Exception:
-        _drop_kept()
-        raise
-    _kept.last_used = time.monotonic()
-
-
-def _open_backend() -> BaseEmailBackend:
-    """An open session: Django's SMTP backend as its deadline-aware subclass, any other
-    configured backend (locmem in tests) as it is."""
-    if settings.EMAIL_BACKEND == "django.core.mail.backends.smtp.EmailBackend":
-        backend: BaseEmailBackend = DeadlineSmtpBackend(fail_silently=False)
-    else:
-        backend = get_connection(fail_silently=False)
-    backend.open()
-    return backend
-
-
-def kept_session_close() -> None:
-    """Close this thread's kept SMTP session, if any: the next send opens a fresh one."""
-    _drop_kept()
-
-
-def _drop_kept() -> None:
-    if _kept.backend is not None:
-        with contextlib.suppress(Exception):  # already broken: nothing to close cleanly
-            _kept.backend.close()
-        _kept.backend = None
 
 
 def _unsubscribe_url(delivery: Delivery) -> str:

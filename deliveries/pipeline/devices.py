@@ -14,20 +14,12 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from deliveries.channels.base import PERMANENT_DEVICE_CODES, SendResult
 from deliveries.channels.push_origins import endpoint_check
 from deliveries.models import Device, DeviceKind
 from notify.models import Recipient
 
 logger = logging.getLogger(__name__)
-
-# The provider answers that prove a subscription is gone for good. Anything not
-# listed here — e.g. FCM's generic INVALID_ARGUMENT, which is about the message — never
-# deactivates a device.
-PERMANENT_DEVICE_CODES: dict[str, frozenset[str]] = {
-    # 404/410: unsubscribed; 401/403: the subscription is bound to another VAPID key.
-    DeviceKind.WEBPUSH: frozenset({"401", "403", "404", "410"}),
-    DeviceKind.FCM: frozenset({"UNREGISTERED", "SENDER_ID_MISMATCH"}),
-}
 
 
 @transaction.atomic
@@ -108,7 +100,8 @@ def devices_deactivate(*, kind: str, answers: Mapping[int, str] | Iterable[tuple
     """Deactivate, in one UPDATE, the devices whose provider answer proves them gone.
 
     `answers` maps device id → the provider's code (`"410"`, `"UNREGISTERED"`, …); only
-    the codes in PERMANENT_DEVICE_CODES count. Returns how many devices were deactivated.
+    the codes in PERMANENT_DEVICE_CODES (the channels' list) count. Returns how many
+    devices were deactivated.
     """
     pairs = answers.items() if isinstance(answers, Mapping) else answers
     permanent = PERMANENT_DEVICE_CODES.get(kind, frozenset())
@@ -125,3 +118,14 @@ def devices_deactivate(*, kind: str, answers: Mapping[int, str] | Iterable[tuple
     if total:
         logger.info("deactivated %s %s devices after permanent provider answers", total, kind)
     return total
+
+
+def devices_gone_deactivate(*, answers: Iterable[tuple[str, str, SendResult]]) -> int:
+    """Deactivate the push devices that provider answers reported gone, per channel in
+    bulk: `answers` are (channel, target, result) of the tries, a push target being its
+    device id. Results that do not say `device_gone` are passed over."""
+    gone: dict[str, dict[int, str]] = {}
+    for channel, target, result in answers:
+        if result.device_gone and target.isdigit():
+            gone.setdefault(channel, {})[int(target)] = result.status_code
+    return sum(devices_deactivate(kind=kind, answers=ids) for kind, ids in gone.items())

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from deliveries.channels.base import SendResult
 from deliveries.models import AttemptOutcome, Delivery, DeliveryAttempt, DeliveryStatus, Reason
+from deliveries.pipeline.devices import devices_gone_deactivate
 from deliveries.pipeline.enqueue import delivery_enqueue
 from deliveries.pipeline.fairness import push_slot_member, push_slot_release
 from deliveries.pipeline.ordering import ON_ITS_WAY_SQL, successor_enqueue
@@ -89,6 +90,9 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
     _push_slots_release([t.delivery for t in tries if t.delivery.channel in PUSH_CHANNELS])
     with transaction.atomic():
         woken, updated = _record(tries, planned, now)
+        # A device the provider proved gone is deactivated whoever holds the claim now.
+        devices_gone_deactivate(answers=[(t.delivery.channel, t.delivery.target, t.result)
+                                         for t in tries])  # fmt: skip
         for queue, channel, woken_id in woken:
             transaction.on_commit(
                 lambda w=woken_id, q=queue, c=channel: successor_enqueue(

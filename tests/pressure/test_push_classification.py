@@ -9,6 +9,7 @@ from firebase_admin import exceptions, messaging
 
 from deliveries.channels import fcm, webpush
 from deliveries.models import AttemptOutcome, Device
+from deliveries.pipeline.devices import devices_gone_deactivate
 from notify.models import Recipient
 
 T, P, D = AttemptOutcome.TRANSIENT, AttemptOutcome.PERMANENT, AttemptOutcome.DELIVERED
@@ -52,7 +53,9 @@ def http_answer(status: int, headers: dict[str, str] | None = None) -> requests.
 def test_each_web_push_answer_is_classified(
     device, status, headers, outcome, deactivated, retry_after
 ):
-    result = webpush.classify_response(http_answer(status, headers), device=device)
+    result = webpush.classify_response(http_answer(status, headers))
+    # The channel reports a gone device; the outcome step deactivates it thus.
+    devices_gone_deactivate(answers=[("webpush", str(device.pk), result)])
     device.refresh_from_db()
     assert result.outcome == outcome
     assert result.retry_after == retry_after

@@ -4,6 +4,8 @@ It checks the service account's signed assertion (RS256) before handing out an a
 token, checks that token on every send, and answers each registration token as told:
 success, UNREGISTERED, INVALID_ARGUMENT or 429 quota with Retry-After — in the error
 format the real FCM v1 API uses, so firebase-admin parses it as it would in production.
+Like the Web Push peer, it can let a connection go once it has answered a token
+(`hang_up_after_answer`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class FcmService:
         self.answers: dict[str, tuple[int, str, dict[str, str]]] = {}
         self.sends: list[dict] = []
         self.token_requests = 0
+        self.hang_ups: set[str] = set()  # tokens whose answer ends its connection
+        self.hung_up = 0  # requests that reached a connection the service had let go
         self.lock = threading.Lock()
         self.server = _Server(("127.0.0.1", 0), self._handler())
         self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -76,11 +80,20 @@ class FcmService:
         with self.lock:
             self.answers.clear()
             self.sends.clear()
+            self.hang_ups.clear()
+            self.hung_up = 0
 
     def answer(self, token: str, status: int, code: str, headers: dict[str, str] | None = None):
         """How to answer sends to this registration token from now on."""
         with self.lock:
             self.answers[token] = (status, code, headers or {})
+
+    def hang_up_after_answer(self, token: str) -> None:
+        """The connection that carries an answer for this token is let go, without
+        `Connection: close`: the next request sent on it meets a close and no answer
+        (see tests/push/peer.py's method of the same name)."""
+        with self.lock:
+            self.hang_ups.add(token)
 
     def sends_to(self, token: str) -> list[dict]:
         with self.lock:
@@ -91,9 +104,19 @@ class FcmService:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            let_go = False  # this connection's last answer was followed by a hang-up
 
             def log_message(self, *args) -> None:
                 pass
+
+            def handle_one_request(self) -> None:
+                if not self.let_go:
+                    super().handle_one_request()
+                    return
+                if self.rfile.readline(65537):  # the next request: closed, unanswered
+                    with service.lock:
+                        service.hung_up += 1
+                self.close_connection = True
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -103,6 +126,8 @@ class FcmService:
                     return
                 status, data, extra = service._send(self.path, self.headers, body)
                 self._reply(status, data, extra)
+                with service.lock:
+                    self.let_go = _registration_token(body) in service.hang_ups
 
             def _reply(self, status: int, data: dict, extra: dict[str, str]) -> None:
                 raw = json.dumps(data).encode()
@@ -151,6 +176,13 @@ class FcmService:
             return 200, {"name": f"projects/{PROJECT}/messages/{number}"}, {}
         canonical = {404: "NOT_FOUND", 400: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED"}
         return status, _error(status, canonical.get(status, "INTERNAL"), code), extra
+
+
+def _registration_token(body: bytes) -> str | None:
+    try:
+        return json.loads(body)["message"].get("token")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _error(status: int, canonical: str, fcm_code: str) -> dict:

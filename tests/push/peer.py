@@ -2,7 +2,8 @@
 
 It checks the VAPID JWT (ES256 signature with the key in `k=`, `aud` = this origin,
 `exp` in the future) and decrypts the aes128gcm body with the subscriber's private key,
-exactly as the browser would. Each subscription can be told what to answer next.
+exactly as the browser would. Each subscription can be told what to answer next, and
+whether the connection that carried its answer is let go (see `hang_up_after_answer`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ class PushService:
         self.slow: dict[str, float] = {}  # seconds a subscription's requests hang
         self.in_flight: dict[str, int] = {}
         self.most_in_flight: dict[str, int] = {}  # by subscriber-name prefix
+        self.hang_ups: set[str] = set()  # subscriptions whose answer ends its connection
+        self.hung_up = 0  # requests that reached a connection the service had let go
         self.lock = threading.Lock()
         # The port tests/settings.py lists in WEBPUSH_ALLOWED_ORIGINS.
         port = int(os.environ.get("NOTIFY_TEST_PUSH_PORT", "0"))
@@ -102,6 +105,8 @@ class PushService:
             self.slow.clear()
             self.in_flight.clear()
             self.most_in_flight.clear()
+            self.hang_ups.clear()
+            self.hung_up = 0
 
     def subscribe(self, name: str) -> tuple[Subscriber, dict]:
         """A new subscription; returns it and the body a browser would register."""
@@ -120,6 +125,15 @@ class PushService:
         with self.lock:
             self.scripts.setdefault(name, []).extend(responses)
 
+    def hang_up_after_answer(self, name: str) -> None:
+        """From now on, the connection that carries an answer for this subscription is
+        let go once the answer is out, without `Connection: close`: the next request
+        sent on it is met by a close and not a byte of answer. That is a server's idle
+        close crossing the client's next request, the one case the client's check of
+        its pooled connections cannot see (the close is not there yet when it looks)."""
+        with self.lock:
+            self.hang_ups.add(name)
+
     def deliveries_to(self, name: str) -> list[Received]:
         with self.lock:
             return [r for r in self.received if r.subscriber == name]
@@ -133,8 +147,23 @@ class PushService:
         service = self
 
         class Handler(BaseHTTPRequestHandler):
+            # Connections stay open between pushes, as a real push service keeps them.
+            protocol_version = "HTTP/1.1"
+            let_go = False  # this connection's last answer was followed by a hang-up
+
             def log_message(self, *args) -> None:  # quiet
                 pass
+
+            def handle_one_request(self) -> None:
+                if not self.let_go:
+                    super().handle_one_request()
+                    return
+                # Wait for the next request (or the client's own close), then close
+                # without answering: nothing of that request is processed.
+                if self.rfile.readline(65537):
+                    with service.lock:
+                        service.hung_up += 1
+                self.close_connection = True
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -160,6 +189,8 @@ class PushService:
                     self.send_header("Location", f"{service.origin}/msg/{len(service.received)}")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+                with service.lock:
+                    self.let_go = name in service.hang_ups
 
         return Handler
 

@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 from firebase_admin import messaging
 
-from deliveries.channels import fcm
+from deliveries.channels import fcm, fcm_app
 from deliveries.models import Delivery, DeliveryAttempt, Device
 from deliveries.pipeline.attempt import deliveries_attempt, delivery_attempt
 from notify.models import Category, Notification, Producer, Recipient
@@ -116,6 +116,23 @@ def test_unregistered_token_deactivates_exactly_that_device(fcm_service, fcm_tem
     assert rows[bad].status == "failed" and devices[bad].active is True
 
 
+def test_an_fcm_connection_let_go_after_its_answer_never_fails_the_next_push(
+    fcm_service, fcm_template
+):
+    _, deliveries = fcm_notification(fcm_template, 2)
+    fcm_service.hang_up_after_answer("tok-0")
+
+    delivery_attempt(delivery_id=deliveries[0].pk)
+    # Sent on the connection FCM let go once it had answered the first push.
+    delivery_attempt(delivery_id=deliveries[1].pk)
+
+    assert fcm_service.hung_up == 1
+    rows = Delivery.objects.filter(pk__in=[d.pk for d in deliveries])
+    assert {(d.status, d.attempts) for d in rows} == {("delivered", 1)}
+    assert DeliveryAttempt.objects.filter(delivery__in=deliveries).count() == 2
+    assert len(fcm_service.sends_to("tok-1")) == 1
+
+
 def test_fcm_quota_429_waits_for_its_retry_after_without_the_sdk_retrying(
     fcm_service, fcm_template
 ):
@@ -141,7 +158,7 @@ def test_canary_firebase_admin_keeps_its_send_url_where_we_point_it(fcm_service)
         pass
 
     with pytest.raises(RuntimeError, match="_fcm_url"):
-        fcm.configure_messaging(Moved())
+        fcm_app.configure_messaging(Moved())
 
 
 def test_a_device_live_on_the_stream_is_left_out_of_the_fcm_batch(fcm_service, fcm_template):

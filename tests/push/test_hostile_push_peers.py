@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from deliveries.channels.webpush import parse_retry_after
+from deliveries.channels.base import parse_retry_after
 from deliveries.models import Delivery, DeliveryAttempt, Device
 from deliveries.pipeline.attempt import delivery_attempt
 from deliveries.pipeline.breaker import breaker_state
@@ -214,3 +214,28 @@ def test_a_failing_push_host_opens_only_its_own_breaker(
     assert set(
         Device.objects.filter(pk=int(failing[0].target)).values_list("active", flat=True)
     ) == {True}
+
+
+# --- a kept connection the push service let go ---------------------------------------------
+
+
+def test_a_connection_let_go_after_its_answer_never_fails_the_next_push(
+    demo_data, push_service, clean_breakers
+):
+    _, first_body = push_service.subscribe("lets-go")
+    _, next_body = push_service.subscribe("next-in-line")
+    push_service.hang_up_after_answer("lets-go")
+    first, following = webpush_deliveries([first_body, next_body])
+
+    delivery_attempt(delivery_id=first.pk)
+    # Sent on the connection the service let go once it had answered the first push.
+    delivery_attempt(delivery_id=following.pk)
+
+    assert push_service.hung_up == 1
+    for delivery in (first, following):
+        delivery.refresh_from_db()
+        assert (delivery.status, delivery.attempts) == ("delivered", 1)
+        [attempt] = DeliveryAttempt.objects.filter(delivery=delivery)
+        assert attempt.outcome == "delivered"
+    [received] = push_service.accepted_for("next-in-line")
+    assert received.json()["notification_id"] == str(following.notification_id)

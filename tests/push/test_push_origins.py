@@ -13,6 +13,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from deliveries.channels import webpush
+from deliveries.channels.base import parse_retry_after
 from deliveries.channels.push_origins import EndpointRefused, endpoint_check
 from deliveries.models import Device
 from tests.push.test_devices_api import webpush_body
@@ -110,12 +111,12 @@ def test_registering_an_internal_endpoint_is_refused(api, endpoint):
 )
 def test_a_huge_retry_after_is_bounded(value, settings):
     settings.NOTIFY_PUSH_RETRY_AFTER_MAX = 3600.0
-    assert webpush.parse_retry_after(value) == 3600.0
+    assert parse_retry_after(value) == 3600.0
 
 
 @pytest.mark.parametrize("value", ["²", "-5", "soon", "1.5e3", ""])
 def test_a_garbled_retry_after_is_ignored(value):
-    assert webpush.parse_retry_after(value) is None
+    assert parse_retry_after(value) is None
 
 
 class _BigAnswer(BaseHTTPRequestHandler):

@@ -3,8 +3,7 @@
 The rendered body is encoded GSM-7 or UCS-2 (data_coding set to match) and sent as
 one submit_sm, or — when longer than one segment — as concatenated parts with a user
 data header or whole in message_payload (SMPP_LONG_MESSAGE_MODE). Every part asks for
-a delivery receipt; the receipts update the delivery
-(deliveries.channels.sms.smpp.receipts).
+a delivery receipt (deliveries.channels.sms.smpp.receipts records them).
 
 Classification is deliveries.channels.sms.smpp.codes.STATUS_TABLE. Throttling (0x58) is
 handled here, inside the attempt: pause 100 ms doubling to 5 s with jitter, at most
@@ -15,7 +14,6 @@ the retry policy ends the delivery as dead (see `throttle_exhausted`).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -23,14 +21,12 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from deliveries.channels.base import SendResult
-from deliveries.channels.sms.smpp.codes import StatusKind, classify_status, status_code
+from deliveries.channels.sms.smpp.codes import StatusKind, classify_status, refused, status_code
 from deliveries.channels.sms.smpp.encoding import (
-    ESM_CLASS_DEFAULT,
-    ESM_CLASS_UDHI,
     EncodedText,
     SegmentLimits,
     encode_text,
-    udh_parts,
+    submit_sm_fields,
 )
 from deliveries.channels.sms.smpp.process import session_for_process
 from deliveries.channels.sms.smpp.rate import throttle_pause
@@ -45,10 +41,6 @@ logger = logging.getLogger(__name__)
 
 # The attempt's status code when 0x58 outlasted every in-send retry (dead-lettered).
 THROTTLE_EXHAUSTED = "smpp_throttled_out"
-_REGISTERED_DELIVERY_FINAL = 0x01  # ask the SMSC for a receipt on success and failure
-# Refusals that say the number itself can never be reached (invalid destination address;
-# the receiver rejects it, a blocked or barred number): the address is suppressed.
-HARD_BOUNCE_STATUSES = frozenset({0x0B, 0x66})
 
 
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
@@ -80,11 +72,17 @@ def submit_text(session: SmppSession, *, destination: str, encoded: EncodedText)
     message_ids: list[str] = []
     notes: list[str] = []
     throttle_budget = [settings.SMPP_THROTTLE_RETRIES]
-    for fields in submit_sm_fields(destination=destination, encoded=encoded):
+    pdus = submit_sm_fields(
+        source=settings.SMPP_SOURCE_ADDR,
+        destination=destination,
+        encoded=encoded,
+        whole_in_payload=settings.SMPP_LONG_MESSAGE_MODE == "payload",
+    )
+    for fields in pdus:
         result = _submit_part(session, fields, throttle_budget, notes)
         if isinstance(result, SendResult):
             if message_ids:
-                result = _with_note(result, f"after parts {' '.join(message_ids)} were accepted")
+                result = result.noted(f"after parts {' '.join(message_ids)} were accepted")
             return result
         message_ids.append(result)
     return SendResult.delivered(
@@ -92,26 +90,6 @@ def submit_text(session: SmppSession, *, destination: str, encoded: EncodedText)
         status_code=status_code(0),
         response="; ".join([f"{encoded.segments} {encoded.encoding} segment(s)", *notes]),
     )
-
-
-def submit_sm_fields(*, destination: str, encoded: EncodedText) -> list[dict[str, Any]]:
-    """The submit_sm PDUs (as smpplib fields) that carry this text to `destination`."""
-    source = settings.SMPP_SOURCE_ADDR
-    numeric_source = source.lstrip("+").isdigit()
-    base = {
-        "source_addr_ton": 1 if numeric_source else 5,  # international / alphanumeric
-        "source_addr_npi": 1 if numeric_source else 0,
-        "source_addr": source.lstrip("+") if numeric_source else source,
-        "dest_addr_ton": 1,  # targets are E.164 numbers
-        "dest_addr_npi": 1,
-        "destination_addr": destination.lstrip("+"),
-        "data_coding": encoded.data_coding,
-        "registered_delivery": _REGISTERED_DELIVERY_FINAL,
-    }
-    if encoded.segments > 1 and settings.SMPP_LONG_MESSAGE_MODE == "payload":
-        return [{**base, "esm_class": ESM_CLASS_DEFAULT, "message_payload": encoded.data}]
-    esm_class = ESM_CLASS_UDHI if encoded.segments > 1 else ESM_CLASS_DEFAULT
-    return [{**base, "esm_class": esm_class, "short_message": part} for part in udh_parts(encoded)]
 
 
 def _submit_part(
@@ -158,11 +136,7 @@ def _submit_part(
             time.sleep(pause)
             continue
         # Any other refusal says nothing about our pace: the rate is left as it is.
-        code, text = status_code(answer.status), f"{info.name}: {info.text}"
-        if info.kind is StatusKind.PERMANENT:
-            bounce = answer.status in HARD_BOUNCE_STATUSES
-            return SendResult.permanent(status_code=code, response=text, hard_bounce=bounce)
-        return SendResult.transient(status_code=code, response=text)
+        return refused(answer.status)
 
 
 def throttle_exhausted(result: SendResult) -> bool:
@@ -173,8 +147,3 @@ def throttle_exhausted(result: SendResult) -> bool:
 def _throttle_note(tries: int, pauses: list[float]) -> str:
     waited = ", ".join(f"{pause * 1000:.0f} ms" for pause in pauses)
     return f"throttled, {tries} tries, paused {waited or 'never'}"
-
-
-def _with_note(result: SendResult, note: str) -> SendResult:
-    # replace() keeps every other field (give_up above all: a part throttled out stays dead).
-    return dataclasses.replace(result, response=f"{result.response} ({note})")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from deliveries.channels.base import SendResult
+
 
 class StatusKind(Enum):
     OK = "ok"
@@ -83,6 +85,9 @@ STATUS_TABLE: dict[int, StatusInfo] = {
     0xFF: StatusInfo(TRN, "ESME_RUNKNOWNERR", "unknown error"),
 }
 
+# Refusals that say the number itself can never be reached (invalid destination address;
+# the receiver rejects it, a blocked or barred number): the address is suppressed.
+HARD_BOUNCE_STATUSES = frozenset({0x0B, 0x66})
 # Codes outside the table (reserved or vendor-specific 0x400-0x4FF): we cannot know they
 # are final, so they are retried — bounded by the channel's retry schedule.
 UNKNOWN = StatusInfo(TRN, "unknown", "status not in the SMPP 3.4 table")
@@ -96,3 +101,14 @@ def classify_status(status: int) -> StatusInfo:
 def status_code(status: int) -> str:
     """The form kept on the attempt row: `0x0000000B`."""
     return f"0x{status:08X}"
+
+
+def refused(status: int) -> SendResult:
+    """An SMSC's refusal (neither OK nor throttling) as a result: permanent or transient
+    by the table, a hard bounce when the number itself can never be reached."""
+    info = classify_status(status)
+    code, text = status_code(status), f"{info.name}: {info.text}"
+    if info.kind is StatusKind.PERMANENT:
+        bounce = status in HARD_BOUNCE_STATUSES
+        return SendResult.permanent(status_code=code, response=text, hard_bounce=bounce)
+    return SendResult.transient(status_code=code, response=text)

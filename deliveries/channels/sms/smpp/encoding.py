@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 GSM7 = "GSM-7"
 UCS2 = "UCS-2"
 DATA_CODING = {GSM7: 0x00, UCS2: 0x08}
 ESM_CLASS_DEFAULT = 0x00
 ESM_CLASS_UDHI = 0x40
+_REGISTERED_DELIVERY_FINAL = 0x01  # ask the SMSC for a receipt on success and failure
 
 # GSM 03.38 default alphabet: the character at index n is septet n (0x1B is the escape).
 _GSM7_TABLE = (
@@ -136,3 +138,26 @@ def udh_parts(encoded: EncodedText, *, rng: random.Random | None = None) -> list
         concatenation_udh(reference, encoded.segments, number) + part
         for number, part in enumerate(encoded.parts, start=1)
     ]
+
+
+def submit_sm_fields(
+    *, source: str, destination: str, encoded: EncodedText, whole_in_payload: bool
+) -> list[dict[str, Any]]:
+    """The submit_sm PDUs (as smpplib fields) that carry this text from `source` to
+    `destination`: one, or one per part (`whole_in_payload`: one with the whole long
+    text in message_payload). Each asks for a delivery receipt."""
+    numeric_source = source.lstrip("+").isdigit()
+    base = {
+        "source_addr_ton": 1 if numeric_source else 5,  # international / alphanumeric
+        "source_addr_npi": 1 if numeric_source else 0,
+        "source_addr": source.lstrip("+") if numeric_source else source,
+        "dest_addr_ton": 1,  # targets are E.164 numbers
+        "dest_addr_npi": 1,
+        "destination_addr": destination.lstrip("+"),
+        "data_coding": encoded.data_coding,
+        "registered_delivery": _REGISTERED_DELIVERY_FINAL,
+    }
+    if encoded.segments > 1 and whole_in_payload:
+        return [{**base, "esm_class": ESM_CLASS_DEFAULT, "message_payload": encoded.data}]
+    esm_class = ESM_CLASS_UDHI if encoded.segments > 1 else ESM_CLASS_DEFAULT
+    return [{**base, "esm_class": esm_class, "short_message": part} for part in udh_parts(encoded)]

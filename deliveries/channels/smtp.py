@@ -1,0 +1,147 @@
+"""Email's SMTP session: one kept open per sender thread, its sockets under the current
+call's deadline (deliveries/channels/deadline.py), and a message of the usual shape
+written directly instead of built by Django (`VersionEmailMessage.wire_bytes`).
+
+Keeping the session spares each message the TCP, TLS and EHLO round trips. It is
+dropped on any failure, and after NOTIFY_SMTP_KEEP_IDLE_SECONDS unused; the next send
+opens a fresh one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import smtplib
+import socket
+import threading
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import get_connection
+from django.core.mail.backends.base import BaseEmailBackend
+from django.core.mail.backends.smtp import EmailBackend
+from django.core.mail.message import EmailMessage, sanitize_address
+
+from deliveries.channels.deadline import deadline_watch
+
+
+class _WatchedSmtp(smtplib.SMTP):
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        sock = super()._get_socket(host, port, timeout)
+        deadline_watch(sock)  # from the connect on: the greeting can drip too
+        return sock
+
+    def starttls(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        reply = super().starttls(*args, **kwargs)
+        deadline_watch(self.sock)  # the TLS socket took the plain one's place
+        return reply
+
+
+class _WatchedSmtpSsl(smtplib.SMTP_SSL):
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        sock = super()._get_socket(host, port, timeout)
+        deadline_watch(sock)
+        return sock
+
+
+class DeadlineSmtpBackend(EmailBackend):
+    """Django's SMTP backend with its sockets under the current call's deadline.
+
+    Only how the bytes are made differs from Django's `_send`: a message that writes
+    its own (`wire_bytes`, for one recipient) is sent as written, with the sender's
+    sanitized form cached; anything else goes through Django's `_send` as it is.
+    """
+
+    @property
+    def connection_class(self) -> type[smtplib.SMTP]:
+        return _WatchedSmtpSsl if self.use_ssl else _WatchedSmtp
+
+    def _send(self, email_message: EmailMessage) -> bool:
+        written = None if self.fail_silently else _written(email_message)
+        if written is None:
+            return super()._send(email_message)
+        sender, recipient, data = written
+        self.connection.sendmail(sender, [recipient], data)
+        return True
+
+
+def _written(message: EmailMessage) -> tuple[str, str, bytes] | None:
+    """(envelope sender, recipient, bytes) of a message that writes itself, else None."""
+    wire = getattr(message, "wire_bytes", None)
+    recipients = message.recipients()
+    if wire is None or len(recipients) != 1:
+        return None
+    encoding = message.encoding or settings.DEFAULT_CHARSET
+    sender = _sanitized(message.from_email, encoding)  # the same for every email
+    recipient = sanitize_address(recipients[0], encoding)
+    data = wire(from_header=sender, to_header=recipient)
+    return None if data is None else (sender, recipient, data)
+
+
+@functools.lru_cache(maxsize=64)
+def _sanitized(address: str, encoding: str) -> str:
+    """Django's sanitized form of an address: parsing it is most of a header's cost."""
+    return sanitize_address(address, encoding)
+
+
+class _KeptConnection(threading.local):
+    backend: BaseEmailBackend | None = None
+    last_used: float = 0.0
+
+
+_kept = _KeptConnection()
+
+
+def send_on_kept_connection(message: EmailMessage, *, to: str) -> None:
+    """Send on this thread's open session (opened when missing or idle too long).
+
+    A session that was idle may have been closed by the relay in the meantime; when the
+    relay says so before taking the message (disconnected at MAIL FROM), the message is
+    sent once more on a fresh session.
+    """
+    reused = _kept.backend is not None and (
+        time.monotonic() - _kept.last_used < settings.NOTIFY_SMTP_KEEP_IDLE_SECONDS
+    )
+    if not reused:
+        kept_session_close()
+        _kept.backend = _open_backend()
+    else:  # opened during an earlier call: its socket joins this call's deadline
+        deadline_watch(getattr(_kept.backend.connection, "sock", None))
+    message.connection = _kept.backend
+    try:
+        message.send(to=[to])
+    except smtplib.SMTPServerDisconnected:
+        kept_session_close()
+        if not reused:
+            raise
+        _kept.backend = _open_backend()
+        message.connection = _kept.backend
+        try:
+            message.send(to=[to])
+        except Exception:
+            kept_session_close()
+            raise
+    except Exception:
+        kept_session_close()
+        raise
+    _kept.last_used = time.monotonic()
+
+
+def _open_backend() -> BaseEmailBackend:
+    """An open session: Django's SMTP backend as its deadline-aware subclass, any other
+    configured backend (locmem in tests) as it is."""
+    if settings.EMAIL_BACKEND == "django.core.mail.backends.smtp.EmailBackend":
+        backend: BaseEmailBackend = DeadlineSmtpBackend(fail_silently=False)
+    else:
+        backend = get_connection(fail_silently=False)
+    backend.open()
+    return backend
+
+
+def kept_session_close() -> None:
+    """Close this thread's kept SMTP session, if any: the next send opens a fresh one."""
+    if _kept.backend is not None:
+        with contextlib.suppress(Exception):  # already broken: nothing to close cleanly
+            _kept.backend.close()
+        _kept.backend = None
