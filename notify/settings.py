@@ -600,6 +600,7 @@ NOTIFY_PROVIDER_CALL_DEADLINES = {
 }
 # Only this much of an FCM answer is read (its error bodies are well under 2 KiB).
 NOTIFY_FCM_MAX_RESPONSE_BYTES = env_int("NOTIFY_FCM_MAX_RESPONSE_BYTES", 16384, minimum=1024)
+# Web Push and FCM senders per worker process (each; see channel isolation below).
 NOTIFY_PUSH_SENDERS = env_int("NOTIFY_PUSH_SENDERS", 8, minimum=1)
 # At most this many push jobs per recipient queued + in flight (push fairness).
 NOTIFY_PUSH_PER_RECIPIENT_LIMIT = env_int("NOTIFY_PUSH_PER_RECIPIENT_LIMIT", 4, minimum=1)
@@ -953,3 +954,25 @@ LOGGING = {
         for name in ("celery.app.trace", "celery.worker.strategy")
     },
 }
+
+# --- Channel isolation: each channel's own share of a worker's senders -----------------
+# (deliveries/pipeline/senders.py, docs/pipeline.md.) A worker process's threads, as
+# scripts/worker.sh gives them to Celery (it exports WORKER_CONCURRENCY).
+NOTIFY_WORKER_THREADS = env_int("WORKER_CONCURRENCY", 8, minimum=1)
+# At most this many of them send for one channel at once in one queue class, and never
+# more than half of them, so every other channel keeps the rest. The push channels take
+# NOTIFY_PUSH_SENDERS each (give the worker twice as many threads for all of them).
+NOTIFY_CHANNEL_SENDERS = {
+    "email": env_int("NOTIFY_EMAIL_SENDERS", 4, minimum=1),
+    "sms": env_int("NOTIFY_SMS_SENDERS", 4, minimum=1),
+    "webpush": NOTIFY_PUSH_SENDERS,
+    "fcm": NOTIFY_PUSH_SENDERS,
+}
+# A channel is slow while its provider calls take longer than this on average (seconds),
+# or one has been running longer; while slow it has at most NOTIFY_CHANNEL_SLOW_SENDERS.
+NOTIFY_CHANNEL_SLOW_SECONDS = env_float("NOTIFY_CHANNEL_SLOW_SECONDS", 3.0, minimum=0.01)
+NOTIFY_CHANNEL_SLOW_SENDERS = env_int("NOTIFY_CHANNEL_SLOW_SENDERS", 2, minimum=1)
+# A send that finds its channel's slots taken comes back after this long (seconds), or
+# after about one call's time while the channel is slow, at most the max.
+NOTIFY_CHANNEL_DEFER = env_float("NOTIFY_CHANNEL_DEFER", 1.0, minimum=0.1)
+NOTIFY_CHANNEL_DEFER_MAX = env_float("NOTIFY_CHANNEL_DEFER_MAX", 30.0, minimum=1)

@@ -26,7 +26,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 queue=$1
 shift
 
-WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-8}
+export WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-8} # read back as NOTIFY_WORKER_THREADS
 export DATABASE_POOL_MAX_SIZE=${DATABASE_POOL_MAX_SIZE:-$((WORKER_CONCURRENCY + 2))}
 if [ "$queue" = low ]; then
     processes=${WORKER_PROCESSES:-$(nproc 2>/dev/null || echo 1)}
