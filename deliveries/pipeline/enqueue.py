@@ -114,10 +114,12 @@ def deliveries_enqueue(
 
 def send_defer(*, delivery_id: int | list[int], channel: str, queue: str, countdown: float) -> bool:
     """Publish a send message again, `countdown` seconds out: its channel had no free
-    sender here (deliveries/pipeline/senders.py). The rows are untouched but for
-    `enqueued_at`, so the sweeper does not send a copy while the message waits; if the
-    publish fails it is cleared instead, and the sweeper resends soon. False then."""
-    ids = delivery_id if isinstance(delivery_id, list) else [delivery_id]
+    sender here (deliveries/pipeline/senders.py). No claim was taken, so the rows need
+    no change and this costs no SQL: a thread refused a sender never waits for a
+    database connection. (A row still unsent NOTIFY_RETRY_RESWEEP_AFTER after its last
+    publish gets a copy from the sweeper, as a message that long in any queue does;
+    the claim makes the copy harmless.) If the publish fails, `enqueued_at` is cleared
+    and the sweeper resends soon; False then."""
     try:
         publish_task(
             SEND_TASK,
@@ -128,12 +130,10 @@ def send_defer(*, delivery_id: int | list[int], channel: str, queue: str, countd
             priority=settings.NOTIFY_PRIORITY_RETRY,
         )
     except Exception:  # the broker is away: the rows are the record
+        ids = delivery_id if isinstance(delivery_id, list) else [delivery_id]
         logger.exception("deliveries %s: deferral failed; the sweeper will resend", ids)
         Delivery.objects.filter(pk__in=ids, status__in=CLAIMABLE_STATUSES).update(enqueued_at=None)
         return False
-    Delivery.objects.filter(pk__in=ids, status__in=CLAIMABLE_STATUSES).update(
-        enqueued_at=timezone.now()
-    )
     return True
 
 
