@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from bench.campaign_drain import scenario_s7
 from bench.campaign_fanout import scenario_s4
+from bench.channel_isolation import scenario_s8
 from bench.config import DEMO_USER, ROOT, BenchError, Config
 from bench.costs import BENCH_APP
 from bench.login_codes import scenario_s3
@@ -209,6 +210,9 @@ class Bench:
                 f"recipients{large}"
             ):
                 self.guard("S7", lambda: scenario_s7(self))
+        if "s8" in self.config.only:
+            with phase("S8 login codes by SMS and push beside a slow SMTP relay"):
+                self.guard("S8", lambda: scenario_s8(self))
         if self.failed:
             print(f"failed: {', '.join(self.failed)} (process logs in var/bench/)")
             return 1

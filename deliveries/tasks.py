@@ -10,11 +10,12 @@ from django.conf import settings
 
 from deliveries.counts import delivery_counts_fold
 from deliveries.pipeline.attempt import campaign_yield_due, deliveries_attempt, delivery_attempt
-from deliveries.pipeline.enqueue import ROUTE_TASK, SEND_TASK, delivery_dead_letter
+from deliveries.pipeline.enqueue import ROUTE_TASK, SEND_TASK, delivery_dead_letter, send_defer
 from deliveries.pipeline.outcome import AttemptResult
 from deliveries.pipeline.release import deferred_release
 from deliveries.pipeline.retry import jittered, route_backoff
 from deliveries.pipeline.routing import deliveries_fallback, notifications_route
+from deliveries.pipeline.senders import channel_defer_seconds, channel_sender
 from deliveries.pipeline.sweep import sweep_due_deliveries, sweep_unrouted_notifications
 from notify.broker import delivered_queue
 from notify.counts import accepted_counts_fold
@@ -48,17 +49,33 @@ def route(self: Task, notification_id: str | list[str]) -> int:
 
 
 @shared_task(name=SEND_TASK, bind=True)
-def send(self: Task, delivery_id: int | list[int], dead_letter: bool = False) -> list[str]:
+def send(
+    self: Task, delivery_id: int | list[int], dead_letter: bool = False, channel: str | None = None
+) -> list[str]:
     """One attempt at each delivery (one id, or a channel's batch of them).
 
     A delivery that ends dead is dead-lettered: a batch of one by rejecting this message,
     a member of a larger batch by a message of its own (`dead_letter`), which is rejected
     on arrival, so every dead delivery has its own dead letter to see and re-drive.
+
+    The send holds one of its channel's senders in this worker (`channel_sender`); with
+    none free, its message comes back later and the thread goes to other work at once.
     """
     if dead_letter:
         raise Reject(f"delivery {delivery_id}: retries exhausted", requeue=False)
+    queue = delivered_queue(self.request.delivery_info)
+    with channel_sender(channel=channel, queue=queue) as free:
+        if not free and channel and queue:  # (a message without its channel is never refused)
+            countdown = channel_defer_seconds(channel=channel)
+            send_defer(delivery_id=delivery_id, channel=channel, queue=queue,
+                       countdown=countdown)  # fmt: skip
+            return ["deferred"]
+        return _send(delivery_id, low=queue == "low")
+
+
+def _send(delivery_id: int | list[int], *, low: bool) -> list[str]:
+    """The attempts of a send message, and the dead letters of members that ended dead."""
     if isinstance(delivery_id, list):
-        low = delivered_queue(self.request.delivery_info) == "low"
         between = campaign_yield_due() if low and len(delivery_id) > 1 else None
         reports = deliveries_attempt(delivery_ids=delivery_id, between=between)
     else:  # a delivery that does not exist raises: its message is dead-lettered

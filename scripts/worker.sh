@@ -4,9 +4,11 @@
 # QUEUE is high, medium or low; each worker is named QUEUE@<host> so Flower shows which
 # queue it serves (WORKER_HOSTNAME replaces <host>, e.g. for several workers of one queue
 # in containers that share a host name). Threads pool with WORKER_CONCURRENCY senders (8:
-# provider calls wait on the network). Each sender thread borrows one PostgreSQL
-# connection from the process's pool while it runs a task, so the pool gets the senders
-# plus 2 spare (for the worker's own background threads); see docs/connections.md.
+# provider calls wait on the network); one channel sends on at most half of them, fewer
+# while its provider is slow (docs/pipeline.md, channel isolation). Each sender thread
+# borrows one PostgreSQL connection from the process's pool while it runs a task, so the
+# pool gets the senders plus 2 spare (for the worker's own background threads); see
+# docs/connections.md.
 #
 # WORKER_PROCESSES such workers run side by side (QUEUE-1@<host>, QUEUE-2@<host>, ...).
 # One Python process computes on one CPU at a time (the GIL), and a campaign's batches are
@@ -26,7 +28,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 queue=$1
 shift
 
-WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-8}
+export WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-8} # read back as NOTIFY_WORKER_THREADS
 export DATABASE_POOL_MAX_SIZE=${DATABASE_POOL_MAX_SIZE:-$((WORKER_CONCURRENCY + 2))}
 if [ "$queue" = low ]; then
     processes=${WORKER_PROCESSES:-$(nproc 2>/dev/null || echo 1)}

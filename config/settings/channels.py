@@ -3,7 +3,7 @@ the pressure on their providers (rate limits, circuit breakers)."""
 
 import os
 
-from config.settings.push import FCM_CREDENTIALS, WEBPUSH_VAPID_PRIVATE_KEY
+from config.settings.push import FCM_CREDENTIALS, NOTIFY_PUSH_SENDERS, WEBPUSH_VAPID_PRIVATE_KEY
 from notify.env import (
     env_float,
     env_int,
@@ -74,3 +74,25 @@ NOTIFY_BREAKER_WINDOW = env_float("NOTIFY_BREAKER_WINDOW", 30.0, minimum=0.1)
 NOTIFY_BREAKER_COOLDOWN = env_float("NOTIFY_BREAKER_COOLDOWN", 30.0, minimum=0.1)
 # How long a half-open probe may take before another sender may probe instead.
 NOTIFY_BREAKER_PROBE_TIMEOUT = env_float("NOTIFY_BREAKER_PROBE_TIMEOUT", 15.0, minimum=0.1)
+
+# --- Channel isolation: each channel's own share of a worker's senders -----------------
+# (deliveries/pipeline/senders.py, docs/pipeline.md.) A worker process's threads, as
+# scripts/worker.sh gives them to Celery (it exports WORKER_CONCURRENCY).
+NOTIFY_WORKER_THREADS = env_int("WORKER_CONCURRENCY", 8, minimum=1)
+# At most this many of them send for one channel at once in one queue class, and never
+# more than half of them, so every other channel keeps the rest. The push channels take
+# NOTIFY_PUSH_SENDERS each (give the worker twice as many threads for all of them).
+NOTIFY_CHANNEL_SENDERS = {
+    "email": env_int("NOTIFY_EMAIL_SENDERS", 4, minimum=1),
+    "sms": env_int("NOTIFY_SMS_SENDERS", 4, minimum=1),
+    "webpush": NOTIFY_PUSH_SENDERS,
+    "fcm": NOTIFY_PUSH_SENDERS,
+}
+# A channel is slow while its provider calls take longer than this on average (seconds),
+# or one has been running longer; while slow it has at most NOTIFY_CHANNEL_SLOW_SENDERS.
+NOTIFY_CHANNEL_SLOW_SECONDS = env_float("NOTIFY_CHANNEL_SLOW_SECONDS", 3.0, minimum=0.01)
+NOTIFY_CHANNEL_SLOW_SENDERS = env_int("NOTIFY_CHANNEL_SLOW_SENDERS", 2, minimum=1)
+# A send that finds its channel's slots taken comes back after this long (seconds), or
+# after about one call's time while the channel is slow, at most the max.
+NOTIFY_CHANNEL_DEFER = env_float("NOTIFY_CHANNEL_DEFER", 1.0, minimum=0.1)
+NOTIFY_CHANNEL_DEFER_MAX = env_float("NOTIFY_CHANNEL_DEFER_MAX", 30.0, minimum=1)

@@ -58,6 +58,7 @@ NOTIFY_PROVIDER_CALL_DEADLINES = {
 }
 # Only this much of an FCM answer is read (its error bodies are well under 2 KiB).
 NOTIFY_FCM_MAX_RESPONSE_BYTES = env_int("NOTIFY_FCM_MAX_RESPONSE_BYTES", 16384, minimum=1024)
+# Web Push and FCM senders per worker process (each; see channel isolation in channels.py).
 NOTIFY_PUSH_SENDERS = env_int("NOTIFY_PUSH_SENDERS", 8, minimum=1)
 # At most this many push jobs per recipient queued + in flight (push fairness).
 NOTIFY_PUSH_PER_RECIPIENT_LIMIT = env_int("NOTIFY_PUSH_PER_RECIPIENT_LIMIT", 4, minimum=1)

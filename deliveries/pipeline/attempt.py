@@ -52,6 +52,7 @@ from deliveries.pipeline.pressure import (
     provider_admissions,
     provider_outcomes,
 )
+from deliveries.pipeline.senders import channel_call_timed
 from deliveries.pipeline.sent_marks import SentMarks
 from notify.priority import low_work_done, low_work_yield
 from preferences.gate import gate_seal_valid
@@ -357,6 +358,7 @@ def _channel_calls(
             for c, a in zip(group, answers, strict=True)
         ]
         duration = int((time.monotonic() - clock) * 1000)
+        channel_call_timed(channel=channel, seconds=duration / 1000, count=len(group))
         for call, (result, reason) in zip(group, results, strict=True):
             tries.append(_after_call(call, result, reason, claimed_at, duration))
         return tries
@@ -371,6 +373,7 @@ def _channel_calls(
             except Exception as error:
                 result, reason = _classify_raised(error, delivery)
             duration = int((time.monotonic() - clock) * 1000)
+            channel_call_timed(channel=channel, seconds=duration / 1000)  # slowness limits it
             if result.outcome == AttemptOutcome.DELIVERED and position < len(group):
                 # Recorded only with its round: until then, the mark speaks for it.
                 marks.add(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from django.conf import settings
 from django.utils import timezone
 
-from deliveries.models import Delivery, DeliveryStatus, Reason
+from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.fairness import push_drop_record, push_slot_member, push_slot_take
 from deliveries.pipeline.retry import PUSH_CHANNELS
 from notify.broker import batch_size_for, chunked, publish_task
@@ -49,7 +49,12 @@ def delivery_enqueue(
     priority = settings.NOTIFY_PRIORITY_RETRY if retry else settings.NOTIFY_PRIORITY_FIRST_ATTEMPT
     try:
         publish_task(
-            SEND_TASK, args=[delivery_id], queue=queue, countdown=countdown, priority=priority
+            SEND_TASK,
+            args=[delivery_id],
+            kwargs={"channel": channel},
+            queue=queue,
+            countdown=countdown,
+            priority=priority,
         )
     except Exception:  # the broker is away: the row is the record, the sweeper resends
         logger.exception("delivery %s: publish failed; the sweeper will resend", delivery_id)
@@ -98,6 +103,7 @@ def deliveries_enqueue(
                 publish_task(
                     SEND_TASK,
                     args=[batch],
+                    kwargs={"channel": channel},
                     queue=queue,
                     priority=settings.NOTIFY_PRIORITY_FIRST_ATTEMPT,
                 )
@@ -107,6 +113,31 @@ def deliveries_enqueue(
                 continue
             sent += len(batch)
     return sent
+
+
+def send_defer(*, delivery_id: int | list[int], channel: str, queue: str, countdown: float) -> bool:
+    """Publish a send message again, `countdown` seconds out: its channel had no free
+    sender here (deliveries/pipeline/senders.py). No claim was taken, so the rows need
+    no change and this costs no SQL: a thread refused a sender never waits for a
+    database connection. (A row still unsent NOTIFY_RETRY_RESWEEP_AFTER after its last
+    publish gets a copy from the sweeper, as a message that long in any queue does;
+    the claim makes the copy harmless.) If the publish fails, `enqueued_at` is cleared
+    and the sweeper resends soon; False then."""
+    try:
+        publish_task(
+            SEND_TASK,
+            args=[delivery_id],
+            kwargs={"channel": channel},
+            queue=queue,
+            countdown=countdown,
+            priority=settings.NOTIFY_PRIORITY_RETRY,
+        )
+    except Exception:  # the broker is away: the rows are the record
+        ids = delivery_id if isinstance(delivery_id, list) else [delivery_id]
+        logger.exception("deliveries %s: deferral failed; the sweeper will resend", ids)
+        Delivery.objects.filter(pk__in=ids, status__in=CLAIMABLE_STATUSES).update(enqueued_at=None)
+        return False
+    return True
 
 
 def delivery_dead_letter(*, delivery_id: int, queue: str) -> None:
