@@ -39,17 +39,23 @@ class Generated:
     output: str
 
 
-def _run(command: list, *, cwd: Path, what: str) -> str:
-    """Run `command`; its output, or a failure quoting it."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    run = subprocess.run(
-        [str(part) for part in command],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    output = run.stdout + run.stderr
-    if run.returncode != 0:
-        pytest.fail(f"{what} failed ({run.returncode}):\n{output}")
-    return output
+class _Started:
+    """A command running in the background; `output` waits for it to succeed."""
+
+    def __init__(self, command: list, *, cwd: Path, what: str) -> None:
+        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        self.what = what
+        self.process = subprocess.Popen(
+            [str(part) for part in command],
+            cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+
+    def output(self) -> str:
+        """Its output once it exits; a failure quoting it if it failed."""
+        output, _ = self.process.communicate(timeout=300)
+        if self.process.returncode != 0:
+            pytest.fail(f"{self.what} failed ({self.process.returncode}):\n{output}")
+        return output
 
 
 def _node_tools() -> Path:
@@ -63,7 +69,7 @@ def _node_tools() -> Path:
     stamp = NODE_MODULES / ".notify-lock.sha256"
     want = hashlib.sha256((ROOT / "package-lock.json").read_bytes()).hexdigest()
     if not stamp.exists() or stamp.read_text() != want:
-        _run(["npm", "ci", "--no-audit", "--no-fund"], cwd=ROOT, what="npm ci")
+        _Started(["npm", "ci", "--no-audit", "--no-fund"], cwd=ROOT, what="npm ci").output()
         stamp.write_text(want)
     return NODE_MODULES / ".bin"
 
@@ -88,32 +94,42 @@ def _operation_ids(schema: dict) -> set[str]:
 
 
 @pytest.fixture(scope="session")
-def python_client(served_schema, tmp_path_factory) -> Generated:
+def generated(served_schema, tmp_path_factory) -> dict[str, Generated]:
+    """Both clients, generated side by side (once per session)."""
     path, _ = served_schema
-    directory = tmp_path_factory.mktemp("python-client")
-    output = _run(
-        [BIN / "openapi-python-client", "generate", "--path", path],
-        cwd=directory,
-        what="openapi-python-client",
-    )
-    project = directory / "notify-api-client"
-    sys.path.insert(0, str(project))
-    yield Generated(project / PACKAGE, output)
-    sys.path.remove(str(project))
+    python, typescript = (tmp_path_factory.mktemp(name) for name in ("python", "typescript"))
+    runs = {
+        "python": _Started(
+            [BIN / "openapi-python-client", "generate", "--path", path],
+            cwd=python,
+            what="openapi-python-client",
+        ),
+        "typescript": _Started(
+            [_node_tools() / "openapi-typescript", path, "--output", typescript / "notify.ts"],
+            cwd=typescript,
+            what="openapi-typescript",
+        ),
+    }
+    return {
+        "python": Generated(python / "notify-api-client" / PACKAGE, runs["python"].output()),
+        "typescript": Generated(typescript, runs["typescript"].output()),
+    }
+
+
+@pytest.fixture(scope="session")
+def python_client(generated) -> Generated:
+    """The generated Python package, importable for the session."""
+    project = str(generated["python"].directory.parent)
+    sys.path.insert(0, project)
+    yield generated["python"]
+    sys.path.remove(project)
     for name in [name for name in sys.modules if name.split(".")[0] == PACKAGE]:
         del sys.modules[name]
 
 
 @pytest.fixture(scope="session")
-def typescript_client(served_schema, tmp_path_factory) -> Generated:
-    path, _ = served_schema
-    directory = tmp_path_factory.mktemp("typescript-client")
-    output = _run(
-        [_node_tools() / "openapi-typescript", path, "--output", directory / "notify.ts"],
-        cwd=directory,
-        what="openapi-typescript",
-    )
-    return Generated(directory, output)
+def typescript_client(generated) -> Generated:
+    return generated["typescript"]
 
 
 def test_the_schema_states_every_operation_id_as_a_verb(served_schema):
