@@ -4,8 +4,12 @@ the error body's shape, the auth schemes and the path ids' real constraints.
 The statuses every operation shares are added here by rule, from what the request
 carries (a body, a user id, query parameters); what only some operations answer (409,
 422) is declared on the view with `error_responses`. `check --deploy` fails on a schema
-warning, and a schemathesis run against the live server (tests/test_api_contract.py)
-checks that the server answers only what is written here.
+warning, and a schemathesis run against the live server (tests/contract/) checks that
+the server answers only what is written here.
+
+It is also written for client generators (openapi-python-client, openapi-typescript):
+every operation has a verb id from `OPERATION_IDS`, and a "one of these shapes" rule is
+a union of whole object components rather than partial alternatives they cannot type.
 """
 
 from __future__ import annotations
