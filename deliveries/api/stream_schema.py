@@ -57,7 +57,7 @@ def add_stream(result: dict[str, Any], generator, request, public) -> dict[str, 
     }
     paths[STREAM_PATH] = {
         "get": {
-            "operationId": "users_stream_retrieve",
+            "operationId": "stream_feed",
             "summary": "The feed, live, over Server-Sent Events.",
             "tags": ["users"],
             "security": [{"userToken": []}, {"apiKey": []}],
