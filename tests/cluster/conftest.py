@@ -1,7 +1,7 @@
 """A 3-node RabbitMQ cluster on loopback and the shipped processes on two "hosts".
 
 Started once for the tests of this folder and reused by them, torn down after the last:
-the cluster (tests/cluster/rabbit.py), an SMTP peer of its own, a web process, and two
+the cluster (scripts/rabbit_cluster.py), an SMTP peer of its own, a web process, and two
 process groups that stand for two hosts — each a worker for `high` and `medium`
 (scripts/worker.sh, named medium@host-a / medium@host-b), an outbox relay
 (scripts/relay.sh high,medium) and a beat (scripts/beat.sh) — all on quorum queues and
@@ -19,8 +19,8 @@ import pytest
 import redis
 from django.conf import settings
 
+from scripts.rabbit_cluster import RabbitCluster, free_port
 from tests.cluster.deployment import Deployment, Host, StallingHandler
-from tests.cluster.rabbit import RabbitCluster, free_port
 from tests.conftest import session_pipeline_stopped
 from tests.peers.smtp import SmtpPeer
 from tests.processes import ARTIFACTS, ScriptProcess, WebProcess

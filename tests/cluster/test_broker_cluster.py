@@ -20,8 +20,8 @@ from kombu import Connection, Exchange, Producer, Queue
 
 from deliveries.models import DeadLetter
 from notify.models import Outbox, Recipient
+from scripts.rabbit_cluster import side_by_side
 from tests.cluster.deployment import Deployment
-from tests.cluster.rabbit import side_by_side
 from tests.processes import ScriptProcess
 from tests.waiting import wait_for
 

@@ -1,4 +1,7 @@
-"""A RabbitMQ cluster of three plain `rabbitmq-server` nodes on loopback, for the tests.
+"""A RabbitMQ cluster of three plain `rabbitmq-server` nodes on loopback, for the tests
+(tests/cluster/), the bench's cluster run (bench/broker_cluster.py) and a developer who
+wants one: `.venv/bin/python -m scripts.rabbit_cluster` boots it, prints the broker list
+for CELERY_BROKER_URL and stops it on Ctrl-C.
 
 Each node has its own name (notify-cN-<run>@localhost), AMQP and distribution ports, data and
 log directories under one temporary directory, and the cluster's own Erlang cookie (in
@@ -239,3 +242,21 @@ class RabbitCluster:
             if node.running:
                 node.kill()
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+def main() -> None:
+    """Boot a cluster, print its broker list, wait for Ctrl-C, then remove it."""
+    cluster = RabbitCluster()
+    try:
+        cluster.start()
+        print(f"booted in {cluster.timings['boot']:.1f} s, clustered in "
+              f"{cluster.timings['start']:.1f} s; data in {cluster.base}")  # fmt: skip
+        print(f"CELERY_BROKER_URL='{cluster.urls()}' NOTIFY_QUEUE_TYPE=quorum", flush=True)
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    main()
