@@ -176,12 +176,23 @@ class RabbitCluster:
         run = secrets.token_hex(3)
         self.nodes = [RabbitNode(index, self.base, run) for index in range(1, size + 1)]
         self.timings: dict[str, float] = {}
+        self._booting_since = 0.0
 
     def start(self) -> None:
-        """Boot every node side by side, then join nodes 2.. to node 1, then add the vhost."""
-        started = time.monotonic()
+        """Boot every node side by side, then join nodes 2.. to node 1."""
+        self.boot()
+        self.form()
+
+    def boot(self) -> None:
+        """Start booting every node, without waiting: the caller may start what does not
+        need the broker yet (`urls` is known already), then `form` the cluster."""
+        self._booting_since = time.monotonic()
         for node in self.nodes:
             node.start()
+
+    def form(self) -> None:
+        """Wait for the nodes `boot` started, then join nodes 2.. to node 1."""
+        started = self._booting_since
         for node in self.nodes:
             node.wait_booted()
         self.timings["boot"] = time.monotonic() - started
