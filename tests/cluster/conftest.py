@@ -109,7 +109,7 @@ def _deployment(cluster: RabbitCluster, cluster_smtp, worker_env):
         # declare the queues as they start, so they wait for all three nodes (a quorum
         # queue declared on a lone node would have one replica).
         cluster.boot()
-        web.start()
+        web.start(timeout=90)  # beside three booting nodes on a busy box
         cluster.form()
         ARTIFACTS.mkdir(exist_ok=True)
         (ARTIFACTS / "cluster-timings.json").write_text(json.dumps(cluster.timings, indent=2))

@@ -255,11 +255,7 @@ def test_a_node_restarted_rejoins_and_loses_no_email(live):
             node.start()
     for node in cluster.nodes:
         node.wait_booted()
-    wait_for(
-        lambda: all(cluster.members_in_sync(queue) for queue in ("high", "medium")),
-        timeout=60,
-        what="every queue's replicas on all three nodes again",
-    )
+    cluster.wait_in_sync(["high", "medium"], timeout=60)  # replicas on all three again
     print(f"\nthe lost node is back in sync after {time.monotonic() - started:.1f}s")
     user_ids = recipients("back", EVENTS)
     victim = cluster.leader("medium")
