@@ -64,18 +64,25 @@ def ready_at(key: str) -> float | None:
     return float(raw) if raw else None
 
 
-def noop_run(bench: Bench, worker_env: dict[str, str], n: int) -> Drain:
+def noop_run(
+    bench: Bench, worker_env: dict[str, str], n: int, broker_url: str | None = None
+) -> Drain:
     """n no-op tasks queued first, then the worker started and timed until the queue
-    is empty (the last few in flight finish within a millisecond)."""
+    is empty (the last few in flight finish within a millisecond). `broker_url`: where
+    the worker's env points, when not the bench's own broker (the queues exist there)."""
+    from kombu import Producer
+
     from bench.tasks import NOOP_TASK
     from config.celery import app
 
-    bench.purge_queues()
-    with app.producer_or_acquire() as producer:
+    bench.purge_queues(broker_url)
+    with app.connection_for_write(url=broker_url) as conn:
+        producer = Producer(conn)
         for _ in range(n):
+            # declare=[]: the queue exists, and of the worker's kind, not this process's.
             app.send_task(
                 NOOP_TASK, queue="medium", routing_key="medium", exchange="notify",
-                priority=5, producer=producer,
+                priority=5, producer=producer, declare=[],
             )  # fmt: skip
     stamp = time.time_ns()
     ready_key, count_key = f"bench:ready:{stamp}", f"bench:count:{stamp}"
@@ -87,7 +94,7 @@ def noop_run(bench: Bench, worker_env: dict[str, str], n: int) -> Drain:
     started = time.time()
     worker = bench.stack.start("worker-noop", ["bash", "scripts/worker.sh", "medium"], env)
     try:
-        with app.connection_for_read() as conn:
+        with app.connection_for_read(url=broker_url) as conn:
             channel = conn.default_channel
             deadline = time.monotonic() + bench.config.pipeline_timeout
             while True:
@@ -106,11 +113,18 @@ def noop_run(bench: Bench, worker_env: dict[str, str], n: int) -> Drain:
     return Drain(n, started, tally.first_task, tally.last_task, ready_at(ready_key))
 
 
-def pipeline_run(bench: Bench, worker_env: dict[str, str], n: int, has_relay: bool) -> Drain:
+def pipeline_run(
+    bench: Bench,
+    worker_env: dict[str, str],
+    n: int,
+    has_relay: bool,
+    broker_url: str | None = None,
+) -> Drain:
     """Preload n events through the API in-process (worker stopped), then start the
     worker (and relay) and time them from the first routed event until every delivery
     is final. Counts the intake's and the processes' statements, publishes and
-    PostgreSQL CPU."""
+    PostgreSQL CPU. `broker_url`: where the worker's env points, when not the bench's
+    own broker (the intake does not publish: the relay does, in `worker_env`)."""
     from django.test import Client
 
     bench.reset_data()
@@ -138,7 +152,7 @@ def pipeline_run(bench: Bench, worker_env: dict[str, str], n: int, has_relay: bo
             BackendSampler(bench.places) as sampler,
             PgCpu(bench.places, bench.config.pg_cpu_interval) as cpu,
         ):
-            wait_final(bench, n, procs)
+            wait_final(bench, n, procs, broker_url=broker_url)
     finally:
         for proc in procs:
             bench.stack.stop(proc)  # a warm shutdown: the counts are written at exit
@@ -199,7 +213,9 @@ def post_event(client: Client, stamp: str, number: int, user_id: str) -> None:
         raise BenchError(f"preload POST answered {response.status_code}: {response.content!r}")
 
 
-def wait_final(bench: Bench, n: int, procs: list[Proc], *, label: str = "S2") -> None:
+def wait_final(
+    bench: Bench, n: int, procs: list[Proc], *, label: str = "S2", broker_url: str | None = None
+) -> None:
     """Return once every notification has deliveries and all of them are final.
 
     Fails early when a task was dead-lettered (it raised: see the worker's log) or
@@ -218,7 +234,7 @@ def wait_final(bench: Bench, n: int, procs: list[Proc], *, label: str = "S2") ->
     deadline = time.monotonic() + bench.config.pipeline_timeout
     stall = bench.config.stall_seconds
     last_left, last_change = n, time.monotonic()
-    with app.connection_for_read() as conn:
+    with app.connection_for_read(url=broker_url) as conn:
         channel = conn.default_channel
         while True:
             left = pending.count()

@@ -3,8 +3,8 @@
 `Bench` holds what the scenarios share (the knobs, the places, the process stack, the
 API key, the failures so far) and prepares the places; the scenarios themselves live in
 bench/web_scenarios.py (S1, S5, load), bench/pipeline.py (S2), bench/login_codes.py (S3),
-bench/campaign_fanout.py (S4), bench/metrics_scrape.py (S6) and bench/campaign_drain.py
-(S7).
+bench/campaign_fanout.py (S4), bench/metrics_scrape.py (S6), bench/campaign_drain.py
+(S7) and bench/broker_cluster.py (cluster).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import subprocess
 from collections.abc import Callable
 
+from bench.broker_cluster import scenario_cluster
 from bench.campaign_drain import scenario_s7
 from bench.campaign_fanout import scenario_s4
 from bench.channel_isolation import scenario_s8
@@ -138,11 +139,11 @@ class Bench:
         self.purge_queues()
         self.close_db()
 
-    def purge_queues(self) -> None:
-        """Empty every queue of the bench's vhost."""
+    def purge_queues(self, broker_url: str | None = None) -> None:
+        """Empty every queue of the bench's vhost (or of the broker at `broker_url`)."""
         from config.celery import app
 
-        with app.connection_for_write() as conn:
+        with app.connection_for_write(url=broker_url) as conn:
             channel = conn.default_channel
             for queue in app.conf.task_queues:
                 channel.queue_purge(queue.name)
@@ -213,6 +214,11 @@ class Bench:
         if "s8" in self.config.only:
             with phase("S8 login codes by SMS and push beside a slow SMTP relay"):
                 self.guard("S8", lambda: scenario_s8(self))
+        if "cluster" in self.config.only:
+            with phase(
+                f"cluster: 3 RabbitMQ nodes vs the single node, {self.config.events} events"
+            ):
+                self.guard("cluster", lambda: scenario_cluster(self))
         if self.failed:
             print(f"failed: {', '.join(self.failed)} (process logs in var/bench/)")
             return 1

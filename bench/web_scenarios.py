@@ -19,11 +19,16 @@ if TYPE_CHECKING:  # bench.runner imports this module to run it
     from bench.runner import Bench
 
 
-def start_web(bench: Bench) -> tuple[Proc, int]:
-    """scripts/web.sh on a free loopback port, once /healthz answers; (process, port)."""
+def start_web(
+    bench: Bench, env: dict[str, str] | None = None, name: str = "web"
+) -> tuple[Proc, int]:
+    """scripts/web.sh on a free loopback port, once /healthz answers; (process, port).
+    `env`: the process's environment when not the bench's own."""
     port = free_port()
     web = bench.stack.start(
-        "web", ["bash", "scripts/web.sh"], {**bench.env, "HOST": LOOPBACK, "PORT": str(port)}
+        name,
+        ["bash", "scripts/web.sh"],
+        {**(env or bench.env), "HOST": LOOPBACK, "PORT": str(port)},
     )
     wait_http(f"http://{LOOPBACK}:{port}/healthz", web)
     return web, port

@@ -14,12 +14,12 @@ from django.conf import settings
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, Sum
 from django.utils import timezone
 from django_redis import get_redis_connection
-from kombu import Connection
 
 from deliveries.counts import delivery_counts
 from deliveries.models import FINAL_STATUSES, DeadLetter, Delivery, DeliveryStatus
 from notify.counts import accepted_counts
 from notify.models import Outbox
+from notify.ops.health import broker_connection
 
 PUSH_DROPS_PATTERN = "notify:metrics:push_drops:*"
 BREAKER_STATE_PATTERN = "notify:breaker:*:state"
@@ -167,14 +167,12 @@ def oldest_unpublished_outbox_age(*, now: datetime | None = None) -> float:
 def queue_depths() -> dict[str, int]:
     """Messages ready in each of our queues (work queues and dead_letter), live.
 
-    A passive declare per queue on one connection with a short timeout; raises when
-    the broker cannot be reached.
+    A passive declare per queue on one connection to the first node that answers (each
+    tried with a short timeout); raises when no node can be reached.
     """
     names = [queue.name for queue in settings.CELERY_TASK_QUEUES]
-    timeout = settings.NOTIFY_OPS_CHECK_TIMEOUT
     depths: dict[str, int] = {}
-    with Connection(settings.CELERY_BROKER_URL, connect_timeout=timeout) as conn:
-        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
+    with broker_connection() as conn:  # any node of a cluster knows every queue
         channel = conn.default_channel
         for name in names:
             _, count, _ = channel.queue_declare(queue=name, passive=True)

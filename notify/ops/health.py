@@ -18,11 +18,28 @@ def check_database() -> None:
         cursor.execute("SELECT 1")
 
 
-def check_broker() -> None:
-    """A real AMQP handshake with CELERY_BROKER_URL (not just a TCP connect)."""
+def broker_connection() -> Connection:
+    """A connection to the first node of CELERY_BROKER_URL that answers, each node of
+    the list tried once, none for longer than NOTIFY_OPS_CHECK_TIMEOUT; raises when no
+    node answers. The caller closes it (`with broker_connection() as conn:`)."""
     timeout = settings.NOTIFY_OPS_CHECK_TIMEOUT
-    with Connection(settings.CELERY_BROKER_URL, connect_timeout=timeout) as conn:
-        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
+    nodes = len(settings.CELERY_BROKER_URL.split(";"))
+    conn = Connection(settings.CELERY_BROKER_URL, connect_timeout=timeout)
+    try:
+        # kombu moves to the next node of the list after each failed try.
+        conn.ensure_connection(
+            max_retries=nodes - 1, interval_start=0, interval_step=0, timeout=timeout * nodes
+        )
+    except BaseException:
+        conn.release()
+        raise
+    return conn
+
+
+def check_broker() -> None:
+    """A real AMQP handshake with a node of CELERY_BROKER_URL (not just a TCP connect)."""
+    with broker_connection():
+        pass
 
 
 def check_redis() -> None:

@@ -1,7 +1,7 @@
 """A 3-node RabbitMQ cluster on loopback and the shipped processes on two "hosts".
 
 Started once for the tests of this folder and reused by them, torn down after the last:
-the cluster (tests/cluster/rabbit.py), an SMTP peer of its own, a web process, and two
+the cluster (scripts/rabbit_cluster.py), an SMTP peer of its own, a web process, and two
 process groups that stand for two hosts — each a worker for `high` and `medium`
 (scripts/worker.sh, named medium@host-a / medium@host-b), an outbox relay
 (scripts/relay.sh high,medium) and a beat (scripts/beat.sh) — all on quorum queues and
@@ -19,8 +19,8 @@ import pytest
 import redis
 from django.conf import settings
 
+from scripts.rabbit_cluster import RabbitCluster, free_port
 from tests.cluster.deployment import Deployment, Host, StallingHandler
-from tests.cluster.rabbit import RabbitCluster, free_port
 from tests.conftest import session_pipeline_stopped
 from tests.peers.smtp import SmtpPeer
 from tests.processes import ARTIFACTS, ScriptProcess, WebProcess
@@ -36,22 +36,6 @@ BEAT_KEY_PREFIX = "notify:test-cluster-beat:"
 
 
 @pytest.fixture(scope="package")
-def rabbit_cluster():
-    """The three nodes, booted side by side and clustered; how long it took is written
-    to artifacts/cluster-timings.json."""
-    cluster = RabbitCluster()
-    try:
-        cluster.start()
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "cluster-timings.json").write_text(json.dumps(cluster.timings, indent=2))
-        print(f"\nRabbitMQ cluster: booted in {cluster.timings['boot']:.1f}s, "
-              f"clustered in {cluster.timings['start']:.1f}s")  # fmt: skip
-        yield cluster
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture(scope="package")
 def cluster_smtp():
     peer = SmtpPeer()
     peer.handler = StallingHandler()
@@ -62,13 +46,17 @@ def cluster_smtp():
     peer.stop()
 
 
-def _host(name: str, base_env: dict[str, str], broker_urls: str) -> Host:
-    env = {
+def _host_env(name: str, base_env: dict[str, str], broker_urls: str) -> dict[str, str]:
+    return {
         **base_env,
         "CELERY_BROKER_URL": broker_urls,
         "WORKER_HOSTNAME": name,
         "NOTIFY_CAMPAIGN_YIELD_SCOPE": name,
     }
+
+
+def _host(name: str, base_env: dict[str, str], broker_urls: str) -> Host:
+    env = _host_env(name, base_env, broker_urls)
     host = Host(name, env)
     host.start_worker()
     host.relay = ScriptProcess("relay.sh", "high,medium", env=env, name=f"cluster-{name}-relay")
@@ -79,14 +67,19 @@ def _host(name: str, base_env: dict[str, str], broker_urls: str) -> Host:
 
 
 @pytest.fixture(scope="package")
-def deployment(rabbit_cluster, cluster_smtp, worker_env):
-    """Web, and two hosts of workers, relays and beats, on the cluster (the suite's own
-    relay and worker stand aside meanwhile: they would take the cluster's outbox rows)."""
-    with session_pipeline_stopped():
-        yield from _deployment(rabbit_cluster, cluster_smtp, worker_env)
+def deployment(cluster_smtp, worker_env):
+    """The cluster, web, and two hosts of workers, relays and beats on it (the suite's
+    own relay and worker stand aside meanwhile: they would take the cluster's outbox
+    rows). How long the cluster took is written to artifacts/cluster-timings.json."""
+    cluster = RabbitCluster()
+    try:
+        with session_pipeline_stopped():
+            yield from _deployment(cluster, cluster_smtp, worker_env)
+    finally:
+        cluster.stop()
 
 
-def _deployment(rabbit_cluster, cluster_smtp, worker_env):
+def _deployment(cluster: RabbitCluster, cluster_smtp, worker_env):
     started = time.monotonic()
     base_env = {
         **worker_env,
@@ -103,19 +96,31 @@ def _deployment(rabbit_cluster, cluster_smtp, worker_env):
         "NOTIFY_BEAT_MAX_LOOP_INTERVAL": "1",
         "NOTIFY_BROKER_CONFIRM_TIMEOUT": "5",
         "NOTIFY_BEAT_KEY_PREFIX": BEAT_KEY_PREFIX,
+        # With every node down, a worker tries the list again after at most this: the
+        # outage test waits less for the nodes it brought back (5 s by default).
+        "NOTIFY_BROKER_RECONNECT_MAX": "1",
     }
     nowhere = f"amqp://guest:guest@127.0.0.1:{free_port()}/notify"  # no node listens there
-    hosts = [
-        _host("host-a", base_env, rabbit_cluster.urls([1, 2, 3])),
-        _host("host-b", base_env, f"{nowhere};{rabbit_cluster.urls([2, 3, 1])}"),
-    ]
-    web = WebProcess({**hosts[0].env, "DATABASE_POOL_MAX_SIZE": "4"}, name="cluster-web")
-    web.start()
+    web_env = _host_env("host-a", base_env, cluster.urls([1, 2, 3]))
+    web = WebProcess({**web_env, "DATABASE_POOL_MAX_SIZE": "4"}, name="cluster-web")
+    hosts: list[Host] = []
     try:
+        # Web needs no broker to start: it starts while the nodes boot. The others
+        # declare the queues as they start, so they wait for all three nodes (a quorum
+        # queue declared on a lone node would have one replica).
+        cluster.boot()
+        web.start(timeout=90)  # beside three booting nodes on a busy box
+        cluster.form()
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "cluster-timings.json").write_text(json.dumps(cluster.timings, indent=2))
+        print(f"\nRabbitMQ cluster: booted in {cluster.timings['boot']:.1f}s, "
+              f"clustered in {cluster.timings['start']:.1f}s")  # fmt: skip
+        hosts.append(_host("host-a", base_env, cluster.urls([1, 2, 3])))
+        hosts.append(_host("host-b", base_env, f"{nowhere};{cluster.urls([2, 3, 1])}"))
         for host in hosts:
             host.worker.wait_logged(" ready.", timeout=60)
-        print(f"\nCluster processes ready in {time.monotonic() - started:.1f}s")
-        yield Deployment(rabbit_cluster, cluster_smtp, web, hosts)
+        print(f"\nCluster and processes ready in {time.monotonic() - started:.1f}s")
+        yield Deployment(cluster, cluster_smtp, web, hosts)
     finally:
         # Killed, not stopped: their clean shutdown is not what these tests look at, and
         # waiting for it would cost seconds; the cluster goes next anyway.

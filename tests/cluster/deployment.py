@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from tests.cluster.rabbit import RabbitCluster
+from scripts.rabbit_cluster import RabbitCluster
 from tests.peers.smtp import ScriptedHandler, SmtpPeer
 from tests.processes import ScriptProcess, WebProcess
 

@@ -74,6 +74,21 @@ def test_readyz_names_the_broker_when_rabbitmq_cannot_be_reached():
     assert "guest" not in response.content.decode()
 
 
+@pytest.mark.django_db
+def test_readyz_and_queue_depths_reach_the_last_node_of_a_broker_list(broker):
+    """A cluster's list with its first two nodes down: the probe and /metrics' queue
+    depths go on to the third, which answers."""
+    from deliveries.ops.selectors import queue_depths
+
+    down = [f"amqp://guest:guest@127.0.0.1:{closed_port()}//" for _ in range(2)]
+    with override_settings(CELERY_BROKER_URL=";".join([*down, settings.CELERY_BROKER_URL])):
+        response = Client().get("/readyz")
+        depths = queue_depths()
+    assert response.status_code == 200, response.content
+    assert response.json()["checks"]["broker"] == "ok"
+    assert set(depths) == {queue.name for queue in settings.CELERY_TASK_QUEUES}
+
+
 # Run in a child process: the database connection (and its pool) is made at start from
 # DATABASE_URL, so pointing it at a closed port means starting Django anew.
 _READYZ_IN_A_CHILD = """

@@ -1,4 +1,7 @@
-"""A RabbitMQ cluster of three plain `rabbitmq-server` nodes on loopback, for the tests.
+"""A RabbitMQ cluster of three plain `rabbitmq-server` nodes on loopback, for the tests
+(tests/cluster/), the bench's cluster run (bench/broker_cluster.py) and a developer who
+wants one: `.venv/bin/python -m scripts.rabbit_cluster` boots it, prints the broker list
+for CELERY_BROKER_URL and stops it on Ctrl-C.
 
 Each node has its own name (notify-cN-<run>@localhost), AMQP and distribution ports, data and
 log directories under one temporary directory, and the cluster's own Erlang cookie (in
@@ -96,6 +99,10 @@ class RabbitNode:
             "RABBITMQ_CONFIG_FILE": str(self.base / "rabbitmq"),
             # Distribution (node to node, CLI to node) on loopback only.
             "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+            # Each CLI call is a short-lived Erlang VM; its schedulers spinning while
+            # idle only take CPU from the nodes on a small box (the server's default
+            # is already no spinning).
+            "RABBITMQ_CTL_ERL_ARGS": "+sbwt none +sbwtdcpu none +sbwtdio none",
         }
 
     def start(self) -> None:
@@ -173,12 +180,23 @@ class RabbitCluster:
         run = secrets.token_hex(3)
         self.nodes = [RabbitNode(index, self.base, run) for index in range(1, size + 1)]
         self.timings: dict[str, float] = {}
+        self._booting_since = 0.0
 
     def start(self) -> None:
-        """Boot every node side by side, then join nodes 2.. to node 1, then add the vhost."""
-        started = time.monotonic()
+        """Boot every node side by side, then join nodes 2.. to node 1."""
+        self.boot()
+        self.form()
+
+    def boot(self) -> None:
+        """Start booting every node, without waiting: the caller may start what does not
+        need the broker yet (`urls` is known already), then `form` the cluster."""
+        self._booting_since = time.monotonic()
         for node in self.nodes:
             node.start()
+
+    def form(self) -> None:
+        """Wait for the nodes `boot` started, then join nodes 2.. to node 1."""
+        started = self._booting_since
         for node in self.nodes:
             node.wait_booted()
         self.timings["boot"] = time.monotonic() - started
@@ -233,9 +251,36 @@ class RabbitCluster:
             and len(commits) == 1
         )
 
+    def wait_in_sync(self, queues: list[str], timeout: float = 60.0, pause: float = 1.0) -> None:
+        """Return once every member of each of `queues` runs and has caught up. Looked
+        at once per `pause`: each look starts a CLI VM, CPU the catching-up node needs."""
+        deadline = time.monotonic() + timeout
+        while not all(self.members_in_sync(queue) for queue in queues):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{queues} not in sync on every node after {timeout}s")
+            time.sleep(pause)
+
     def stop(self) -> None:
         """Kill every node and remove the cluster's directory."""
         for node in self.nodes:
             if node.running:
                 node.kill()
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+def main() -> None:
+    """Boot a cluster, print its broker list, wait for Ctrl-C, then remove it."""
+    cluster = RabbitCluster()
+    try:
+        cluster.start()
+        print(f"booted in {cluster.timings['boot']:.1f} s, clustered in "
+              f"{cluster.timings['start']:.1f} s; data in {cluster.base}")  # fmt: skip
+        print(f"CELERY_BROKER_URL='{cluster.urls()}' NOTIFY_QUEUE_TYPE=quorum", flush=True)
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    main()
