@@ -21,6 +21,25 @@ ROUTE_TASK = "deliveries.route"
 SEND_TASK = "deliveries.send"
 
 
+def _send_publish(
+    delivery_id: int | list[int],
+    *,
+    channel: str,
+    queue: str,
+    countdown: float | None,
+    priority: int,
+) -> None:
+    """The one shape of a send message: its ids, and its channel for the sender slots."""
+    publish_task(
+        SEND_TASK,
+        args=[delivery_id],
+        kwargs={"channel": channel},
+        queue=queue,
+        countdown=countdown,
+        priority=priority,
+    )
+
+
 def delivery_enqueue(
     *,
     delivery_id: int,
@@ -48,13 +67,8 @@ def delivery_enqueue(
         return False
     priority = settings.NOTIFY_PRIORITY_RETRY if retry else settings.NOTIFY_PRIORITY_FIRST_ATTEMPT
     try:
-        publish_task(
-            SEND_TASK,
-            args=[delivery_id],
-            kwargs={"channel": channel},
-            queue=queue,
-            countdown=countdown,
-            priority=priority,
+        _send_publish(
+            delivery_id, channel=channel, queue=queue, countdown=countdown, priority=priority
         )
     except Exception:  # the broker is away: the row is the record, the sweeper resends
         logger.exception("delivery %s: publish failed; the sweeper will resend", delivery_id)
@@ -100,11 +114,11 @@ def deliveries_enqueue(
         size = settings.NOTIFY_FCM_BATCH_SIZE if channel == "fcm" else batch_size_for(queue)
         for batch in chunked(ids, size):
             try:
-                publish_task(
-                    SEND_TASK,
-                    args=[batch],
-                    kwargs={"channel": channel},
+                _send_publish(
+                    batch,
+                    channel=channel,
                     queue=queue,
+                    countdown=None,
                     priority=settings.NOTIFY_PRIORITY_FIRST_ATTEMPT,
                 )
             except Exception:  # the broker is away: the rows are the record
@@ -124,10 +138,9 @@ def send_defer(*, delivery_id: int | list[int], channel: str, queue: str, countd
     the claim makes the copy harmless.) If the publish fails, `enqueued_at` is cleared
     and the sweeper resends soon; False then."""
     try:
-        publish_task(
-            SEND_TASK,
-            args=[delivery_id],
-            kwargs={"channel": channel},
+        _send_publish(
+            delivery_id,
+            channel=channel,
             queue=queue,
             countdown=countdown,
             priority=settings.NOTIFY_PRIORITY_RETRY,
