@@ -80,7 +80,7 @@ NOTIFY_BREAKER_PROBE_TIMEOUT = env_float("NOTIFY_BREAKER_PROBE_TIMEOUT", 15.0, m
 # scripts/worker.sh gives them to Celery (it exports WORKER_CONCURRENCY).
 NOTIFY_WORKER_THREADS = env_int("WORKER_CONCURRENCY", 8, minimum=1)
 # At most this many of them send for one channel at once in one queue class, and never
-# more than half of them, so every other channel keeps the rest. The push channels take
+# more than half of them (rounded up), so every other channel keeps the rest. The push channels take
 # NOTIFY_PUSH_SENDERS each (give the worker twice as many threads for all of them).
 NOTIFY_CHANNEL_SENDERS = {
     "email": env_int("NOTIFY_EMAIL_SENDERS", 4, minimum=1),

@@ -8,7 +8,8 @@ thread of the class, and login codes by SMS and push would queue behind it.
 
 So a send takes a slot of its channel (per queue class, in this process) before it
 loads anything. A channel has at most NOTIFY_CHANNEL_SENDERS[channel] slots, and never
-more than half the process's threads, so the other channels always keep the rest. While
+more than half the process's threads (rounded up: an odd pool of 3 gives 2), so the
+other channels always keep the rest. While
 the channel is slow — its calls take longer than NOTIFY_CHANNEL_SLOW_SECONDS on average,
 or one has been running longer than that — it has only NOTIFY_CHANNEL_SLOW_SENDERS: a
 slow provider is limited by its slowness, as the breaker limits a failing one. A send
@@ -55,7 +56,7 @@ def channel_sender_limit(*, channel: str, slow: bool) -> int:
     limit = settings.NOTIFY_CHANNEL_SENDERS.get(channel, threads)
     if slow:
         limit = min(limit, settings.NOTIFY_CHANNEL_SLOW_SENDERS)
-    return max(1, min(limit, threads // 2))
+    return max(1, min(limit, (threads + 1) // 2))
 
 
 def _slow(channel: str, now: float) -> bool:
