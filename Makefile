@@ -5,6 +5,9 @@ SHELL := /bin/bash
 
 VENV := .venv
 RUFF := $(VENV)/bin/ruff
+# Test processes side by side (pytest-xdist): most tests wait on workers and peers, so two
+# keep both cores busy; `make test TEST_PROCESSES=0` runs the suite in one process.
+TEST_PROCESSES ?= 2
 
 .PHONY: run test lint fmt bench flower lock bootstrap services
 
@@ -18,7 +21,7 @@ test: bootstrap services
 	$(RUFF) check .
 	$(RUFF) format --check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest --durations=15
+	$(VENV)/bin/pytest -n $(TEST_PROCESSES) --dist loadgroup --durations=15
 
 ## lint: ruff, and the import-linter contract (.importlinter): imports run one way
 lint: bootstrap

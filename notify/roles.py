@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from django.apps import apps
+from django.conf import settings
 from django.contrib.auth.models import Group, Permission
 
 SUPPORT_GROUP = "Support"
 REDRIVE_GROUP = "Support: re-drive"
 PRIVACY_GROUP = "Privacy officers"
 CONSENT_GROUP = "Support: consent"
-SUPPORT_APPS = ("notify", "deliveries", "preferences", "templates_admin", "campaigns", "history")
+
+
+def platform_app_labels() -> list[str]:
+    """The labels of the project's own apps (those inside the checkout, not Django's or a
+    library's), so support reads an app added later without this list naming it."""
+    root = Path(settings.BASE_DIR).resolve()
+    return [
+        config.label
+        for config in apps.get_app_configs()
+        if Path(config.path).resolve().is_relative_to(root)
+        and "site-packages" not in Path(config.path).parts
+    ]
 
 
 def support_group_ensure() -> Group:
@@ -16,7 +31,7 @@ def support_group_ensure() -> Group:
     group, _ = Group.objects.get_or_create(name=SUPPORT_GROUP)
     group.permissions.set(
         Permission.objects.filter(
-            content_type__app_label__in=SUPPORT_APPS, codename__startswith="view_"
+            content_type__app_label__in=platform_app_labels(), codename__startswith="view_"
         )
     )
     return group

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make sure PostgreSQL, Redis and RabbitMQ answer where the settings point, starting
 # the local ones that do not; then make sure the `notify` database and the RabbitMQ
-# vhost `notify_test` (used by the tests) exist. Safe to run repeatedly.
+# vhosts `notify_test` and `notify_test_gw0`…`gw3` (used by the tests) exist. Safe to run repeatedly.
 # Reads DATABASE_URL, REDIS_URL and CELERY_BROKER_URL with the same defaults as
 # config/settings/. Prints one status line per service; exits non-zero naming the
 # service that does not answer.
@@ -180,17 +180,20 @@ if ! is_local "$RABBIT_HOST" || ! command -v rabbitmqctl >/dev/null 2>&1; then
 fi
 # Lists are read whole first: `grep -q` closing the pipe early would fail it under pipefail.
 vhosts=$(rabbitmqctl -s list_vhosts name) || die "RabbitMQ: rabbitmqctl list_vhosts failed"
-if ! grep -qx "$TEST_VHOST" <<<"$vhosts"; then
-    rabbitmqctl -q add_vhost "$TEST_VHOST" >/dev/null || die "RabbitMQ: could not add vhost $TEST_VHOST"
-    vhost_state=created
-else
-    vhost_state=exists
-fi
-permissions=$(rabbitmqctl -s list_permissions -p "$TEST_VHOST") ||
-    die "RabbitMQ: rabbitmqctl list_permissions failed"
-if ! grep -qxF "$TEST_VHOST_USER"$'\t.*\t.*\t.*' <<<"$permissions"; then
-    rabbitmqctl -q set_permissions -p "$TEST_VHOST" "$TEST_VHOST_USER" '.*' '.*' '.*' >/dev/null ||
-        die "RabbitMQ: could not give $TEST_VHOST_USER permissions on vhost $TEST_VHOST"
-    vhost_state="$vhost_state, permissions for $TEST_VHOST_USER set"
-fi
-printf '%-10s vhost %s  %s\n' RabbitMQ "$TEST_VHOST" "$vhost_state"
+# The suite runs in parallel test processes (pytest-xdist), each on its own vhost.
+for vhost in "$TEST_VHOST" "${TEST_VHOST}_gw"{0..3}; do
+    if ! grep -qx "$vhost" <<<"$vhosts"; then
+        rabbitmqctl -q add_vhost "$vhost" >/dev/null || die "RabbitMQ: could not add vhost $vhost"
+        vhost_state=created
+    else
+        vhost_state=exists
+    fi
+    permissions=$(rabbitmqctl -s list_permissions -p "$vhost") ||
+        die "RabbitMQ: rabbitmqctl list_permissions failed"
+    if ! grep -qxF "$TEST_VHOST_USER"$'\t.*\t.*\t.*' <<<"$permissions"; then
+        rabbitmqctl -q set_permissions -p "$vhost" "$TEST_VHOST_USER" '.*' '.*' '.*' >/dev/null ||
+            die "RabbitMQ: could not give $TEST_VHOST_USER permissions on vhost $vhost"
+        vhost_state="$vhost_state, permissions for $TEST_VHOST_USER set"
+    fi
+    printf '%-10s vhost %s  %s\n' RabbitMQ "$vhost" "$vhost_state"
+done

@@ -42,11 +42,30 @@ def pytest_configure(config: pytest.Config) -> None:
     TransactionTestCase._fixture_teardown = flush_with_retry
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep what shares fixtures together when the suite runs in parallel processes.
+
+    With pytest-xdist's `--dist loadgroup`, a group runs whole in one test process: each
+    file is a group, and the cluster folder is one (its 3-node cluster is package-scoped,
+    started once). The cluster group goes first, being the longest, so it never finishes
+    last while the other processes sit idle.
+    """
+
+    def group(item: pytest.Item) -> str:
+        path = Path(str(item.path)).relative_to(ROOT)
+        return "tests/cluster" if path.parts[:2] == ("tests", "cluster") else str(path)
+
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group(item)))
+    items.sort(key=lambda item: group(item) != "tests/cluster")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Fail the whole run at once, loudly, when RabbitMQ or Redis is not answering."""
     import redis
 
     problems = []
+    vhost = settings.CELERY_BROKER_URL.rpartition("/")[2]
     try:
         redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2).ping()
     except Exception as error:
@@ -57,9 +76,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     except Exception as error:
         problems.append(
             f"RabbitMQ at {settings.CELERY_BROKER_URL} is not answering: {error}. "
-            "Start it (scripts/services.sh) and make sure the vhost exists: "
-            "rabbitmqctl add_vhost notify_test && "
-            "rabbitmqctl set_permissions -p notify_test guest '.*' '.*' '.*'"
+            "Start it (scripts/services.sh, which also creates the test vhosts) or "
+            f"create the vhost: rabbitmqctl add_vhost {vhost} && "
+            f"rabbitmqctl set_permissions -p {vhost} guest '.*' '.*' '.*'"
         )
     if problems:
         pytest.exit("Required services are down:\n  " + "\n  ".join(problems), returncode=3)

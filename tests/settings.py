@@ -56,6 +56,31 @@ _TEST_DEFAULTS = {
 for _name, _value in _TEST_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
 
+
+def _own_places_for_xdist_worker() -> None:
+    """Under pytest-xdist each test process (gw0, gw1, …) gets its own vhost, Redis
+    database and push peer port; PostgreSQL needs nothing here, pytest-django gives each
+    its own test database. The places are chosen once per test process: the worker
+    processes a test starts inherit them (and the marker that says so) unchanged."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker or os.environ.get("NOTIFY_TEST_PLACES_FOR") == worker:
+        return
+    number = int(worker.removeprefix("gw"))
+    broker, _, vhost = os.environ["CELERY_BROKER_URL"].rpartition("/")
+    os.environ["CELERY_BROKER_URL"] = f"{broker}/{vhost}_{worker}"
+    redis_url, _, redis_db = os.environ["REDIS_URL"].rpartition("/")
+    # 15 → 13, 12, …: the database just below the suite's is the bench's (BENCH_REDIS_DB).
+    os.environ["REDIS_URL"] = f"{redis_url}/{int(redis_db) - 2 - number}"
+    port = str(_free_port())
+    os.environ["WEBPUSH_ALLOWED_ORIGINS"] = os.environ["WEBPUSH_ALLOWED_ORIGINS"].replace(
+        os.environ["NOTIFY_TEST_PUSH_PORT"], port
+    )
+    os.environ["NOTIFY_TEST_PUSH_PORT"] = port
+    os.environ["NOTIFY_TEST_PLACES_FOR"] = worker
+
+
+_own_places_for_xdist_worker()
+
 from config.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
