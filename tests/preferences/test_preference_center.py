@@ -17,6 +17,7 @@ from deliveries.models import Delivery
 from deliveries.pipeline.attempt import delivery_attempt
 from deliveries.pipeline.routing import notification_route
 from notify.models import Category, Notification, Producer, Recipient
+from notify.services import api_key_issue
 from notify.tokens import user_token_issue
 from preferences.models import ConsentRecord, Preference, QuietHours, SettingChange
 from preferences.tokens import PREFERENCE_CENTER_SALT, preference_center_url
@@ -222,8 +223,12 @@ def test_tampered_and_expired_links_get_a_page_that_says_so(person, browser, set
     assert not ConsentRecord.objects.filter(recipient=person).exists()
     assert browser.get(path).status_code == 200  # a fresh one still opens
 
+    Recipient.objects.filter(pk=person.pk).delete()  # erased: the link's person is gone
+    page = browser.get(path)
+    assert page.status_code == 410 and "Nothing to show" in page.content.decode()
 
-def test_revoked_links_are_refused_and_fresh_ones_work(person, browser, api, producer_key):
+
+def test_revoked_links_are_refused_and_fresh_ones_work(person, browser, api):
     old = path_of(preference_center_url(recipient_id=person.pk))
     assert browser.get(old).status_code == 200
 
@@ -239,6 +244,14 @@ def test_revoked_links_are_refused_and_fresh_ones_work(person, browser, api, pro
     fresh = path_of(answer.json()["url"])
     assert browser.get(fresh).status_code == 200
     assert own.post("/v1/users/demo-user/preference-center-link").status_code == 403
+
+    # A producer key needs `users:tokens` to mint one and `preferences:write` to revoke.
+    reader = Client(
+        HTTP_AUTHORIZATION=f"Bearer {api_key_issue(producer_name='r', scopes=['users:read']).key}"
+    )
+    assert reader.post("/v1/users/pc-1/preference-center-link").status_code == 403
+    assert reader.delete("/v1/users/pc-1/preference-center-link").status_code == 403
+    assert browser.get(fresh).status_code == 200
 
     # The page's own button switches off every link, itself included.
     _, revoke = forms_of(browser.get(fresh))
