@@ -80,6 +80,7 @@ def preference_center_links_revoke(*, recipient: Recipient) -> None:
 @dataclass(frozen=True)
 class CellView:
     channel: str
+    channel_label: str
     offered: bool  # the category reaches the person on this channel at all
     enabled: bool
     locked: bool  # mandatory: always on, shown but not changeable
@@ -140,11 +141,12 @@ def preference_center_view(*, recipient: Recipient) -> CenterView:
                 cells=[
                     CellView(
                         channel=channel,
+                        channel_label=label,
                         offered=channel in cells,
                         enabled=cells.get(channel, False),
                         locked=key in mandatory,
                     )
-                    for channel in Channel.values
+                    for channel, label in Channel.choices
                 ],
             )
         )
