@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import zoneinfo
 from dataclasses import dataclass, field
-from datetime import datetime, time
+from datetime import UTC, datetime, time, timedelta
 from enum import Enum
 from functools import cache
 
@@ -39,7 +39,7 @@ class LinkRefusal(Enum):
 def preference_center_recipient(*, token: str) -> Recipient | LinkRefusal:
     """The recipient a link opens the preference center for, or why it opens nothing.
 
-    One indexed read besides the recipient: the recipient's revocation time, if any.
+    One query: the recipient joined with its revocation time, if any.
     """
     link = preference_center_token_read(token)
     if link is LinkProblem.EXPIRED:
@@ -61,9 +61,13 @@ def preference_center_recipient(*, token: str) -> Recipient | LinkRefusal:
     return recipient
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def link_revoked(*, issued_at_us: int, valid_after: datetime) -> bool:
     """A link minted before (or in the same microsecond as) the revocation is refused."""
-    return issued_at_us <= int(valid_after.timestamp() * 1_000_000)
+    # Exact integer microseconds (a float timestamp can be one off).
+    return issued_at_us <= (valid_after - _EPOCH) // timedelta(microseconds=1)
 
 
 def preference_center_links_revoke(*, recipient: Recipient) -> None:
