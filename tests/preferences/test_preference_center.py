@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 from urllib.parse import urlsplit
 
 import pytest
+from django.contrib.auth.models import User
 from django.core import signing
 from django.test import Client
 
@@ -17,8 +18,10 @@ from deliveries.models import Delivery
 from deliveries.pipeline.attempt import delivery_attempt
 from deliveries.pipeline.routing import notification_route
 from notify.models import Category, Notification, Producer, Recipient
+from notify.roles import support_group_ensure
 from notify.services import api_key_issue
 from notify.tokens import user_token_issue
+from preferences.center import preference_center_links_revoke
 from preferences.models import ConsentRecord, Preference, QuietHours, SettingChange
 from preferences.tokens import PREFERENCE_CENTER_SALT, preference_center_url
 
@@ -257,3 +260,16 @@ def test_revoked_links_are_refused_and_fresh_ones_work(person, browser, api):
     _, revoke = forms_of(browser.get(fresh))
     assert post_form(browser, fresh, revoke).status_code == 200
     assert browser.get(fresh).status_code == 410
+
+
+def test_support_reads_setting_changes_and_revocations_in_admin(person, client):
+    SettingChange.objects.create(recipient=person, setting="timezone", value="Asia/Tokyo",
+                                 source="preference_center")  # fmt: skip
+    preference_center_links_revoke(recipient=person)
+    agent = User.objects.create_user("sam", "sam@example.com", "pw", is_staff=True)
+    agent.groups.add(support_group_ensure())
+    client.force_login(agent)
+    changes = client.get("/admin/preferences/settingchange/", {"q": "pc-1"})
+    assert changes.status_code == 200 and b"Asia/Tokyo" in changes.content
+    revoked = client.get("/admin/preferences/preferencecenterlinks/", {"q": "pc-1"})
+    assert revoked.status_code == 200 and b"pc-1" in revoked.content
