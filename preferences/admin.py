@@ -15,7 +15,14 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from notify.models import Category, Channel, Recipient
-from preferences.models import ConsentRecord, MarketingDayCount, Preference, QuietHours
+from preferences.models import (
+    ConsentRecord,
+    MarketingDayCount,
+    Preference,
+    PreferenceCenterLinks,
+    QuietHours,
+    SettingChange,
+)
 from preferences.services import consent_by_support_record
 
 CONSENT_FIELDS = (
@@ -154,3 +161,23 @@ class PreferenceAdmin(ReadOnlyMixin, admin.ModelAdmin):
 class MarketingDayCountAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("recipient", "local_date", "count")
     search_fields = ("recipient__user_id",)
+
+
+@admin.register(SettingChange)
+class SettingChangeAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Changes of quiet hours, time zone and language, as they were made (append-only)."""
+
+    list_display = ("recipient", "setting", "value", "source", "created_at")
+    search_fields = ("recipient__user_id",)
+    list_filter = ("setting", "source")
+    list_select_related = ("recipient",)
+
+
+@admin.register(PreferenceCenterLinks)
+class PreferenceCenterLinksAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Whose preference-center links were switched off, and from when (links minted
+    before `valid_after` are refused)."""
+
+    list_display = ("recipient", "valid_after")
+    search_fields = ("recipient__user_id",)
+    list_select_related = ("recipient",)

@@ -136,3 +136,49 @@ class MarketingDayCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.recipient_id} {self.local_date}: {self.count}"
+
+
+class PreferenceCenterLinks(models.Model):
+    """Revocation of a recipient's preference-center links: every link minted before
+    `valid_after` is refused. No row: every unexpired link is good.
+
+    A "not before" time rather than a list of revoked links or a counter carried in each
+    link: minting a link (once per email sent) then reads nothing, and revoking covers
+    every link ever sent, however many, with one row.
+    """
+
+    recipient = models.OneToOneField(
+        Recipient, on_delete=models.CASCADE, related_name="preference_center_links"
+    )
+    valid_after = models.DateTimeField(help_text="Links minted before this are refused.")
+
+    class Meta:
+        verbose_name_plural = "preference center links"
+
+    def __str__(self) -> str:
+        return f"{self.recipient_id} links valid after {self.valid_after:%Y-%m-%d %H:%M:%S}"
+
+
+class SettingChange(models.Model):
+    """Append-only: a change of a recipient setting that is not a consent cell (quiet
+    hours, time zone, language), where it came from and the new value. Removed with the
+    recipient: it is not consent evidence and the values describe the person."""
+
+    class Setting(models.TextChoices):
+        QUIET_HOURS = "quiet_hours", "Quiet hours"
+        TIMEZONE = "timezone", "Time zone"
+        LOCALE = "locale", "Language"
+
+    recipient = models.ForeignKey(
+        Recipient, on_delete=models.CASCADE, related_name="setting_changes"
+    )
+    setting = models.CharField(max_length=20, choices=Setting.choices)
+    value = models.CharField(max_length=64)
+    source = models.CharField(max_length=20, choices=ConsentSource.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["recipient", "-id"], name="setting_change_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.recipient_id} {self.setting}={self.value} via {self.source}"

@@ -1,18 +1,21 @@
-"""Signed one-click unsubscribe links.
+"""Signed links: one-click unsubscribe and the preference center.
 
-A `django.core.signing` value (HMAC over SECRET_KEY, with a timestamp) that carries
-database ids only — no address or user id in clear — under a salt of its own, so no
-other signed value (a user token) can be replayed as one.
+Each is a `django.core.signing` value (HMAC over SECRET_KEY, with a timestamp) that
+carries database ids only — no address or user id in clear — under a salt of its own, so
+no other signed value (a user token, the other kind of link) can be replayed as one.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from enum import Enum
 
 from django.conf import settings
 from django.core import signing
 
 UNSUBSCRIBE_SALT = "notify.preferences.unsubscribe"
+PREFERENCE_CENTER_SALT = "notify.preferences.center"
 
 
 @dataclass(frozen=True)
@@ -42,3 +45,52 @@ def unsubscribe_token_read(token: str) -> UnsubscribeScope | None:
 def unsubscribe_url(*, recipient_id: int, category_id: int, channel: str) -> str:
     token = unsubscribe_token(recipient_id=recipient_id, category_id=category_id, channel=channel)
     return f"{settings.NOTIFY_PUBLIC_URL}/u/{token}"
+
+
+class LinkProblem(Enum):
+    """Why a preference-center link opens nothing."""
+
+    TAMPERED = "tampered"  # not one we signed (or cut short, or signed under an old key)
+    EXPIRED = "expired"  # older than NOTIFY_PREFERENCE_CENTER_LINK_MAX_AGE
+
+
+@dataclass(frozen=True)
+class CenterLink:
+    """What a well-signed, unexpired preference-center link names."""
+
+    recipient_id: int
+    issued_at_us: int  # when it was minted, in microseconds since the epoch
+
+
+def preference_center_token(*, recipient_id: int, now_us: int | None = None) -> str:
+    """A preference-center token for the recipient. It carries when it was minted, so a
+    revocation (a "not before" time per recipient) can refuse it without minting reading
+    anything."""
+    issued = time.time_ns() // 1000 if now_us is None else now_us
+    return signing.dumps({"r": recipient_id, "i": issued}, salt=PREFERENCE_CENTER_SALT)
+
+
+def preference_center_token_read(token: str) -> CenterLink | LinkProblem:
+    """The link a token names, or why it names none: expired apart from forged or
+    tampered, so the page can tell the person which. Revocation is checked by the
+    caller (it needs the database)."""
+    try:
+        data = signing.loads(
+            token,
+            salt=PREFERENCE_CENTER_SALT,
+            max_age=settings.NOTIFY_PREFERENCE_CENTER_LINK_MAX_AGE,
+        )
+    except signing.SignatureExpired:
+        return LinkProblem.EXPIRED
+    except (signing.BadSignature, UnicodeError, ValueError):
+        return LinkProblem.TAMPERED
+    try:
+        return CenterLink(recipient_id=int(data["r"]), issued_at_us=int(data["i"]))
+    except (KeyError, TypeError, ValueError):
+        return LinkProblem.TAMPERED
+
+
+def preference_center_url(*, recipient_id: int) -> str:
+    """The absolute address of the recipient's preference center (a fresh link)."""
+    token = preference_center_token(recipient_id=recipient_id)
+    return f"{settings.NOTIFY_PUBLIC_URL}/preferences/{token}"

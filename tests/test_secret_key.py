@@ -17,7 +17,13 @@ from notify.checks import secret_key_problem
 from notify.models import Category, Notification, Producer, Recipient
 from notify.tokens import user_token_issue, user_token_recipient_id
 from preferences.gate import gate_seal, gate_seal_valid
-from preferences.tokens import unsubscribe_token, unsubscribe_token_read
+from preferences.tokens import (
+    LinkProblem,
+    preference_center_token,
+    preference_center_token_read,
+    unsubscribe_token,
+    unsubscribe_token_read,
+)
 from tests.conftest import ROOT
 from tests.waiting import wait_for
 
@@ -93,6 +99,7 @@ def test_rotating_the_key_keeps_gate_seals_and_user_tokens_valid_through_the_fal
     seal = gate_seal(notification_id="n-1", channel="email", target="a@example.com")
     token = user_token_issue(recipient_id=42)
     link = unsubscribe_token(recipient_id=42, category_id=7, channel="email")
+    center = preference_center_token(recipient_id=42)
 
     settings.SECRET_KEY = NEW_KEY
     settings.SECRET_KEY_FALLBACKS = [OLD_KEY]
@@ -100,6 +107,7 @@ def test_rotating_the_key_keeps_gate_seals_and_user_tokens_valid_through_the_fal
                            seal=seal)  # fmt: skip
     assert user_token_recipient_id(token) == 42
     assert unsubscribe_token_read(link) is not None
+    assert preference_center_token_read(center).recipient_id == 42
     # A seal is still bound to its delivery, whichever key made it.
     assert not gate_seal_valid(notification_id="n-2", channel="email", target="a@example.com",
                                seal=seal)  # fmt: skip
@@ -109,6 +117,7 @@ def test_rotating_the_key_keeps_gate_seals_and_user_tokens_valid_through_the_fal
                                seal=seal)  # fmt: skip
     assert user_token_recipient_id(token) is None
     assert unsubscribe_token_read(link) is None
+    assert preference_center_token_read(center) is LinkProblem.TAMPERED
 
 
 @pytest.mark.parametrize(

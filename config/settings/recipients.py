@@ -4,6 +4,7 @@ tokens, the feed and its unread counter."""
 from notify.env import (
     env_float,
     env_int,
+    env_list,
     env_str,
 )
 
@@ -13,6 +14,16 @@ NOTIFY_UNSUBSCRIBE_TOKEN_MAX_AGE = env_int(
     "NOTIFY_UNSUBSCRIBE_TOKEN_MAX_AGE", 2 * 365 * 24 * 3600, minimum=1
 )
 NOTIFY_USER_TOKEN_TTL_SECONDS = env_int("NOTIFY_USER_TOKEN_TTL_SECONDS", 3600, minimum=1)
+# --- Preference center (the hosted page behind a signed link) --------------------------
+# A link opens every setting of one person, so it lives shorter than an unsubscribe link
+# (which can only turn things off): 30 days by default, counted from when it was minted.
+NOTIFY_PREFERENCE_CENTER_LINK_MAX_AGE = env_int(
+    "NOTIFY_PREFERENCE_CENTER_LINK_MAX_AGE", 30 * 24 * 3600, minimum=1
+)
+# Languages the page offers (language tags); a recipient's own other tag is kept offered.
+NOTIFY_PREFERENCE_CENTER_LANGUAGES = env_list(
+    "NOTIFY_PREFERENCE_CENTER_LANGUAGES", ["en", "de", "es", "fr", "ru"]
+)
 # Default quiet window in the recipient's local time (HH:MM); per recipient in admin.
 NOTIFY_QUIET_HOURS_START = env_str("NOTIFY_QUIET_HOURS_START", "21:00")
 NOTIFY_QUIET_HOURS_END = env_str("NOTIFY_QUIET_HOURS_END", "09:00")

@@ -21,7 +21,7 @@ from django.utils.html import escape
 from deliveries.channels.base import SendResult
 from deliveries.channels.deadline import call_deadline
 from deliveries.channels.smtp import kept_session_close, send_on_kept_connection
-from preferences.tokens import unsubscribe_url
+from preferences.tokens import preference_center_url, unsubscribe_url
 from templates_admin.mail import VersionEmailMessage
 
 if TYPE_CHECKING:
@@ -64,6 +64,10 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
     message.render()  # a template error surfaces here, before any network call
     if unsubscribe:
         _add_unsubscribe_footer(message, unsubscribe)
+    # Every email, marketing or not, links the person's preference center (a signature,
+    # no query: the hot path pays an HMAC).
+    preferences = preference_center_url(recipient_id=delivery.notification.recipient_id)
+    _add_preferences_footer(message, preferences, beside_unsubscribe=bool(unsubscribe))
     deadline = settings.NOTIFY_PROVIDER_CALL_DEADLINES["smtp"]
     with call_deadline(deadline) as watch:
         try:
@@ -102,6 +106,21 @@ def _add_unsubscribe_footer(message: VersionEmailMessage, url: str) -> None:
     for content, mimetype in alternatives:
         if mimetype == "text/html" and url not in content:
             content = f'{content}\n<p><a href="{escape(url)}">Unsubscribe</a></p>'
+        message.attach_alternative(content, mimetype)
+
+
+def _add_preferences_footer(
+    message: VersionEmailMessage, url: str, *, beside_unsubscribe: bool
+) -> None:
+    """Put the preference-center link in the text and HTML bodies, after any unsubscribe."""
+    gap = "\n" if beside_unsubscribe else "\n\n"
+    message.body = f"{message.body}{gap}Manage your notification preferences: {url}"
+    alternatives = list(message.alternatives)
+    message.alternatives = []
+    for content, mimetype in alternatives:
+        if mimetype == "text/html":
+            link = f'<a href="{escape(url)}">Manage your notification preferences</a>'
+            content = f"{content}\n<p>{link}</p>"
         message.attach_alternative(content, mimetype)
 
 

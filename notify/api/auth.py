@@ -60,7 +60,15 @@ class UserPrincipal:
 # What an end-user token may reach, and only for its own user_id.
 # A browser or app registers and removes its own push subscription with its user token.
 USER_TOKEN_VIEWS = frozenset(
-    {"feed-list", "feed-read", "unread-count", "preferences", "device-register", "device-delete"}
+    {
+        "feed-list",
+        "feed-read",
+        "unread-count",
+        "preferences",
+        "preference-center-link",
+        "device-register",
+        "device-delete",
+    }
 )
 
 
@@ -123,6 +131,9 @@ SCOPE_BY_VIEW: dict[str | tuple[str, str], str] = {
     ("preferences", "GET"): Scope.USERS_READ,
     ("preferences", "PUT"): Scope.PREFERENCES_WRITE,
     "user-tokens": Scope.USERS_TOKENS,
+    # A preference-center link is a credential to the person's settings, like a token.
+    ("preference-center-link", "POST"): Scope.USERS_TOKENS,
+    ("preference-center-link", "DELETE"): Scope.PREFERENCES_WRITE,
     "device-register": Scope.DEVICES_WRITE,
     "device-delete": Scope.DEVICES_WRITE,
 }

@@ -101,6 +101,8 @@ OPERATION_IDS = {
     ("/v1/users/{user_id}/preferences", "get"): "get_preferences",
     ("/v1/users/{user_id}/preferences", "put"): "update_preferences",
     ("/v1/users/{user_id}/tokens", "post"): "create_user_token",
+    ("/v1/users/{user_id}/preference-center-link", "post"): "create_preference_center_link",
+    ("/v1/users/{user_id}/preference-center-link", "delete"): "revoke_preference_center_links",
     ("/v1/campaigns", "post"): "launch_campaign",
     ("/v1/campaigns/{campaign_id}", "get"): "get_campaign",
     ("/v1/campaigns/{campaign_id}/pause", "post"): "pause_campaign",

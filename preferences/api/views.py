@@ -19,6 +19,7 @@ from notify.api.lookups import recipient_or_404
 from notify.api.schema import error_responses
 from notify.api.strict import StrictSerializer
 from notify.tokens import user_token_issue
+from preferences.center import preference_center_links_revoke
 from preferences.models import ConsentSource
 from preferences.selectors import preferences_document
 from preferences.services import (
@@ -29,7 +30,7 @@ from preferences.services import (
     quiet_hours_set,
     unsubscribe,
 )
-from preferences.tokens import unsubscribe_token_read
+from preferences.tokens import preference_center_url, unsubscribe_token_read
 
 # A producer may say where a change came from; an end user's token is always the
 # preference center, `email_link` belongs to the unsubscribe endpoint alone, and
@@ -155,6 +156,41 @@ class UserTokenApi(APIView):
             },
             status=status.HTTP_201_CREATED,
         )
+
+
+class PreferenceCenterLinkOut(serializers.Serializer):
+    url = serializers.URLField(help_text="The person's preference center; open it as it is.")
+    expires_in = serializers.IntegerField(help_text="Seconds from now the link stays valid.")
+
+
+class PreferenceCenterLinkApi(APIView):
+    """The hosted preference center's address for one person: for an inbox or a settings
+    screen to link to (an end-user token may ask for its own), and its revocation."""
+
+    @extend_schema(
+        request=None,
+        responses={201: PreferenceCenterLinkOut},
+        summary="A fresh signed link to this user's hosted preference center.",
+    )
+    def post(self, request: Request, user_id: str) -> Response:
+        recipient = recipient_or_404(user_id)
+        return Response(
+            {
+                "url": preference_center_url(recipient_id=recipient.pk),
+                "expires_in": settings.NOTIFY_PREFERENCE_CENTER_LINK_MAX_AGE,
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(
+        request=None,
+        responses={204: None},
+        summary="Switch off every preference-center link of this user made until now.",
+    )
+    def delete(self, request: Request, user_id: str) -> Response:
+        recipient = recipient_or_404(user_id)
+        preference_center_links_revoke(recipient=recipient)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 _PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>{title}</title></head>

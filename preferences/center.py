@@ -1,0 +1,246 @@
+"""The hosted preference center's rules: which link opens it, what it shows, what a
+submitted form changes, and revoking links.
+
+The page itself (preferences/center_views.py) only renders and parses; every decision is
+here. Cells are written through `preferences_update`, so each changed cell is a
+`Preference` row and a `ConsentRecord` with source `preference_center` in one
+transaction; quiet hours, time zone and language write a `SettingChange` each.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, time, timedelta
+from enum import Enum
+from functools import cache
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from notify.models import Category, Channel, Recipient
+from notify.services import recipient_upsert
+from preferences.models import PreferenceCenterLinks, SettingChange
+from preferences.selectors import preferences_document, quiet_window
+from preferences.services import RequestOrigin, preferences_update, quiet_hours_set
+from preferences.tokens import LinkProblem, preference_center_token_read
+
+
+class LinkRefusal(Enum):
+    """Why a preference-center link opens nothing, as the page tells it."""
+
+    TAMPERED = "tampered"  # 400: not a link we made
+    EXPIRED = "expired"  # 410: ours, too old
+    REVOKED = "revoked"  # 410: ours, withdrawn since it was sent
+    GONE = "gone"  # 410: ours, the person's data was erased
+
+
+def preference_center_recipient(*, token: str) -> Recipient | LinkRefusal:
+    """The recipient a link opens the preference center for, or why it opens nothing.
+
+    One query: the recipient joined with its revocation time, if any.
+    """
+    link = preference_center_token_read(token)
+    if link is LinkProblem.EXPIRED:
+        return LinkRefusal.EXPIRED
+    if isinstance(link, LinkProblem):
+        return LinkRefusal.TAMPERED
+    recipient = (
+        Recipient.objects.filter(pk=link.recipient_id)
+        .select_related("preference_center_links")
+        .first()
+    )
+    if recipient is None:
+        return LinkRefusal.GONE
+    revocation = getattr(recipient, "preference_center_links", None)
+    if revocation is not None and link_revoked(
+        issued_at_us=link.issued_at_us, valid_after=revocation.valid_after
+    ):
+        return LinkRefusal.REVOKED
+    return recipient
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def link_revoked(*, issued_at_us: int, valid_after: datetime) -> bool:
+    """A link minted before (or in the same microsecond as) the revocation is refused."""
+    # Exact integer microseconds (a float timestamp can be one off).
+    return issued_at_us <= (valid_after - _EPOCH) // timedelta(microseconds=1)
+
+
+def preference_center_links_revoke(*, recipient: Recipient) -> None:
+    """Refuse every preference-center link of the recipient minted until now (links in
+    sent emails, links handed to the inbox). Links minted afterwards work."""
+    PreferenceCenterLinks.objects.update_or_create(
+        recipient=recipient, defaults={"valid_after": timezone.now()}
+    )
+
+
+# --- What the page shows ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CellView:
+    channel: str
+    channel_label: str
+    offered: bool  # the category reaches the person on this channel at all
+    enabled: bool
+    locked: bool  # mandatory: always on, shown but not changeable
+
+
+@dataclass(frozen=True)
+class CategoryView:
+    key: str
+    label: str
+    mandatory: bool
+    marketing: bool
+    cells: list[CellView]
+
+
+@dataclass(frozen=True)
+class CenterView:
+    """Everything the page shows for one recipient."""
+
+    channels: list[tuple[str, str]]  # (value, label), the table's columns
+    categories: list[CategoryView]
+    quiet_start: str  # HH:MM, local time
+    quiet_end: str
+    timezone: str
+    locale: str
+    languages: list[str]
+    timezones: list[str] = field(repr=False, default_factory=list)
+
+
+@cache
+def known_timezones() -> tuple[str, ...]:
+    """Every IANA zone name this machine knows, sorted (what the page offers)."""
+    return tuple(sorted(zoneinfo.available_timezones()))
+
+
+def offered_languages(*, current: str) -> list[str]:
+    """The page's language choices: the configured ones, plus the person's own."""
+    languages = list(settings.NOTIFY_PREFERENCE_CENTER_LANGUAGES)
+    if current and current not in languages:
+        languages.append(current)
+    return languages
+
+
+def preference_center_view(*, recipient: Recipient) -> CenterView:
+    """The page's content: categories by channels (effective values, mandatory locked),
+    quiet hours, time zone and language."""
+    document = preferences_document(recipient=recipient)
+    mandatory = set(document["mandatory"])
+    categories = {c.key: c for c in Category.objects.all()}
+    rows = []
+    for key, cells in document["categories"].items():
+        category = categories[key]
+        rows.append(
+            CategoryView(
+                key=key,
+                label=category.description or key,
+                mandatory=key in mandatory,
+                marketing=category.marketing,
+                cells=[
+                    CellView(
+                        channel=channel,
+                        channel_label=label,
+                        offered=channel in cells,
+                        enabled=cells.get(channel, False),
+                        locked=key in mandatory,
+                    )
+                    for channel, label in Channel.choices
+                ],
+            )
+        )
+    window = quiet_window(recipient=recipient)
+    return CenterView(
+        channels=list(Channel.choices),
+        categories=rows,
+        quiet_start=f"{window.start:%H:%M}",
+        quiet_end=f"{window.end:%H:%M}",
+        timezone=recipient.timezone or "UTC",
+        locale=recipient.locale,
+        languages=offered_languages(current=recipient.locale),
+        timezones=list(known_timezones()),
+    )
+
+
+# --- What a submitted form changes -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CenterChoices:
+    """A parsed form: the cells it showed and which of them are ticked, and the settings."""
+
+    shown: set[tuple[str, str]]  # (category key, channel) the form displayed as editable
+    ticked: set[tuple[str, str]]
+    quiet_start: time
+    quiet_end: time
+    timezone: str
+    locale: str
+
+
+@dataclass(frozen=True)
+class CenterSaved:
+    cells_changed: int
+    settings_changed: list[str]
+
+
+def editable_cells(*, view: CenterView) -> set[tuple[str, str]]:
+    """The cells a person may change: offered, and not in a mandatory category."""
+    return {
+        (row.key, cell.channel)
+        for row in view.categories
+        if not row.mandatory
+        for cell in row.cells
+        if cell.offered
+    }
+
+
+def preference_center_save(
+    *, recipient: Recipient, choices: CenterChoices, origin: RequestOrigin
+) -> CenterSaved:
+    """Apply a submitted preference-center form in one transaction.
+
+    Only cells that the form showed and that are editable now are written: a mandatory
+    category's cell is never turned off, whatever the form says (a forged post is ignored,
+    not an error), and a category added since the page was drawn is left alone rather
+    than read as "unticked". Each changed cell writes its consent record; each changed
+    setting writes a `SettingChange`. Unchanged values write nothing.
+    """
+    view = preference_center_view(recipient=recipient)
+    current = {
+        (row.key, cell.channel): cell.enabled for row in view.categories for cell in row.cells
+    }
+    cells: dict[str, dict[str, bool]] = {}
+    for key, channel in choices.shown & editable_cells(view=view):
+        wanted = (key, channel) in choices.ticked
+        if wanted != current[(key, channel)]:
+            cells.setdefault(key, {})[channel] = wanted
+    changes: list[tuple[str, str]] = []
+    quiet = f"{choices.quiet_start:%H:%M}-{choices.quiet_end:%H:%M}"
+    if quiet != f"{view.quiet_start}-{view.quiet_end}":
+        changes.append((SettingChange.Setting.QUIET_HOURS, quiet))
+    if choices.timezone != view.timezone:
+        changes.append((SettingChange.Setting.TIMEZONE, choices.timezone))
+    if choices.locale != view.locale:
+        changes.append((SettingChange.Setting.LOCALE, choices.locale))
+    with transaction.atomic():
+        changed = preferences_update(recipient=recipient, cells=cells, origin=origin)
+        contact = {}
+        for setting, value in changes:
+            if setting == SettingChange.Setting.QUIET_HOURS:
+                quiet_hours_set(
+                    recipient=recipient, start=choices.quiet_start, end=choices.quiet_end
+                )
+            else:
+                contact[str(setting)] = value
+        if contact:
+            recipient_upsert(user_id=recipient.user_id, fields=contact)
+        SettingChange.objects.bulk_create(
+            SettingChange(recipient=recipient, setting=s, value=v, source=origin.source)
+            for s, v in changes
+        )
+    return CenterSaved(cells_changed=changed, settings_changed=[str(s) for s, _ in changes])
