@@ -6,6 +6,7 @@ from notify.env import (
     env_bool,
     env_float,
     env_int,
+    env_origins,
     env_str,
 )
 
@@ -33,3 +34,8 @@ NOTIFY_UNREAD_RECONCILE_WINDOW = env_float("NOTIFY_UNREAD_RECONCILE_WINDOW", 360
 # for anyone who asks: a development aid, on only with DEBUG unless set explicitly.
 NOTIFY_INBOX_DEMO = env_bool("NOTIFY_INBOX_DEMO", DEBUG)
 NOTIFY_INBOX_DEMO_USER = env_str("NOTIFY_INBOX_DEMO_USER", "demo-user")
+# Browser origins (scheme://host[:port], or *) whose pages may call the end-user API: the
+# product pages that embed the inbox from another origin. None by default.
+NOTIFY_INBOX_ALLOWED_ORIGINS = env_origins("NOTIFY_INBOX_ALLOWED_ORIGINS")
+# How long a browser may reuse a preflight's answer, in seconds.
+NOTIFY_INBOX_CORS_MAX_AGE = env_int("NOTIFY_INBOX_CORS_MAX_AGE", 600, minimum=0)

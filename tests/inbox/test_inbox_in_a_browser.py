@@ -6,6 +6,9 @@ artifacts/; the console must stay clean."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import threading
 import time
 import uuid
 from unittest import mock
@@ -210,3 +213,47 @@ def test_a_stream_refused_with_429_waits_as_advised_then_connects(
     opened = next(e for e in events if e["state"] == "open")
     assert opened["at"] - refused["at"] >= 950
     assert [e for e in page.console.errors if "429" not in e] == []
+
+
+def test_a_product_page_on_another_origin_embeds_the_inbox(inbox_page, inbox_server, pipeline, api):
+    send(api, "X-1")
+    wait_for(lambda: feed_size() == 1, what="a feed entry")
+    token = user_token_issue(recipient_id=Recipient.objects.get(user_id=USER).pk)
+    host = f"""<!doctype html><html lang="en"><title>Product</title>
+        <script src="{inbox_server}/static/notify/inbox.js" defer></script>
+        <notify-inbox api-base="{inbox_server}" user-id="{USER}" token="{token}"></notify-inbox>"""
+    page = inbox_page
+    with product_site(host) as product:  # another origin: another port
+        page.goto(product)
+        stream_open(page)
+        assert badge(page) == "1"
+        send(api, "X-2")
+        wait_for(lambda: badge(page) == "2", timeout=5, what="the live entry counted")
+        page.locator(f"{INBOX} .bell").click()
+        assert titles(page)[0] == "Order X-2 is on its way"
+    assert page.console.errors == []
+
+
+@contextlib.contextmanager
+def product_site(html: str):
+    """A product's own web server on a loopback port, serving one page; yields its URL."""
+    body = html.encode()
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/account"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -69,8 +69,10 @@
     .status.error { color: #c5221f; }
     .more { display: block; width: 100%; padding: 10px; border: 0; background: none;
             color: var(--notify-accent); }
-    table { width: 100%; border-collapse: collapse; }
-    th, td { padding: 6px 8px; text-align: left; border-bottom: 1px solid #eaeef2; }
+    .prefs { overflow-x: auto; }
+    table { width: 100%; border-collapse: collapse; font-size: 13px; }
+    th, td { padding: 6px 4px; text-align: left; border-bottom: 1px solid #eaeef2; }
+    thead th { font-size: 12px; font-weight: 600; color: #424a53; }
     td.cell, th.cell { text-align: center; }
     .lock { font-size: 11px; color: #656d76; font-weight: normal; display: block; }
     fieldset { border: 0; margin: 8px 0; padding: 0 8px; }
@@ -114,6 +116,16 @@
   function newerFirst(a, b) {
     const byTime = Date.parse(b.occurred_at) - Date.parse(a.occurred_at);
     return byTime || b.id - a.id;
+  }
+
+  // How a person calls each channel; an unknown one is shown by its key.
+  const CHANNELS = { inapp: "In-app", email: "Email", webpush: "Browser", fcm: "Mobile", sms: "SMS" };
+
+  const LOCK = `<svg viewBox="0 0 16 16" width="11" height="11" aria-hidden="true" focusable="false">
+    <path fill="currentColor" d="M4 7V5a4 4 0 0 1 8 0v2h1v8H3V7h1Zm2 0h4V5a2 2 0 0 0-4 0v2Z"/></svg>`;
+
+  function channelLabel(channel) {
+    return CHANNELS[channel] || label(channel);
   }
 
   function label(key) {
@@ -196,7 +208,8 @@
         return;
       }
       if (name === "preferences-url") { this._renderPrefsLink(); return; }
-      if (this.isConnected && (name === "user-id" || name === "api-base")) {
+      // Another person or server while running: start over (not at the first upgrade).
+      if (this._run && (name === "user-id" || name === "api-base")) {
         this._stop();
         this._start();
       }
@@ -222,7 +235,8 @@
     }
 
     _stop() {
-      if (this._run) this._run.abort();
+      if (!this._run) return;
+      this._run.abort();
       this._run = null;
       this._setStreamState("idle");
     }
@@ -704,15 +718,16 @@
       head.appendChild(Object.assign(document.createElement("th"), { textContent: "Category", scope: "col" }));
       for (const channel of channels) {
         head.appendChild(Object.assign(document.createElement("th"), {
-          textContent: label(channel), scope: "col", className: "cell" }));
+          textContent: channelLabel(channel), scope: "col", className: "cell" }));
       }
       const tbody = table.createTBody();
       for (const key of categories) {
         const row = tbody.insertRow();
         const name = Object.assign(document.createElement("th"), { textContent: label(key), scope: "row" });
         if (mandatory.has(key)) {
-          name.appendChild(Object.assign(document.createElement("span"), {
-            className: "lock", textContent: "🔒 Required, cannot be turned off" }));
+          const lock = Object.assign(document.createElement("span"), { className: "lock" });
+          lock.innerHTML = `${LOCK} Required`;
+          name.appendChild(lock);
         }
         row.appendChild(name);
         for (const channel of channels) {
@@ -726,11 +741,12 @@
           box.dataset.category = key;
           box.dataset.channel = channel;
           box.dataset.focusKey = `${key}|${channel}`;
-          box.setAttribute("aria-label", `${label(key)} by ${label(channel)}`);
+          const what = `${label(key)} by ${channelLabel(channel)}`;
+          box.setAttribute("aria-label", mandatory.has(key) ? `${what} (required)` : what);
           box.addEventListener("change", () => {
             const on = box.checked;
             this._savePrefs({ categories: { [key]: { [channel]: on } } },
-              `${label(key)} by ${label(channel)} ${on ? "on" : "off"}`);
+              `${what} ${on ? "on" : "off"}`);
           });
           cell.appendChild(box);
         }
