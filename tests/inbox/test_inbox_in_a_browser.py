@@ -229,6 +229,8 @@ def test_a_product_page_on_another_origin_embeds_the_inbox(inbox_page, inbox_ser
         wait_for(lambda: badge(page) == "2", timeout=5, what="the live entry counted")
         page.locator(f"{INBOX} .bell").click()
         assert titles(page)[0] == "Order X-2 is on its way"
+        page.locator(f"{INBOX} .mark-all").click()
+        wait_for(lambda: badge(page) == "", timeout=5, what="the badge gone")
     assert page.console.errors == []
 
 

@@ -178,12 +178,12 @@
       if (first) first.focus();
     }
 
-    /** Hide the panel; focus goes back to the bell. */
-    hide() {
+    /** Hide the panel; focus goes back to the bell unless told otherwise. */
+    hide({ focusBell = true } = {}) {
       if (!this.open) return;
       this._panel.hidden = true;
       this._bell.setAttribute("aria-expanded", "false");
-      this._bell.focus();
+      if (focusBell) this._bell.focus();
     }
 
     // --- Lifecycle -------------------------------------------------------------------
@@ -191,11 +191,17 @@
     connectedCallback() {
       this._onOnline = () => { if (this._streamState === "waiting") this._wakeStream(); };
       window.addEventListener("online", this._onOnline);
+      // A click elsewhere on the page closes the panel (focus stays where it went).
+      this._onOutside = (event) => {
+        if (this.open && !event.composedPath().includes(this)) this.hide({ focusBell: false });
+      };
+      document.addEventListener("click", this._onOutside);
       this._start();
     }
 
     disconnectedCallback() {
       window.removeEventListener("online", this._onOnline);
+      document.removeEventListener("click", this._onOutside);
       this._stop();
     }
 
@@ -260,13 +266,14 @@
      * One API call with the current token. A 401 asks the host for a new token and tries
      * again with it; a 429 waits as Retry-After says and tries again (a few times).
      */
-    async _api(path, { method = "GET", body, signal } = {}) {
+    async _api(path, { method = "GET", body, signal, keepalive = false } = {}) {
       let refusals = 0;
       for (;;) {
         const token = this.token;
         const response = await fetch(this._url(path), {
           method,
           signal,
+          keepalive,
           headers: {
             Authorization: `Bearer ${token}`,
             Accept: "application/json",
@@ -340,7 +347,8 @@
 
     async _markRead(ids) {
       const body = ids ? { ids } : { all: true };
-      const data = await this._api("/feed/read", { method: "POST", body });
+      // keepalive: a mark-read sent as a link navigates away still reaches the server.
+      const data = await this._api("/feed/read", { method: "POST", body, keepalive: true });
       const now = new Date().toISOString();
       for (const entry of this._entries) {
         if (!entry.read_at && (!ids || ids.includes(entry.id))) entry.read_at = now;
@@ -415,8 +423,13 @@
         throw new ApiFailure(response.status, (data && data.error && data.error.message) || `HTTP ${response.status}`);
       }
       this._setStreamState("open");
-      // A reconnect may follow missed reads elsewhere: the count is read again.
-      this._refreshCount().catch((error) => this._reportError(error));
+      if (this._feedLoaded) {
+        // A reconnect may follow reads done elsewhere: the count is read again.
+        this._refreshCount().catch((error) => this._reportError(error));
+      } else {
+        // The first page failed before (the network was away): load it now.
+        this._loadPage({ first: true }).catch((error) => this._reportError(error));
+      }
       await this._readEvents(response.body, signal);
       return { kind: "ended" };
     }
@@ -610,8 +623,18 @@
 
     _renderFeed() {
       const list = this._list;
+      // Redrawn whole: the focused entry control (or its entry) keeps the focus.
+      const active = this.shadowRoot.activeElement;
+      const item = active && list.contains(active) ? active.closest("li") : null;
+      const keep = item && { id: item.dataset.id, action: active.dataset.action };
       list.textContent = "";
       for (const entry of this._entries) list.appendChild(this._entryItem(entry));
+      if (keep) {
+        const again = list.querySelector(`li[data-id="${CSS.escape(keep.id)}"]`);
+        const target = again && (again.querySelector(`[data-action="${keep.action}"]`)
+          || again.querySelector("a, button"));
+        if (target) target.focus();
+      }
       this._empty.hidden = !(this._feedLoaded && this._entries.length === 0);
       this._moreButton.hidden = !this._nextCursor;
     }
