@@ -72,7 +72,7 @@
     .prefs { overflow-x: auto; }
     table { width: 100%; border-collapse: collapse; font-size: 13px; }
     th, td { padding: 6px 4px; text-align: left; border-bottom: 1px solid #eaeef2; }
-    thead th { font-size: 12px; font-weight: 600; color: #424a53; }
+    thead th { font-size: 12px; font-weight: 600; color: #424a53; white-space: nowrap; }
     td.cell, th.cell { text-align: center; }
     .lock { font-size: 11px; color: #656d76; font-weight: normal; display: block; }
     fieldset { border: 0; margin: 8px 0; padding: 0 8px; }
