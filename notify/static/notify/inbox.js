@@ -124,6 +124,8 @@
   const LOCK = `<svg viewBox="0 0 16 16" width="11" height="11" aria-hidden="true" focusable="false">
     <path fill="currentColor" d="M4 7V5a4 4 0 0 1 8 0v2h1v8H3V7h1Zm2 0h4V5a2 2 0 0 0-4 0v2Z"/></svg>`;
 
+  let instances = 0; // gives each element's inner ids a suffix of their own
+
   function channelLabel(channel) {
     return CHANNELS[channel] || label(channel);
   }
@@ -150,7 +152,8 @@
       this._run = null; // AbortController of the current session (feed + stream)
       this._tokenWaiters = [];
       this._prefs = null;
-      this._idSeq = NotifyInbox._instances = (NotifyInbox._instances || 0) + 1;
+      instances += 1;
+      this._idSeq = instances;
       this.attachShadow({ mode: "open" });
       this._render();
     }
@@ -168,7 +171,7 @@
 
     get open() { return !this._panel.hidden; }
 
-    /** Show the panel (and load the feed the first time). */
+    /** Show the panel, focus on its selected tab. */
     show() {
       if (this.open) return;
       this._panel.hidden = false;
@@ -189,6 +192,13 @@
     // --- Lifecycle -------------------------------------------------------------------
 
     connectedCallback() {
+      // A token set as a property before this script defined the element sits on the
+      // instance and would hide the accessor: take it over.
+      if (Object.prototype.hasOwnProperty.call(this, "token")) {
+        const early = this.token;
+        delete this.token;
+        this.token = early;
+      }
       this._onOnline = () => { if (this._streamState === "waiting") this._wakeStream(); };
       window.addEventListener("online", this._onOnline);
       // A click elsewhere on the page closes the panel (focus stays where it went).
