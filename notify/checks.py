@@ -78,3 +78,17 @@ def check_erasure_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
             id="notify.E002",
         )
     ]
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def check_inbox_demo(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """`check --deploy`: the inbox demo page hands its person's user token to anyone."""
+    if settings.DEBUG or not settings.NOTIFY_INBOX_DEMO:
+        return []
+    return [
+        checks.Error(
+            "NOTIFY_INBOX_DEMO is on: /inbox/demo/token mints a user token for "
+            f"{settings.NOTIFY_INBOX_DEMO_USER!r} for anyone who asks. Turn it off.",
+            id="notify.E003",
+        )
+    ]

@@ -69,6 +69,27 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_origins(name: str) -> list[str]:
+    """A comma-separated list of web origins (`scheme://host[:port]`, no path), or `*`."""
+    origins = env_list(name, [])
+    for origin in origins:
+        if origin == "*":
+            continue
+        parts = urlsplit(origin)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path
+            or parts.query
+            or parts.fragment
+        ):
+            raise ImproperlyConfigured(
+                f"{name} must list origins such as https://app.example.com (no path) or *, "
+                f"got {origin!r}"
+            )
+    return origins
+
+
 def env_float_list(name: str, default: list[float]) -> list[float]:
     """A comma-separated list of non-negative numbers, e.g. retry delays in seconds."""
     raw = os.environ.get(name)

@@ -100,6 +100,7 @@ Notify is running (DJANGO_DEBUG=$DJANGO_DEBUG). Ctrl-C stops everything.
   API base   $BASE_URL/v1/
   API docs   $BASE_URL/v1/docs
   Admin      $BASE_URL/admin/   (user admin, password admin)
+  Inbox demo $BASE_URL/inbox/demo   (<notify-inbox> for demo-user, docs/inbox.md)
   API key    $api_key   (producer demo-app)
   Mail sink  $smtp_note
   Processes  $(cut -d: -f1 Procfile | paste -sd' ') (the Procfile, via honcho)

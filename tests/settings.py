@@ -84,3 +84,7 @@ _own_places_for_xdist_worker()
 from config.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Static files straight from the apps (as with DEBUG), so the web process the browser tests
+# start serves the inbox component without a collectstatic step.
+WHITENOISE_USE_FINDERS = True

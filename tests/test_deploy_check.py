@@ -44,3 +44,9 @@ def test_check_deploy_names_what_a_plain_http_setup_lacks():
     assert result.returncode != 0
     for warning in ("security.W004", "security.W008", "security.W012", "security.W016"):
         assert warning in result.stderr + result.stdout
+
+
+def test_check_deploy_refuses_the_inbox_demo_page():
+    result = _check_deploy(NOTIFY_INBOX_DEMO="1")
+    assert result.returncode != 0
+    assert "notify.E003" in result.stderr + result.stdout

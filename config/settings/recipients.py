@@ -1,10 +1,13 @@
 """What a recipient decides and sees: preferences, consent, quiet hours, caps, user
 tokens, the feed and its unread counter."""
 
+from config.settings.base import DEBUG
 from notify.env import (
+    env_bool,
     env_float,
     env_int,
     env_list,
+    env_origins,
     env_str,
 )
 
@@ -37,3 +40,13 @@ NOTIFY_FEED_MAX_PAGE_SIZE = env_int("NOTIFY_FEED_MAX_PAGE_SIZE", 100, minimum=1)
 NOTIFY_UNREAD_RECONCILE_INTERVAL = env_float("NOTIFY_UNREAD_RECONCILE_INTERVAL", 300.0, minimum=1)
 # Recipients whose feed changed within this window are reconciled each run.
 NOTIFY_UNREAD_RECONCILE_WINDOW = env_float("NOTIFY_UNREAD_RECONCILE_WINDOW", 3600.0, minimum=1)
+# --- The inbox component's demo page ------------------------------------------------------
+# /inbox/demo shows <notify-inbox> for one recipient and mints that person's user tokens
+# for anyone who asks: a development aid, on only with DEBUG unless set explicitly.
+NOTIFY_INBOX_DEMO = env_bool("NOTIFY_INBOX_DEMO", DEBUG)
+NOTIFY_INBOX_DEMO_USER = env_str("NOTIFY_INBOX_DEMO_USER", "demo-user")
+# Browser origins (scheme://host[:port], or *) whose pages may call the end-user API: the
+# product pages that embed the inbox from another origin. None by default.
+NOTIFY_INBOX_ALLOWED_ORIGINS = env_origins("NOTIFY_INBOX_ALLOWED_ORIGINS")
+# How long a browser may reuse a preflight's answer, in seconds.
+NOTIFY_INBOX_CORS_MAX_AGE = env_int("NOTIFY_INBOX_CORS_MAX_AGE", 600, minimum=0)
