@@ -19,7 +19,7 @@ from celery.signals import (
 from redbeat import RedBeatScheduler
 from redbeat.schedulers import get_redis
 
-from notify.broker import NotifyTask, delivered_queue
+from notify.broker import NotifyTask, declare_topology, delivered_queue
 from notify.checks import process_exit_on_weak_secret_key
 from notify.ops.beat import beat_job_mark, beat_started_mark
 from notify.priority import high_work_mark, low_work_done, low_work_yield
@@ -81,9 +81,7 @@ class LeaderBeatScheduler(RedBeatScheduler):
 def _declare_broker_topology(sender, instance, **kwargs) -> None:
     # Broker set-up, not business logic: make sure dead letters have somewhere to go
     # before the first message is dead-lettered, even on a broker that never saw us.
-    with app.connection_for_write() as conn:
-        for queue in app.conf.task_queues:
-            queue.bind(conn.default_channel).declare()
+    declare_topology()
 
 
 @worker_init.connect
