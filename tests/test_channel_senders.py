@@ -10,6 +10,7 @@ import pytest
 
 from deliveries.pipeline.senders import (
     channel_call_timed,
+    channel_lines_close,
     channel_sender_serve,
     channel_sender_turn,
     channel_senders_reset,
@@ -222,3 +223,14 @@ def test_a_provider_fast_again_gets_its_share_back(senders):
         assert emails.taken == 4
     finally:
         emails.done()
+
+
+def test_a_worker_shutting_down_hands_its_lines_back_and_lets_none_join(senders):
+    emails = Senders("email", "high", 4)
+    channel_sender_turn(channel="email", queue="high", work="waiting")
+    channel_lines_close()
+    turn = channel_sender_turn(channel="email", queue="high", work="late")
+    assert not turn.taken and not turn.waiting and turn.defer is None  # back, at once
+    emails.done()
+    assert emails.ran == []
+    assert emails.handed_back == ["waiting"]

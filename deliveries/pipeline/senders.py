@@ -27,7 +27,9 @@ with a countdown of about that wait (`channel_defer_seconds`), and one that has 
 longer goes back to the broker at once. A thread serves the line for at most
 NOTIFY_CHANNEL_SERVE_MAX, so the message it began with is acknowledged well inside the
 broker's consumer timeout; the last sender of a channel to leave hands the rest of the
-line back to the broker, so a waiting send never outlives the senders that owe it.
+line back to the broker, so a waiting send never outlives the senders that owe it. When
+the worker begins to shut down (`channel_lines_close`), every line goes back to the
+broker at the next sender's turn, and no send joins one.
 
 A send's message is acknowledged when its thread gives it up, so a waiting send lives
 only here: if the process dies, the delivery row (untouched: no claim was taken) is still
@@ -79,8 +81,8 @@ class _Lane:
 @dataclass(frozen=True)
 class SenderTurn:
     """What a send found: a slot (`taken`: send now, then serve the line), a place in the
-    line (`waiting`: a sender of its channel will run it), or neither (`defer`: publish
-    it again, this many seconds out)."""
+    line (`waiting`: a sender of its channel will run it), or neither: publish it again,
+    `defer` seconds out (None: at once)."""
 
     taken: bool = False
     waiting: bool = False
@@ -90,6 +92,7 @@ class SenderTurn:
 _lock = threading.Lock()
 _lanes: dict[tuple[str, str], _Lane] = {}
 _latency: dict[str, float] = {}  # channel -> average seconds per provider call
+_closing = threading.Event()  # the worker is shutting down: lines go back to the broker
 
 
 def channel_sender_limit(*, channel: str, slow: bool, queue: str | None = None) -> int:
@@ -154,6 +157,8 @@ def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
         if len(lane.busy) < limit:
             lane.busy[threading.get_ident()] = now
             return SenderTurn(taken=True)
+        if _closing.is_set():
+            return SenderTurn(defer=None)
         wait = _line_wait(lane, limit=limit, seconds=_call_seconds(channel, now))
         if (
             len(lane.waiting) < settings.NOTIFY_CHANNEL_WAITING_MAX
@@ -177,13 +182,16 @@ def _line_next(*, channel: str, queue: str, started: float) -> tuple[Any, list[A
 
     It serves while the channel's limit still counts it and it has served less than
     NOTIFY_CHANNEL_SERVE_MAX. Sends that have waited longer than NOTIFY_CHANNEL_WAIT_MAX
-    are handed back; so is the whole line when the last sender leaves it."""
+    are handed back; so is the whole line when the last sender leaves it, or when the
+    worker is shutting down."""
     now = time.monotonic()
     ident = threading.get_ident()
     handed_back: list[Any] = []
     with _lock:
         lane = _lanes.setdefault((queue, channel), _Lane())
-        while lane.waiting and now - lane.waiting[0].since > settings.NOTIFY_CHANNEL_WAIT_MAX:
+        while lane.waiting and (
+            _closing.is_set() or now - lane.waiting[0].since > settings.NOTIFY_CHANNEL_WAIT_MAX
+        ):
             handed_back.append(lane.waiting.popleft().work)
         limit = channel_sender_limit(channel=channel, slow=_slow(channel, now), queue=queue)
         if (
@@ -254,8 +262,16 @@ def channel_waiting_count(*, channel: str, queue: str) -> int:
         return len(lane.waiting) if lane is not None else 0
 
 
+def channel_lines_close() -> None:
+    """The worker is shutting down: from now on no send joins a line, and each sender
+    hands its channel's line back to the broker instead of serving it, so nothing waits
+    here on a process manager that may not wait for it."""
+    _closing.set()
+
+
 def channel_senders_reset() -> None:
     """Forget every slot, line and average (a test starts from a fresh process's state)."""
     with _lock:
         _lanes.clear()
         _latency.clear()
+        _closing.clear()
