@@ -105,7 +105,10 @@ NOTIFY_CHANNEL_SLOW_SENDERS = env_int("NOTIFY_CHANNEL_SLOW_SENDERS", 2, minimum=
 NOTIFY_CHANNEL_WAIT_MAX = env_float("NOTIFY_CHANNEL_WAIT_MAX", 60.0, minimum=0)
 NOTIFY_CHANNEL_WAITING_MAX = env_int("NOTIFY_CHANNEL_WAITING_MAX", 200, minimum=0)
 NOTIFY_CHANNEL_SERVE_MAX = env_float("NOTIFY_CHANNEL_SERVE_MAX", 120.0, minimum=1)
-# A send that cannot wait there is published again with a countdown of about its wait,
-# at least NOTIFY_CHANNEL_DEFER and at most NOTIFY_CHANNEL_DEFER_MAX (seconds).
+# A send that cannot wait there is published again with a countdown of about its wait
+# (behind the line and the sends deferred before it), at least NOTIFY_CHANNEL_DEFER and
+# at most NOTIFY_CHANNEL_DEFER_MAX seconds: far inside RabbitMQ's consumer timeout (a
+# countdown on a classic queue waits in the worker), and what a deferred send may wait
+# beyond its turn once the provider is fast again.
 NOTIFY_CHANNEL_DEFER = env_float("NOTIFY_CHANNEL_DEFER", 1.0, minimum=0.1)
-NOTIFY_CHANNEL_DEFER_MAX = env_float("NOTIFY_CHANNEL_DEFER_MAX", 30.0, minimum=1)
+NOTIFY_CHANNEL_DEFER_MAX = env_float("NOTIFY_CHANNEL_DEFER_MAX", 300.0, minimum=1)

@@ -23,8 +23,10 @@ its slot (`channel_sender_serve`). So waiting costs no thread, no broker round t
 no delay in whole seconds. The line is bounded: a send joins it only while the sends
 ahead of it should be done within NOTIFY_CHANNEL_WAIT_MAX (at the channel's pace), and
 at most NOTIFY_CHANNEL_WAITING_MAX wait; one that would wait longer is published again
-with a countdown of about that wait (`channel_defer_seconds`), and one that has waited
-longer goes back to the broker at once. A thread serves the line for at most
+with a countdown of about its wait behind the line and behind the sends already deferred
+(`channel_defer_seconds`), so a deep backlog comes back spread over the time it takes,
+about once each, rather than all of it every call; one that has waited longer than the
+bound goes back to the broker at once. A thread serves the line for at most
 NOTIFY_CHANNEL_SERVE_MAX, so the message it began with is acknowledged well inside the
 broker's consumer timeout; the last sender of a channel to leave hands the rest of the
 line back to the broker, so a waiting send never outlives the senders that owe it. When
@@ -43,6 +45,7 @@ so there it never refuses anything.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
@@ -76,6 +79,7 @@ class _Lane:
 
     busy: dict[int, float] = field(default_factory=dict)
     waiting: deque[_Waiting] = field(default_factory=deque)
+    deferred: list[float] = field(default_factory=list)  # a heap: when each deferred is due
 
 
 @dataclass(frozen=True)
@@ -131,10 +135,13 @@ def _call_seconds(channel: str, now: float) -> float:
     return max(_latency.get(channel, 0.0), _running_longest(channel, now))
 
 
-def _line_wait(lane: _Lane, *, limit: int, seconds: float) -> float:
-    """How long one more send would wait in this line: the sends ahead of it, `limit`
-    at a time, `seconds` each."""
-    return (len(lane.waiting) + 1) / limit * seconds
+def _deferred_wait(lane: _Lane, *, limit: int, seconds: float, now: float) -> float:
+    """How long one more send would wait for a sender here: the sends ahead of it —
+    those in the line and those deferred that are not back yet — `limit` at a time,
+    `seconds` each."""
+    while lane.deferred and lane.deferred[0] <= now:
+        heapq.heappop(lane.deferred)
+    return (len(lane.waiting) + len(lane.deferred) + 1) / limit * seconds
 
 
 def channel_slow(*, channel: str) -> bool:
@@ -159,14 +166,21 @@ def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
             return SenderTurn(taken=True)
         if _closing.is_set():
             return SenderTurn(defer=None)
-        wait = _line_wait(lane, limit=limit, seconds=_call_seconds(channel, now))
+        seconds = _call_seconds(channel, now)
+        line_wait = (len(lane.waiting) + 1) / limit * seconds
         if (
             len(lane.waiting) < settings.NOTIFY_CHANNEL_WAITING_MAX
-            and wait <= settings.NOTIFY_CHANNEL_WAIT_MAX
+            and line_wait <= settings.NOTIFY_CHANNEL_WAIT_MAX
         ):
             lane.waiting.append(_Waiting(work=work, since=now))
             return SenderTurn(waiting=True)
-    return SenderTurn(defer=channel_defer_seconds(wait=wait))
+        # Counted behind those already deferred: a backlog comes back spread over the
+        # time it takes to send, not all at once to be deferred again.
+        countdown = channel_defer_seconds(
+            wait=_deferred_wait(lane, limit=limit, seconds=seconds, now=now)
+        )
+        heapq.heappush(lane.deferred, now + countdown)
+    return SenderTurn(defer=countdown)
 
 
 def channel_defer_seconds(*, wait: float) -> float:
