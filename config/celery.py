@@ -15,6 +15,7 @@ from celery.signals import (
     task_postrun,
     task_prerun,
     worker_init,
+    worker_shutting_down,
 )
 from redbeat import RedBeatScheduler
 from redbeat.schedulers import get_redis
@@ -82,6 +83,15 @@ def _declare_broker_topology(sender, instance, **kwargs) -> None:
     # Broker set-up, not business logic: make sure dead letters have somewhere to go
     # before the first message is dead-lettered, even on a broker that never saw us.
     declare_topology()
+
+
+@worker_shutting_down.connect
+def _hand_back_waiting_sends(sender=None, **kwargs) -> None:
+    # Sends waiting in this worker for their channel's sender were acknowledged: they go
+    # back to the broker now rather than depend on the process living to serve them.
+    from deliveries.pipeline.senders import channel_lines_close
+
+    channel_lines_close()
 
 
 @worker_init.connect

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 
 from celery import Task, shared_task
 from celery.exceptions import Reject
@@ -11,11 +13,11 @@ from django.conf import settings
 from deliveries.counts import delivery_counts_fold
 from deliveries.pipeline.attempt import campaign_yield_due, deliveries_attempt, delivery_attempt
 from deliveries.pipeline.enqueue import ROUTE_TASK, SEND_TASK, delivery_dead_letter, send_defer
-from deliveries.pipeline.outcome import AttemptResult
+from deliveries.pipeline.outcome import AttemptReport, AttemptResult
 from deliveries.pipeline.release import deferred_release
 from deliveries.pipeline.retry import jittered, route_backoff
 from deliveries.pipeline.routing import deliveries_fallback, notifications_route
-from deliveries.pipeline.senders import channel_defer_seconds, channel_sender
+from deliveries.pipeline.senders import channel_sender_serve, channel_sender_turn
 from deliveries.pipeline.sweep import sweep_due_deliveries, sweep_unrouted_notifications
 from notify.broker import delivered_queue
 from notify.counts import accepted_counts_fold
@@ -58,29 +60,42 @@ def send(
     a member of a larger batch by a message of its own (`dead_letter`), which is rejected
     on arrival, so every dead delivery has its own dead letter to see and re-drive.
 
-    The send holds one of its channel's senders in this worker (`channel_sender`); with
-    none free, its message comes back later and the thread goes to other work at once.
+    The send takes one of its channel's senders in this worker
+    (deliveries/pipeline/senders.py); with none free it waits in its channel's line in
+    this process, where the next sender of the channel runs it, and the thread goes to
+    other work at once; when the line is full, its message comes back later.
     """
     if dead_letter:
         raise Reject(f"delivery {delivery_id}: retries exhausted", requeue=False)
     queue = delivered_queue(self.request.delivery_info)
-    with channel_sender(channel=channel, queue=queue) as free:
-        if not free and channel and queue:  # (a message without its channel is never refused)
-            countdown = channel_defer_seconds(channel=channel)
-            send_defer(delivery_id=delivery_id, channel=channel, queue=queue,
-                       countdown=countdown)  # fmt: skip
-            return ["deferred"]
-        return _send(delivery_id, low=queue == "low")
+    low = queue == "low"
+    if not channel or not queue:  # published before send messages named their channel
+        return _send(delivery_id, low=low)
+    turn = channel_sender_turn(channel=channel, queue=queue, work=delivery_id)
+    if turn.waiting:
+        return ["waiting"]
+    if not turn.taken:
+        send_defer(delivery_id=delivery_id, channel=channel, queue=queue,
+                   countdown=turn.defer)  # fmt: skip
+        return ["deferred"]
+    started = time.monotonic()
+    try:
+        return _send(delivery_id, low=low)
+    finally:
+        channel_sender_serve(
+            channel=channel,
+            queue=queue,
+            started=started,
+            run=functools.partial(_send_waiting, queue=queue),
+            hand_back=lambda waited: send_defer(
+                delivery_id=waited, channel=channel, queue=queue, countdown=None
+            ),
+        )
 
 
 def _send(delivery_id: int | list[int], *, low: bool) -> list[str]:
     """The attempts of a send message, and the dead letters of members that ended dead."""
-    if isinstance(delivery_id, list):
-        between = campaign_yield_due() if low and len(delivery_id) > 1 else None
-        reports = deliveries_attempt(delivery_ids=delivery_id, between=between)
-    else:  # a delivery that does not exist raises: its message is dead-lettered
-        reports = [delivery_attempt(delivery_id=delivery_id)]
-    deliveries_fallback(reports=reports)
+    reports = _attempts(delivery_id, low=low)
     dead = [report for report in reports if report.result is AttemptResult.DEAD]
     if dead and not isinstance(delivery_id, list):
         # acks_late + acks_on_failure_or_timeout=False: RabbitMQ routes this message to
@@ -89,6 +104,26 @@ def _send(delivery_id: int | list[int], *, low: bool) -> list[str]:
     for report in dead:
         delivery_dead_letter(delivery_id=report.delivery_id, queue=report.queue)
     return [report.result.value for report in reports]
+
+
+def _send_waiting(delivery_id: int | list[int], *, queue: str) -> None:
+    """A send that waited in this worker for its channel's sender, run by the sender
+    that took it from the line. Its own message was acknowledged when it began to wait,
+    so each delivery that ends dead gets a dead letter of its own, as a batch member's."""
+    for report in _attempts(delivery_id, low=queue == "low"):
+        if report.result is AttemptResult.DEAD:
+            delivery_dead_letter(delivery_id=report.delivery_id, queue=report.queue)
+
+
+def _attempts(delivery_id: int | list[int], *, low: bool) -> list[AttemptReport]:
+    """One attempt at each delivery of a send, and the fallbacks of those that died."""
+    if isinstance(delivery_id, list):
+        between = campaign_yield_due() if low and len(delivery_id) > 1 else None
+        reports = deliveries_attempt(delivery_ids=delivery_id, between=between)
+    else:  # a delivery that does not exist raises: its message is dead-lettered
+        reports = [delivery_attempt(delivery_id=delivery_id)]
+    deliveries_fallback(reports=reports)
+    return reports
 
 
 @shared_task(name="deliveries.sweep_due_retries")

@@ -4,8 +4,9 @@
 # QUEUE is high, medium or low; each worker is named QUEUE@<host> so Flower shows which
 # queue it serves (WORKER_HOSTNAME replaces <host>, e.g. for several workers of one queue
 # in containers that share a host name). Threads pool with WORKER_CONCURRENCY senders (8:
-# provider calls wait on the network); one channel sends on at most half of them, fewer
-# while its provider is slow (docs/pipeline.md, channel isolation). Each sender thread
+# provider calls wait on the network); on high and medium one channel sends on at most
+# half of them, and on any queue fewer while its provider is slow (docs/pipeline.md,
+# channel isolation). Each sender thread
 # borrows one PostgreSQL connection from the process's pool while it runs a task, so the
 # pool gets the senders plus 2 spare (for the worker's own background threads); see
 # docs/connections.md.

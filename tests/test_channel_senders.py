@@ -1,82 +1,219 @@
-"""Each channel's share of a worker's sender threads (plain functions, in process)."""
+"""Each channel's share of a worker's sender threads, and the line where a send waits for
+one of them (plain functions, in process, on real threads)."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from deliveries.pipeline.senders import (
     channel_call_timed,
-    channel_defer_seconds,
-    channel_sender,
+    channel_lines_close,
+    channel_sender_serve,
+    channel_sender_turn,
     channel_senders_reset,
     channel_slow,
+    channel_waiting_count,
 )
 
 
 @pytest.fixture
 def senders(settings):
     settings.NOTIFY_WORKER_THREADS = 8
+    settings.NOTIFY_CHANNEL_ISOLATED_QUEUES = ["high", "medium"]
     settings.NOTIFY_CHANNEL_SENDERS = {"email": 4, "sms": 4, "webpush": 8, "fcm": 8}
     settings.NOTIFY_CHANNEL_SLOW_SECONDS = 3.0
     settings.NOTIFY_CHANNEL_SLOW_SENDERS = 2
+    settings.NOTIFY_CHANNEL_WAIT_MAX = 60.0
+    settings.NOTIFY_CHANNEL_WAITING_MAX = 200
+    settings.NOTIFY_CHANNEL_SERVE_MAX = 120.0
     settings.NOTIFY_CHANNEL_DEFER = 1.0
-    settings.NOTIFY_CHANNEL_DEFER_MAX = 30.0
+    settings.NOTIFY_CHANNEL_DEFER_MAX = 300.0
     channel_senders_reset()
     yield settings
     channel_senders_reset()
 
 
-def hold(channel: str, queue: str, count: int) -> tuple[list[bool], threading.Event]:
-    """`count` threads each try to take a slot and keep it until released; their answers."""
-    taken: list[bool] = []
-    ready = threading.Barrier(count + 1)
-    release = threading.Event()
+class Senders:
+    """`count` threads each take their turn for a send of `channel` in `queue` and, with a
+    slot, keep it until released; then serve the line as the send task does."""
 
-    def sender() -> None:
-        with channel_sender(channel=channel, queue=queue) as free:
-            taken.append(free)
-            ready.wait()
-            release.wait()
+    def __init__(self, channel: str, queue: str, count: int) -> None:
+        self.channel, self.queue = channel, queue
+        self.turns: list = []
+        self.ran: list = []  # waiting sends run by these senders, in order
+        self.handed_back: list = []
+        self.release = threading.Event()
+        self.threads = []
+        ready = threading.Barrier(count + 1)
+        for number in range(count):
+            thread = threading.Thread(target=self._sender, args=(number, ready), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        ready.wait()
 
-    for _ in range(count):
-        threading.Thread(target=sender, daemon=True).start()
-    ready.wait()
-    return taken, release
+    def _sender(self, number: int, ready: threading.Barrier) -> None:
+        turn = channel_sender_turn(channel=self.channel, queue=self.queue, work=f"own-{number}")
+        self.turns.append(turn)
+        ready.wait()
+        if not turn.taken:
+            return
+        started = time.monotonic()
+        self.release.wait()
+        channel_sender_serve(
+            channel=self.channel,
+            queue=self.queue,
+            started=started,
+            run=self.ran.append,
+            hand_back=self.handed_back.append,
+        )
+
+    @property
+    def taken(self) -> int:
+        return sum(turn.taken for turn in self.turns)
+
+    def done(self) -> None:
+        self.release.set()
+        for thread in self.threads:
+            thread.join(timeout=5)
 
 
 def test_one_channel_takes_at_most_its_share_and_the_others_keep_theirs(senders):
-    emails, release = hold("email", "high", 6)
+    emails = Senders("email", "high", 4)
     try:
-        assert sorted(emails) == [False, False, True, True, True, True]
-        with channel_sender(channel="sms", queue="high") as free:
-            assert free  # email's full share leaves SMS its own
-        with channel_sender(channel="email", queue="medium") as free:
-            assert free  # another class has its own share
+        assert emails.taken == 4
+        assert channel_sender_turn(channel="email", queue="high", work=1).waiting
+        assert channel_sender_turn(channel="sms", queue="high", work=2).taken  # its own share
+        assert channel_sender_turn(channel="email", queue="medium", work=3).taken  # own class
     finally:
-        release.set()
+        emails.done()
 
 
-def test_no_channel_takes_more_than_half_the_threads(senders):
-    pushes, release = hold("webpush", "high", 8)  # its setting says 8, the pool has 8
+def test_no_channel_takes_more_than_half_the_threads_of_an_isolated_class(senders):
+    pushes = Senders("webpush", "high", 8)  # its setting says 8, the pool has 8
     try:
-        assert pushes.count(True) == 4
+        assert pushes.taken == 4
     finally:
-        release.set()
+        pushes.done()
 
 
-def test_a_slow_provider_gets_fewer_senders_and_its_sends_wait_about_a_call(senders):
+def test_on_the_campaign_class_a_fast_channel_may_use_every_thread(senders):
+    emails = Senders("email", "low", 8)
+    try:
+        assert emails.taken == 8
+    finally:
+        emails.done()
+
+
+def test_on_the_campaign_class_a_slow_channel_still_has_only_its_slow_senders(senders):
+    channel_call_timed(channel="email", seconds=20.0)
+    emails = Senders("email", "low", 4)
+    try:
+        assert emails.taken == 2
+    finally:
+        emails.done()
+
+
+def test_a_send_without_a_slot_waits_and_the_next_sender_to_finish_runs_it(senders):
+    emails = Senders("email", "high", 4)
+    for number in range(3):
+        turn = channel_sender_turn(channel="email", queue="high", work=f"waiting-{number}")
+        assert turn.waiting and not turn.taken and turn.defer is None
+    assert channel_waiting_count(channel="email", queue="high") == 3
+    emails.done()
+    # Each waiting send ran once, oldest first, by the senders already there; none went
+    # back to the broker, and every slot is free again.
+    assert sorted(emails.ran) == ["waiting-0", "waiting-1", "waiting-2"]
+    assert emails.handed_back == []
+    assert channel_waiting_count(channel="email", queue="high") == 0
+    again = Senders("email", "high", 4)
+    try:
+        assert again.taken == 4
+    finally:
+        again.done()
+
+
+def test_the_line_of_a_slow_provider_holds_only_what_it_sends_within_the_wait_bound(senders):
     channel_call_timed(channel="email", seconds=20.0)  # a relay answering after 20 s
     assert channel_slow(channel="email")
     assert not channel_slow(channel="sms")
-    emails, release = hold("email", "high", 4)
+    emails = Senders("email", "high", 3)
     try:
-        assert emails.count(True) == 2
-        assert channel_defer_seconds(channel="email") == 20.0
-        assert channel_defer_seconds(channel="sms") == 1.0
+        assert emails.taken == 2  # slow: NOTIFY_CHANNEL_SLOW_SENDERS
+        assert channel_waiting_count(channel="email", queue="high") == 1
+        # Two at a time, 20 s each: six waiting sends are through within 60 s, a seventh
+        # is not.
+        turns = [channel_sender_turn(channel="email", queue="high", work=n) for n in range(6)]
+        assert [turn.waiting for turn in turns] == [True] * 5 + [False]
+        # It comes back after about its wait; the next ones behind it, a call's time
+        # apart per sender, so a backlog returns spread out, not all at once.
+        assert turns[5].defer == 70.0
+        later = [channel_sender_turn(channel="email", queue="high", work=n) for n in (7, 8)]
+        assert [turn.defer for turn in later] == [80.0, 90.0]
+        senders.NOTIFY_CHANNEL_DEFER_MAX = 85.0  # and never past NOTIFY_CHANNEL_DEFER_MAX
+        assert channel_sender_turn(channel="email", queue="high", work=9).defer == 85.0
+        assert channel_sender_turn(channel="sms", queue="high", work=10).taken
     finally:
-        release.set()
+        emails.done()
+
+
+def test_a_fast_channel_waits_for_a_sender_rather_than_a_countdown(senders):
+    senders.NOTIFY_CHANNEL_WAITING_MAX = 3
+    sms = Senders("sms", "high", 4)
+    try:
+        turns = [channel_sender_turn(channel="sms", queue="high", work=n) for n in range(4)]
+        assert [turn.waiting for turn in turns] == [True, True, True, False]
+        assert turns[3].defer == 1.0  # a full line: NOTIFY_CHANNEL_DEFER
+    finally:
+        sms.done()
+    assert sorted(sms.ran) == [0, 1, 2]
+
+
+def test_a_send_that_waited_too_long_goes_back_to_the_broker(senders):
+    senders.NOTIFY_CHANNEL_WAIT_MAX = 0.2
+    emails = Senders("email", "high", 4)
+    assert channel_sender_turn(channel="email", queue="high", work="old").waiting
+    time.sleep(0.3)
+    assert channel_sender_turn(channel="email", queue="high", work="new").waiting
+    emails.done()
+    assert emails.handed_back == ["old"]
+    assert emails.ran == ["new"]
+
+
+def test_the_last_sender_to_stop_serving_hands_the_line_back(senders):
+    senders.NOTIFY_CHANNEL_SERVE_MAX = 1.0
+    emails = Senders("email", "high", 4)
+    for number in range(3):
+        channel_sender_turn(channel="email", queue="high", work=number)
+    time.sleep(1.1)  # every sender has held its slot longer than it may serve
+    emails.done()
+    assert emails.ran == []
+    assert sorted(emails.handed_back) == [0, 1, 2]
+    assert channel_waiting_count(channel="email", queue="high") == 0
+
+
+def test_a_waiting_send_that_raises_does_not_stop_the_line(senders):
+    others = Senders("email", "high", 3)
+    try:
+        assert channel_sender_turn(channel="email", queue="high", work="mine").taken
+        channel_sender_turn(channel="email", queue="high", work="bad")
+        channel_sender_turn(channel="email", queue="high", work="good")
+        ran: list = []
+
+        def run(work) -> None:
+            if work == "bad":
+                raise RuntimeError("the database went away")
+            ran.append(work)
+
+        channel_sender_serve(
+            channel="email", queue="high", started=time.monotonic(), run=run, hand_back=print
+        )
+        assert ran == ["good"]
+        assert channel_waiting_count(channel="email", queue="high") == 0
+    finally:
+        others.done()
 
 
 def test_a_provider_fast_again_gets_its_share_back(senders):
@@ -84,17 +221,19 @@ def test_a_provider_fast_again_gets_its_share_back(senders):
     for _ in range(12):
         channel_call_timed(channel="email", seconds=0.05)
     assert not channel_slow(channel="email")
-    emails, release = hold("email", "high", 4)
+    emails = Senders("email", "high", 4)
     try:
-        assert emails.count(True) == 4
+        assert emails.taken == 4
     finally:
-        release.set()
+        emails.done()
 
 
-def test_a_message_that_does_not_name_its_channel_is_never_refused(senders):
-    _, release = hold("email", "high", 4)  # email's share is taken
-    try:
-        with channel_sender(channel=None, queue="high") as free:
-            assert free
-    finally:
-        release.set()
+def test_a_worker_shutting_down_hands_its_lines_back_and_lets_none_join(senders):
+    emails = Senders("email", "high", 4)
+    channel_sender_turn(channel="email", queue="high", work="waiting")
+    channel_lines_close()
+    turn = channel_sender_turn(channel="email", queue="high", work="late")
+    assert not turn.taken and not turn.waiting and turn.defer is None  # back, at once
+    emails.done()
+    assert emails.ran == []
+    assert emails.handed_back == ["waiting"]

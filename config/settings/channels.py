@@ -79,9 +79,12 @@ NOTIFY_BREAKER_PROBE_TIMEOUT = env_float("NOTIFY_BREAKER_PROBE_TIMEOUT", 15.0, m
 # (deliveries/pipeline/senders.py, docs/pipeline.md.) A worker process's threads, as
 # scripts/worker.sh gives them to Celery (it exports WORKER_CONCURRENCY).
 NOTIFY_WORKER_THREADS = env_int("WORKER_CONCURRENCY", 8, minimum=1)
-# At most this many of them send for one channel at once in one queue class, and never
-# more than half of them (rounded up), so every other channel keeps the rest. The push channels take
-# NOTIFY_PUSH_SENDERS each (give the worker twice as many threads for all of them).
+# On these queue classes at most this many of them send for one channel at once, and never
+# more than half of them (rounded up), so every other channel keeps the rest. The push
+# channels take NOTIFY_PUSH_SENDERS each (give the worker twice as many threads for all of
+# them). On the other classes (`low`: a campaign's email is most of its work) a channel
+# may use every thread while its provider is fast.
+NOTIFY_CHANNEL_ISOLATED_QUEUES = env_list("NOTIFY_CHANNEL_ISOLATED_QUEUES", ["high", "medium"])
 NOTIFY_CHANNEL_SENDERS = {
     "email": env_int("NOTIFY_EMAIL_SENDERS", 4, minimum=1),
     "sms": env_int("NOTIFY_SMS_SENDERS", 4, minimum=1),
@@ -89,10 +92,23 @@ NOTIFY_CHANNEL_SENDERS = {
     "fcm": NOTIFY_PUSH_SENDERS,
 }
 # A channel is slow while its provider calls take longer than this on average (seconds),
-# or one has been running longer; while slow it has at most NOTIFY_CHANNEL_SLOW_SENDERS.
+# or one has been running longer; while slow it has at most NOTIFY_CHANNEL_SLOW_SENDERS,
+# on every class.
 NOTIFY_CHANNEL_SLOW_SECONDS = env_float("NOTIFY_CHANNEL_SLOW_SECONDS", 3.0, minimum=0.01)
 NOTIFY_CHANNEL_SLOW_SENDERS = env_int("NOTIFY_CHANNEL_SLOW_SENDERS", 2, minimum=1)
-# A send that finds its channel's slots taken comes back after this long (seconds), or
-# after about one call's time while the channel is slow, at most the max.
+# A send that finds its channel's slots taken waits in the worker's memory, without a
+# thread, for the next sender of its channel to run it: if the sends ahead of it should
+# be done within NOTIFY_CHANNEL_WAIT_MAX seconds and fewer than NOTIFY_CHANNEL_WAITING_MAX
+# wait (per channel and class). One that has waited longer goes back to the broker. A
+# sender runs waiting sends for at most NOTIFY_CHANNEL_SERVE_MAX seconds, then acks its
+# own message (far inside RabbitMQ's consumer timeout, 30 min).
+NOTIFY_CHANNEL_WAIT_MAX = env_float("NOTIFY_CHANNEL_WAIT_MAX", 60.0, minimum=0)
+NOTIFY_CHANNEL_WAITING_MAX = env_int("NOTIFY_CHANNEL_WAITING_MAX", 200, minimum=0)
+NOTIFY_CHANNEL_SERVE_MAX = env_float("NOTIFY_CHANNEL_SERVE_MAX", 120.0, minimum=1)
+# A send that cannot wait there is published again with a countdown of about its wait
+# (behind the line and the sends deferred before it), at least NOTIFY_CHANNEL_DEFER and
+# at most NOTIFY_CHANNEL_DEFER_MAX seconds: far inside RabbitMQ's consumer timeout (a
+# countdown on a classic queue waits in the worker), and what a deferred send may wait
+# beyond its turn once the provider is fast again.
 NOTIFY_CHANNEL_DEFER = env_float("NOTIFY_CHANNEL_DEFER", 1.0, minimum=0.1)
-NOTIFY_CHANNEL_DEFER_MAX = env_float("NOTIFY_CHANNEL_DEFER_MAX", 30.0, minimum=1)
+NOTIFY_CHANNEL_DEFER_MAX = env_float("NOTIFY_CHANNEL_DEFER_MAX", 300.0, minimum=1)

@@ -129,14 +129,17 @@ def deliveries_enqueue(
     return sent
 
 
-def send_defer(*, delivery_id: int | list[int], channel: str, queue: str, countdown: float) -> bool:
-    """Publish a send message again, `countdown` seconds out: its channel had no free
-    sender here (deliveries/pipeline/senders.py). No claim was taken, so the rows need
-    no change and this costs no SQL: a thread refused a sender never waits for a
-    database connection. (A row still unsent NOTIFY_RETRY_RESWEEP_AFTER after its last
-    publish gets a copy from the sweeper, as a message that long in any queue does;
-    the claim makes the copy harmless.) If the publish fails, `enqueued_at` is cleared
-    and the sweeper resends soon; False then."""
+def send_defer(
+    *, delivery_id: int | list[int], channel: str, queue: str, countdown: float | None
+) -> bool:
+    """Publish a send message again, `countdown` seconds out (None: now): its channel
+    had no free sender here and no room in its line, or it waited in the line too long
+    (deliveries/pipeline/senders.py). No claim was taken, so the rows need no change and
+    this costs no SQL: a thread refused a sender never waits for a database connection.
+    (A row still unsent NOTIFY_RETRY_RESWEEP_AFTER after its last publish gets a copy
+    from the sweeper, as a message that long in any queue does; the claim makes the copy
+    harmless.) If the publish fails, `enqueued_at` is cleared and the sweeper resends
+    soon; False then."""
     try:
         _send_publish(
             delivery_id,

@@ -1,4 +1,5 @@
-"""Each channel's own share of a worker's sender threads, bounded tighter while slow.
+"""Each channel's own share of a worker's sender threads, bounded tighter while slow, and
+a line in memory where a send waits for its channel's sender.
 
 A worker process serves one queue class (`high`, `medium`, `low`) with one pool of
 threads, and a send message of any channel may land on any thread. Without a bound, a
@@ -7,15 +8,35 @@ inside its deadline, so the breaker never hears of a failure) would end up holdi
 thread of the class, and login codes by SMS and push would queue behind it.
 
 So a send takes a slot of its channel (per queue class, in this process) before it
-loads anything. A channel has at most NOTIFY_CHANNEL_SENDERS[channel] slots, and never
-more than half the process's threads (rounded up: an odd pool of 3 gives 2), so the
-other channels always keep the rest. While
-the channel is slow — its calls take longer than NOTIFY_CHANNEL_SLOW_SECONDS on average,
-or one has been running longer than that — it has only NOTIFY_CHANNEL_SLOW_SENDERS: a
-slow provider is limited by its slowness, as the breaker limits a failing one. A send
-that finds no slot gives its thread back at once: its message is published again with a
-countdown (about the channel's time per message while slow) and it loses nothing —
-the delivery rows are untouched and still the record.
+loads anything. On the isolated classes (NOTIFY_CHANNEL_ISOLATED_QUEUES: `high`,
+`medium`) a channel has at most NOTIFY_CHANNEL_SENDERS[channel] slots, and never more
+than half the process's threads (rounded up: an odd pool of 3 gives 2), so the other
+channels always keep the rest; on the others (`low`, where a campaign's email is most of
+the work) a channel may use every thread. While the channel is slow — its calls take
+longer than NOTIFY_CHANNEL_SLOW_SECONDS on average, or one has been running longer than
+that — it has only NOTIFY_CHANNEL_SLOW_SENDERS, on every class: a slow provider is
+limited by its slowness, as the breaker limits a failing one.
+
+A send that finds no slot gives its thread back at once and waits in its channel's line
+here, in memory: the next thread of that channel to finish a send runs it, still holding
+its slot (`channel_sender_serve`). So waiting costs no thread, no broker round trip and
+no delay in whole seconds. The line is bounded: a send joins it only while the sends
+ahead of it should be done within NOTIFY_CHANNEL_WAIT_MAX (at the channel's pace), and
+at most NOTIFY_CHANNEL_WAITING_MAX wait; one that would wait longer is published again
+with a countdown of about its wait behind the line and behind the sends already deferred
+(`channel_defer_seconds`), so a deep backlog comes back spread over the time it takes,
+about once each, rather than all of it every call; one that has waited longer than the
+bound goes back to the broker at once. A thread serves the line for at most
+NOTIFY_CHANNEL_SERVE_MAX, so the message it began with is acknowledged well inside the
+broker's consumer timeout; the last sender of a channel to leave hands the rest of the
+line back to the broker, so a waiting send never outlives the senders that owe it. When
+the worker begins to shut down (`channel_lines_close`), every line goes back to the
+broker at the next sender's turn, and no send joins one.
+
+A send's message is acknowledged when its thread gives it up, so a waiting send lives
+only here: if the process dies, the delivery row (untouched: no claim was taken) is still
+the record, and the sweeper publishes it again once NOTIFY_RETRY_RESWEEP_AFTER has passed
+since its last publish.
 
 State is per process, in memory, with no round trip: the bound protects this process's
 threads, which is what a slow provider would take. Prefork children run one task each,
@@ -24,13 +45,18 @@ so there it never refuses anything.
 
 from __future__ import annotations
 
+import heapq
+import logging
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
+
+logger = logging.getLogger(__name__)
 
 # How much one call's time moves the channel's average (an exponential moving average):
 # a fast provider turning slow is seen within a few calls, and one slow call among fast
@@ -39,37 +65,83 @@ LATENCY_WEIGHT = 0.3
 
 
 @dataclass
+class _Waiting:
+    """A send waiting in its channel's line: what to send, and since when."""
+
+    work: Any
+    since: float
+
+
+@dataclass
 class _Lane:
-    """One channel's slots in one queue class: thread id -> when it last made progress."""
+    """One channel's slots in one queue class: thread id -> when it last made progress;
+    and the sends waiting for one of them, oldest first."""
 
     busy: dict[int, float] = field(default_factory=dict)
+    waiting: deque[_Waiting] = field(default_factory=deque)
+    deferred: list[float] = field(default_factory=list)  # a heap: when each deferred is due
+
+
+@dataclass(frozen=True)
+class SenderTurn:
+    """What a send found: a slot (`taken`: send now, then serve the line), a place in the
+    line (`waiting`: a sender of its channel will run it), or neither: publish it again,
+    `defer` seconds out (None: at once)."""
+
+    taken: bool = False
+    waiting: bool = False
+    defer: float | None = None
 
 
 _lock = threading.Lock()
 _lanes: dict[tuple[str, str], _Lane] = {}
 _latency: dict[str, float] = {}  # channel -> average seconds per provider call
+_closing = threading.Event()  # the worker is shutting down: lines go back to the broker
 
 
-def channel_sender_limit(*, channel: str, slow: bool) -> int:
+def channel_sender_limit(*, channel: str, slow: bool, queue: str | None = None) -> int:
     """How many of a worker's threads one channel may hold at once in one queue class."""
     threads = settings.NOTIFY_WORKER_THREADS
-    limit = settings.NOTIFY_CHANNEL_SENDERS.get(channel, threads)
+    limit = threads
+    if queue is None or queue in settings.NOTIFY_CHANNEL_ISOLATED_QUEUES:
+        limit = min(settings.NOTIFY_CHANNEL_SENDERS.get(channel, threads), (threads + 1) // 2)
     if slow:
         limit = min(limit, settings.NOTIFY_CHANNEL_SLOW_SENDERS)
-    return max(1, min(limit, (threads + 1) // 2))
+    return max(1, limit)
+
+
+def _running_longest(channel: str, now: float) -> float:
+    """How long the channel's longest call in flight has been running (0: none)."""
+    return max(
+        (
+            now - since
+            for (_, lane_channel), lane in _lanes.items()
+            if lane_channel == channel
+            for since in lane.busy.values()
+        ),
+        default=0.0,
+    )
 
 
 def _slow(channel: str, now: float) -> bool:
     """Is the channel slow now: a slow average, or a call running longer than the bound."""
     bound = settings.NOTIFY_CHANNEL_SLOW_SECONDS
-    if _latency.get(channel, 0.0) > bound:
-        return True
-    return any(
-        now - since > bound
-        for (_, lane_channel), lane in _lanes.items()
-        if lane_channel == channel
-        for since in lane.busy.values()
-    )
+    return _latency.get(channel, 0.0) > bound or _running_longest(channel, now) > bound
+
+
+def _call_seconds(channel: str, now: float) -> float:
+    """About how long a call of the channel takes now: its average, or the call in
+    flight for longest when that is longer (a provider that just turned slow)."""
+    return max(_latency.get(channel, 0.0), _running_longest(channel, now))
+
+
+def _deferred_wait(lane: _Lane, *, limit: int, seconds: float, now: float) -> float:
+    """How long one more send would wait for a sender here: the sends ahead of it —
+    those in the line and those deferred that are not back yet — `limit` at a time,
+    `seconds` each."""
+    while lane.deferred and lane.deferred[0] <= now:
+        heapq.heappop(lane.deferred)
+    return (len(lane.waiting) + len(lane.deferred) + 1) / limit * seconds
 
 
 def channel_slow(*, channel: str) -> bool:
@@ -78,39 +150,105 @@ def channel_slow(*, channel: str) -> bool:
         return _slow(channel, time.monotonic())
 
 
-def channel_sender_take(*, channel: str, queue: str) -> bool:
-    """Take one of the channel's slots for this thread; False when they are all taken."""
+def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
+    """A slot of the channel for this thread, else a place in its line for `work` (one
+    sender of the channel is then busy and will run it), else a deferral.
+
+    One decision under one lock: a send joins the line only while every slot is taken,
+    so there is always a sender that will reach it."""
     now = time.monotonic()
     with _lock:
         lane = _lanes.setdefault((queue, channel), _Lane())
-        if len(lane.busy) >= channel_sender_limit(channel=channel, slow=_slow(channel, now)):
-            return False
-        lane.busy[threading.get_ident()] = now
-        return True
+        slow = _slow(channel, now)
+        limit = channel_sender_limit(channel=channel, slow=slow, queue=queue)
+        if len(lane.busy) < limit:
+            lane.busy[threading.get_ident()] = now
+            return SenderTurn(taken=True)
+        if _closing.is_set():
+            return SenderTurn(defer=None)
+        seconds = _call_seconds(channel, now)
+        line_wait = (len(lane.waiting) + 1) / limit * seconds
+        if (
+            len(lane.waiting) < settings.NOTIFY_CHANNEL_WAITING_MAX
+            and line_wait <= settings.NOTIFY_CHANNEL_WAIT_MAX
+        ):
+            lane.waiting.append(_Waiting(work=work, since=now))
+            return SenderTurn(waiting=True)
+        # Counted behind those already deferred: a backlog comes back spread over the
+        # time it takes to send, not all at once to be deferred again.
+        countdown = channel_defer_seconds(
+            wait=_deferred_wait(lane, limit=limit, seconds=seconds, now=now)
+        )
+        heapq.heappush(lane.deferred, now + countdown)
+    return SenderTurn(defer=countdown)
 
 
-def channel_sender_give(*, channel: str, queue: str) -> None:
-    """Give this thread's slot back."""
+def channel_defer_seconds(*, wait: float) -> float:
+    """The countdown of a send that could not wait here for `wait` seconds: about that
+    wait (a slot frees no sooner), at least NOTIFY_CHANNEL_DEFER and at most
+    NOTIFY_CHANNEL_DEFER_MAX."""
+    return min(max(wait, settings.NOTIFY_CHANNEL_DEFER), settings.NOTIFY_CHANNEL_DEFER_MAX)
+
+
+def _line_next(*, channel: str, queue: str, started: float) -> tuple[Any, list[Any]]:
+    """For a thread holding a slot whose send is done: the next waiting send it runs
+    (None: it gives its slot back), and the waiting sends to hand back to the broker.
+
+    It serves while the channel's limit still counts it and it has served less than
+    NOTIFY_CHANNEL_SERVE_MAX. Sends that have waited longer than NOTIFY_CHANNEL_WAIT_MAX
+    are handed back; so is the whole line when the last sender leaves it, or when the
+    worker is shutting down."""
+    now = time.monotonic()
+    ident = threading.get_ident()
+    handed_back: list[Any] = []
     with _lock:
-        lane = _lanes.get((queue, channel))
-        if lane is not None:
-            lane.busy.pop(threading.get_ident(), None)
+        lane = _lanes.setdefault((queue, channel), _Lane())
+        while lane.waiting and (
+            _closing.is_set() or now - lane.waiting[0].since > settings.NOTIFY_CHANNEL_WAIT_MAX
+        ):
+            handed_back.append(lane.waiting.popleft().work)
+        limit = channel_sender_limit(channel=channel, slow=_slow(channel, now), queue=queue)
+        if (
+            lane.waiting
+            and len(lane.busy) <= limit
+            and now - started < settings.NOTIFY_CHANNEL_SERVE_MAX
+        ):
+            lane.busy[ident] = now
+            return lane.waiting.popleft().work, handed_back
+        lane.busy.pop(ident, None)
+        if not lane.busy:
+            handed_back.extend(waiting.work for waiting in lane.waiting)
+            lane.waiting.clear()
+        return None, handed_back
 
 
-@contextmanager
-def channel_sender(*, channel: str | None, queue: str | None) -> Iterator[bool]:
-    """A slot of `channel` in `queue` for the duration of the block: yields whether one
-    was free. A message that does not say its channel (published before channels were
-    named in send messages) goes without one."""
-    if channel is None or queue is None:
-        yield True
-        return
-    taken = channel_sender_take(channel=channel, queue=queue)
-    try:
-        yield taken
-    finally:
-        if taken:
-            channel_sender_give(channel=channel, queue=queue)
+def channel_sender_serve(
+    *,
+    channel: str,
+    queue: str,
+    started: float,
+    run: Callable[[Any], None],
+    hand_back: Callable[[Any], None],
+) -> None:
+    """This thread's send took a slot at `started` (time.monotonic) and is done: run the
+    sends waiting in the channel's line (`run`) while it may, hand back those that
+    waited too long (`hand_back`, which publishes them again), then give the slot back.
+
+    One waiting send that raises is logged and the next runs: its row is the record,
+    and the sweeper finds it."""
+    while True:
+        work, handed_back = _line_next(channel=channel, queue=queue, started=started)
+        for late in handed_back:
+            try:
+                hand_back(late)
+            except Exception:  # hand_back logs its own failures; the row is the record
+                logger.exception("%s sender: could not hand %s back", channel, late)
+        if work is None:
+            return
+        try:
+            run(work)
+        except Exception:
+            logger.exception("%s sender: a waiting send %s raised", channel, work)
 
 
 def channel_call_timed(*, channel: str, seconds: float, count: int = 1) -> None:
@@ -131,18 +269,23 @@ def channel_call_timed(*, channel: str, seconds: float, count: int = 1) -> None:
                 lane.busy[ident] = now
 
 
-def channel_defer_seconds(*, channel: str) -> float:
-    """How long a send refused a slot waits before its message comes back: about one
-    call's time while the channel is slow (a slot frees no sooner), else a second."""
+def channel_waiting_count(*, channel: str, queue: str) -> int:
+    """How many sends wait in the channel's line in this process."""
     with _lock:
-        slow = _slow(channel, time.monotonic())
-        latency = _latency.get(channel, 0.0)
-    wait = max(latency, settings.NOTIFY_CHANNEL_DEFER) if slow else settings.NOTIFY_CHANNEL_DEFER
-    return min(wait, settings.NOTIFY_CHANNEL_DEFER_MAX)
+        lane = _lanes.get((queue, channel))
+        return len(lane.waiting) if lane is not None else 0
+
+
+def channel_lines_close() -> None:
+    """The worker is shutting down: from now on no send joins a line, and each sender
+    hands its channel's line back to the broker instead of serving it, so nothing waits
+    here on a process manager that may not wait for it."""
+    _closing.set()
 
 
 def channel_senders_reset() -> None:
-    """Forget every slot and average (a test starts from a fresh process's state)."""
+    """Forget every slot, line and average (a test starts from a fresh process's state)."""
     with _lock:
         _lanes.clear()
         _latency.clear()
+        _closing.clear()
