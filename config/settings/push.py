@@ -56,6 +56,10 @@ NOTIFY_PROVIDER_CALL_DEADLINES = {
     provider: env_float(f"NOTIFY_CALL_DEADLINE_{provider.upper()}", default, minimum=0.1)
     for provider, default in {"webpush": 10.0, "fcm": 10.0, "smtp": 30.0}.items()
 }
+# A kept connection to a push service idle longer than this (seconds) is replaced before
+# the next push goes on it: idle is where a half-dead connection hides (a NAT or load
+# balancer dropped it without a close), and a push sent on one waits out its deadline.
+NOTIFY_PUSH_KEPT_IDLE_MAX = env_float("NOTIFY_PUSH_KEPT_IDLE_MAX", 60.0, minimum=0)
 # Only this much of an FCM answer is read (its error bodies are well under 2 KiB).
 NOTIFY_FCM_MAX_RESPONSE_BYTES = env_int("NOTIFY_FCM_MAX_RESPONSE_BYTES", 16384, minimum=1024)
 # Web Push and FCM senders per worker process (each; see channel isolation in channels.py).

@@ -149,6 +149,7 @@ def bounded_mount(session: requests.Session, **adapter: Any) -> None:
     """Send every request of `session` through one `BoundedAdapter` (a total deadline
     per request, a bounded read of the answer, a lost kept connection sent once more),
     in place of whatever adapters it had, wherever they were mounted."""
+    adapter.setdefault("kept_idle_max", settings.NOTIFY_PUSH_KEPT_IDLE_MAX)
     transport = BoundedAdapter(**adapter)
     for prefix in {"http://", "https://", *session.adapters}:
         session.mount(prefix, transport)
@@ -159,17 +160,25 @@ class BoundedSession(requests.Session):
     `BoundedAdapter`: an answer is read there, at most `max_bytes` of it, before the
     deadline (pywebpush reads `response.text`, which is then that bounded body)."""
 
-    def __init__(self, *, total_seconds: float, max_bytes: int) -> None:
+    def __init__(self, *, total_seconds: float, max_bytes: int, kept_idle_max: float) -> None:
         super().__init__()
         self.trust_env = False  # no proxy from the environment: we post only where allowed
-        bounded_mount(self, total_seconds=total_seconds, max_bytes=max_bytes)
+        bounded_mount(
+            self, total_seconds=total_seconds, max_bytes=max_bytes, kept_idle_max=kept_idle_max
+        )
 
     def request(self, method, url, *args, **kwargs) -> requests.Response:
         kwargs["allow_redirects"] = False
         return super().request(method, url, *args, **kwargs)
 
 
-@lru_cache(maxsize=4)
 def bounded_session(total_seconds: float, max_bytes: int) -> BoundedSession:
     """The process's shared session for this deadline and answer size."""
-    return BoundedSession(total_seconds=total_seconds, max_bytes=max_bytes)
+    return _bounded_session(total_seconds, max_bytes, settings.NOTIFY_PUSH_KEPT_IDLE_MAX)
+
+
+@lru_cache(maxsize=4)
+def _bounded_session(total_seconds: float, max_bytes: int, kept_idle_max: float) -> BoundedSession:
+    return BoundedSession(
+        total_seconds=total_seconds, max_bytes=max_bytes, kept_idle_max=kept_idle_max
+    )

@@ -177,6 +177,7 @@ class _Watched:
 
     sock: socket.socket | None
     answered = False  # this socket has carried an answer: it is a kept connection
+    answered_at = 0.0  # time.monotonic() of its last answer
 
     def connect(self) -> None:
         super().connect()  # type: ignore[misc]
@@ -194,6 +195,7 @@ class _Watched:
                 ) from error
             raise
         self.answered = True
+        self.answered_at = time.monotonic()
         return response
 
 
@@ -206,15 +208,24 @@ class _WatchedTlsConnection(_Watched, HTTPSConnection):
 
 
 class _NewWhenAsked:
-    """Mixed into urllib3's pools: inside `_new_connection()` a kept connection taken
-    from the pool is closed first, so the request opens a new one (urllib3 does the same
-    with a connection it finds dropped)."""
+    """Mixed into urllib3's pools: a kept connection taken from the pool is closed first,
+    so the request opens a new one, inside `_new_connection()` and when it has been idle
+    longer than `kept_idle_max` seconds (urllib3 does the same with a connection it finds
+    dropped). An idle connection is where a half-dead one hides: a NAT or load balancer
+    forgot it without a close, and a request sent on it would wait out the deadline."""
+
+    kept_idle_max: float | None = None
 
     def _get_conn(self, timeout: float | None = None) -> Any:
         conn = super()._get_conn(timeout)  # type: ignore[misc]
-        if getattr(_new_only, "on", False):
+        if getattr(_new_only, "on", False) or self._idle_too_long(conn):
             conn.close()
         return conn
+
+    def _idle_too_long(self, conn: Any) -> bool:
+        if self.kept_idle_max is None or not getattr(conn, "answered", False):
+            return False
+        return time.monotonic() - conn.answered_at > self.kept_idle_max
 
 
 _new_only = threading.local()
@@ -237,17 +248,54 @@ class _WatchedTlsPool(_NewWhenAsked, HTTPSConnectionPool):
     ConnectionCls = _WatchedTlsConnection
 
 
-class BoundedAdapter(HTTPAdapter):
-    """A transport with a total deadline per request and a cap on the answer read."""
+# TCP keepalive on kept connections: the kernel probes one idle this long, and gives it up
+# after this many unanswered probes this far apart, so a connection whose peer vanished
+# without a close reads as dropped (urllib3 then opens a new one) instead of swallowing
+# the next request. Where the platform lacks the options, only the idle limit applies.
+KEEPALIVE_IDLE_SECONDS = 15
+KEEPALIVE_INTERVAL_SECONDS = 5
+KEEPALIVE_PROBES = 3
 
-    def __init__(self, *, total_seconds: float, max_bytes: int, **kwargs: Any) -> None:
+
+def keepalive_socket_options() -> list[tuple[int, int, int]]:
+    """urllib3's default socket options plus TCP keepalive probing (see above)."""
+    options = [*HTTPConnection.default_socket_options, (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (
+        ("TCP_KEEPIDLE", KEEPALIVE_IDLE_SECONDS),
+        ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_SECONDS),
+        ("TCP_KEEPCNT", KEEPALIVE_PROBES),
+    ):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    return options
+
+
+class BoundedAdapter(HTTPAdapter):
+    """A transport with a total deadline per request and a cap on the answer read; a kept
+    connection idle longer than `kept_idle_max` seconds is replaced before it is used,
+    and the kernel probes idle ones (TCP keepalive)."""
+
+    def __init__(
+        self,
+        *,
+        total_seconds: float,
+        max_bytes: int,
+        kept_idle_max: float | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.total_seconds = total_seconds
         self.max_bytes = max_bytes
+        self.kept_idle_max = kept_idle_max
         super().__init__(**kwargs)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("socket_options", keepalive_socket_options())
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedTlsPool}
+        limit = {"kept_idle_max": self.kept_idle_max}
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": type("WatchedPool", (_WatchedPool,), limit),
+            "https": type("WatchedTlsPool", (_WatchedTlsPool,), limit),
+        }
 
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
         kwargs["stream"] = True  # the body is read here, bounded, under the deadline

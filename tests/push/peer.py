@@ -82,7 +82,10 @@ class PushService:
         self.most_in_flight: dict[str, int] = {}  # by subscriber-name prefix
         self.hang_ups: set[str] = set()  # subscriptions whose answer ends its connection
         self.hung_up = 0  # requests that reached a connection the service had let go
+        self.silences: set[str] = set()  # subscriptions whose answer leaves it half-dead
+        self.connections = 0  # connections accepted since the last reset
         self.lock = threading.Lock()
+        self.stopping = threading.Event()
         # The port tests/settings.py lists in WEBPUSH_ALLOWED_ORIGINS.
         port = int(os.environ.get("NOTIFY_TEST_PUSH_PORT", "0"))
         self.server = _Server(("127.0.0.1", port), self._handler())
@@ -94,6 +97,7 @@ class PushService:
         self.thread.start()
 
     def stop(self) -> None:
+        self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -107,6 +111,8 @@ class PushService:
             self.most_in_flight.clear()
             self.hang_ups.clear()
             self.hung_up = 0
+            self.silences.clear()
+            self.connections = 0
 
     def subscribe(self, name: str) -> tuple[Subscriber, dict]:
         """A new subscription; returns it and the body a browser would register."""
@@ -134,6 +140,13 @@ class PushService:
         with self.lock:
             self.hang_ups.add(name)
 
+    def go_silent_after_answer(self, name: str) -> None:
+        """From now on, the connection that carries an answer for this subscription goes
+        half-dead once the answer is out: open, never closed, never reading or answering
+        again, as a connection a NAT or load balancer forgot looks from the client."""
+        with self.lock:
+            self.silences.add(name)
+
     def deliveries_to(self, name: str) -> list[Received]:
         with self.lock:
             return [r for r in self.received if r.subscriber == name]
@@ -150,11 +163,21 @@ class PushService:
             # Connections stay open between pushes, as a real push service keeps them.
             protocol_version = "HTTP/1.1"
             let_go = False  # this connection's last answer was followed by a hang-up
+            silent = False  # this connection's last answer left it half-dead
 
             def log_message(self, *args) -> None:  # quiet
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                with service.lock:
+                    service.connections += 1
+
             def handle_one_request(self) -> None:
+                if self.silent:
+                    service.stopping.wait(60)
+                    self.close_connection = True
+                    return
                 if not self.let_go:
                     super().handle_one_request()
                     return
@@ -191,6 +214,7 @@ class PushService:
                 self.end_headers()
                 with service.lock:
                     self.let_go = name in service.hang_ups
+                    self.silent = name in service.silences
 
         return Handler
 

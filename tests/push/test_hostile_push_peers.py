@@ -4,7 +4,9 @@ peers, the way a worker runs them."""
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 import uuid
 from datetime import timedelta
 
@@ -239,3 +241,45 @@ def test_a_connection_let_go_after_its_answer_never_fails_the_next_push(
         assert attempt.outcome == "delivered"
     [received] = push_service.accepted_for("next-in-line")
     assert received.json()["notification_id"] == str(following.notification_id)
+
+
+# --- a kept connection gone half-dead while idle -------------------------------------------
+
+
+def test_a_kept_connection_idle_past_its_limit_is_replaced_before_the_next_push(
+    demo_data, push_service, clean_breakers, settings
+):
+    """A connection left half-dead after its answer (never closed, never read again: what
+    a NAT that forgot it looks like) is not used once it has been idle past the limit: the
+    next push goes out at once on a new connection instead of waiting out its deadline."""
+    settings.NOTIFY_PUSH_KEPT_IDLE_MAX = 0.2
+    settings.NOTIFY_PROVIDER_CALL_DEADLINES = {
+        **settings.NOTIFY_PROVIDER_CALL_DEADLINES,
+        "webpush": 3.0,
+    }
+    _, first_body = push_service.subscribe("goes-silent")
+    _, next_body = push_service.subscribe("after-a-pause")
+    push_service.go_silent_after_answer("goes-silent")
+    first, following = webpush_deliveries([first_body, next_body])
+
+    delivery_attempt(delivery_id=first.pk)
+    time.sleep(0.5)  # idle past the limit
+    opened_before = push_service.connections
+    delivery_attempt(delivery_id=following.pk)
+
+    for delivery in (first, following):
+        delivery.refresh_from_db()
+        assert (delivery.status, delivery.attempts) == ("delivered", 1), delivery.last_error
+    assert push_service.connections == opened_before + 1
+    [received] = push_service.accepted_for("after-a-pause")
+    assert received.json()["notification_id"] == str(following.notification_id)
+
+
+def test_push_connections_ask_the_kernel_to_probe_them_while_idle():
+    """TCP keepalive on every push connection, so one whose peer vanished without a close
+    reads as dropped when next taken from the pool."""
+    from deliveries.channels.deadline import keepalive_socket_options
+
+    options = keepalive_socket_options()
+    assert (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1) in options
+    assert (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 15) in options
