@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.utils.html import escape
 
+from deliveries.channels import email_esp
 from deliveries.channels.base import SendResult
 from deliveries.channels.deadline import call_deadline
 from deliveries.channels.smtp import kept_session_close, send_on_kept_connection
@@ -51,19 +52,12 @@ def classify_smtp_error(error: Exception) -> SendResult:
 
 
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
-    """Render the version through templated-mail and hand it to the SMTP relay."""
+    """Render the version through templated-mail and hand it to the SMTP relay, or to the
+    email service provider's API when NOTIFY_EMAIL_ESP names one (email_esp.py)."""
+    if settings.NOTIFY_EMAIL_ESP:
+        return email_esp.send(message_build(delivery, version, context), to=delivery.target)
     message_id = make_msgid(domain=settings.NOTIFY_EMAIL_MESSAGE_ID_DOMAIN)
-    headers = {"Message-ID": message_id}
-    unsubscribe = _unsubscribe_url(delivery)
-    if unsubscribe:
-        # RFC 8058 one-click: mail clients POST to it; the body carries the same link.
-        context = {**context, "unsubscribe_url": unsubscribe}
-        headers["List-Unsubscribe"] = f"<{unsubscribe}>"
-        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
-    message = VersionEmailMessage(version=version, context=context, headers=headers)
-    message.render()  # a template error surfaces here, before any network call
-    if unsubscribe:
-        _add_unsubscribe_footer(message, unsubscribe)
+    message = message_build(delivery, version, context, headers={"Message-ID": message_id})
     deadline = settings.NOTIFY_PROVIDER_CALL_DEADLINES["smtp"]
     with call_deadline(deadline) as watch:
         try:
@@ -79,6 +73,30 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
     if watch.expired:  # accepted just as the deadline fired: the session is cut, not reused
         kept_session_close()
     return SendResult.delivered(provider_message_id=message_id, status_code="250")
+
+
+def message_build(
+    delivery: Delivery,
+    version: TemplateVersion,
+    context: dict[str, Any],
+    *,
+    headers: dict[str, str] | None = None,
+) -> VersionEmailMessage:
+    """The rendered message for a delivery, whichever way it is sent: the version's
+    subject and bodies, and for marketing the one-click unsubscribe headers and footer.
+    A template error surfaces here, before any network call."""
+    headers = dict(headers or {})
+    unsubscribe = _unsubscribe_url(delivery)
+    if unsubscribe:
+        # RFC 8058 one-click: mail clients POST to it; the body carries the same link.
+        context = {**context, "unsubscribe_url": unsubscribe}
+        headers["List-Unsubscribe"] = f"<{unsubscribe}>"
+        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
+    message = VersionEmailMessage(version=version, context=context, headers=headers)
+    message.render()
+    if unsubscribe:
+        _add_unsubscribe_footer(message, unsubscribe)
+    return message
 
 
 def _unsubscribe_url(delivery: Delivery) -> str:
