@@ -158,36 +158,6 @@ def test_a_burst_of_esp_failures_opens_the_breaker_and_later_emails_wait(person,
     assert len(esp.received) == 0
 
 
-def test_delivered_then_hard_bounce_show_on_the_timeline_and_the_next_email_is_suppressed(
-    person, esp, client
-):
-    delivery = sent(email_to(person))
-    message_id = delivery.provider_message_id
-
-    assert post_event(client, postmark.delivery_event(message_id, person.email)).status_code == 200
-    delivery.refresh_from_db()
-    assert delivery.status == DeliveryStatus.REACHED  # the provider handed it over
-
-    bounce = postmark.bounce_event(message_id, person.email, event_id=901)
-    assert post_event(client, bounce).status_code == 200
-    delivery.refresh_from_db()
-    assert (delivery.status, delivery.reason) == (DeliveryStatus.FAILED, Reason.BOUNCED)
-    [entry] = AddressSuppression.objects.all()
-    assert (entry.channel, entry.address) == ("email", "pat@example.com")
-
-    later = email_to(person)
-    assert (later.status, later.reason) == (DeliveryStatus.SUPPRESSED, Reason.ADDRESS_SUPPRESSED)
-    assert sent(later).attempts == 0
-    assert len(esp.received) == 1
-
-    staff = User.objects.create_user("sam", password="x", is_staff=True)
-    staff.groups.add(support_group_ensure())
-    client.force_login(staff)
-    page = client.get(f"/admin/notify/recipient/{person.pk}/change/").content.decode()
-    assert 'data-kind="delivered"' in page and 'data-kind="bounced"' in page
-    assert "(hard)" in page and "550 5.1.1" in page
-
-
 def test_a_webhook_with_a_bad_signature_is_refused_and_records_nothing(
     person, esp, client, settings
 ):
@@ -318,3 +288,40 @@ def test_the_deploy_check_wants_the_token_and_the_webhook_secret_with_an_esp(set
     assert [c.id for c in check_email_provider()] == ["notify.E003", "notify.E004"]
     settings.ANYMAIL = {"POSTMARK_SERVER_TOKEN": "t", "WEBHOOK_SECRET": [SECRET]}
     assert check_email_provider() == []
+
+
+def test_delivered_then_a_hard_bounce_posted_over_http_show_on_the_timeline_and_suppress(
+    transactional_db, person, esp, live_server, client
+):
+    """An email through the Postmark peer; the peer then posts `delivered`, later a hard
+    bounce, over HTTP to the running server with the credentials in the URL, as Postmark
+    does: the timeline shows both, and the next email to the address is suppressed."""
+    first = sent(email_to(person))
+    message_id = first.provider_message_id
+    assert [m["MessageID"] for m in esp.received] == [message_id]
+    url = live_server.url + HOOK
+
+    delivered = postmark.delivery_event(message_id, person.email)
+    assert esp.post_webhook(url, delivered, user_password=SECRET) == 200
+    first.refresh_from_db()
+    assert first.status == DeliveryStatus.REACHED  # the provider handed it over
+
+    bounce = postmark.bounce_event(message_id, person.email, event_id=5)
+    assert esp.post_webhook(url, bounce, user_password="postmark-hooks:forged") == 400
+    assert esp.post_webhook(url, bounce, user_password=SECRET) == 200
+    first.refresh_from_db()
+    assert (first.status, first.reason) == (DeliveryStatus.FAILED, Reason.BOUNCED)
+    [entry] = AddressSuppression.objects.all()
+    assert (entry.channel, entry.address) == ("email", "pat@example.com")
+
+    second = email_to(person)
+    assert (second.status, second.reason) == (DeliveryStatus.SUPPRESSED, Reason.ADDRESS_SUPPRESSED)
+    assert sent(second).attempts == 0
+    assert len(esp.received) == 1
+
+    staff = User.objects.create_user("sam", password="x", is_staff=True)
+    staff.groups.add(support_group_ensure())
+    client.force_login(staff)
+    page = client.get(f"/admin/notify/recipient/{person.pk}/change/").content.decode()
+    assert 'data-kind="delivered"' in page and 'data-kind="bounced"' in page
+    assert "(hard)" in page and "550 5.1.1" in page

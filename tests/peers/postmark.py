@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import requests
+
 TOKEN = "peer-server-token"
 
 
@@ -94,6 +96,16 @@ class PostmarkPeer:
             "To": to, "SubmittedAt": _now(), "MessageID": message_id, "ErrorCode": 0,
             "Message": "OK",
         }, {}  # fmt: skip
+
+    @staticmethod
+    def post_webhook(url: str, body: dict, *, user_password: str) -> int:
+        """Post a webhook body as Postmark does, to a URL carrying `user:password@` (sent
+        as HTTP basic auth); the HTTP status it got."""
+        scheme, _, rest = url.partition("://")
+        answer = requests.post(
+            f"{scheme}://{user_password}@{rest}", json=body, timeout=10, allow_redirects=False
+        )
+        return answer.status_code
 
     # --- Postmark's real error answers, to queue in `answers` ---------------------------
     @staticmethod
