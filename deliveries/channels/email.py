@@ -1,4 +1,5 @@
-"""Email over SMTP, through django-templated-mail.
+"""Email over SMTP, through django-templated-mail (or, with NOTIFY_EMAIL_ESP set, through
+an email service provider's API: email_esp.py; both send what `message_build` makes).
 
 Classification: a recipient refused with 5xx (a hard bounce: the address is suppressed)
 or a 5xx at DATA is permanent;
