@@ -210,11 +210,17 @@ class CampaignAdmin(admin.ModelAdmin):
                 for status, reason, count in progress.deliveries
             ),
         )
+        email = format_html_join(
+            "",
+            '<tr data-email="{}"><td>{}</td><td class="nt-count">{}</td></tr>',
+            ((name, name, count) for name, count in progress.email.items()),
+        )
         return format_html(
             '<div id="campaign-progress" data-status="{}"><p>Status <b class="nt-status">{}</b>'
             ' · audience <b>{}</b> · created <b class="nt-created">{}</b></p>'
             "<table><tr><th>Members by status</th><th></th></tr>{}</table>"
             "<table><tr><th>Deliveries: status</th><th>reason</th><th></th></tr>{}</table>"
+            "<table><tr><th>Email, as the provider reports it</th><th></th></tr>{}</table>"
             "</div>",
             obj.status,
             obj.get_status_display(),
@@ -222,6 +228,7 @@ class CampaignAdmin(admin.ModelAdmin):
             progress.created,
             members,
             deliveries,
+            email,
         )
 
     def _apply(self, request, queryset, action, done: str) -> None:

@@ -9,11 +9,12 @@ from django.db import connection
 from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus
-from deliveries.models import Delivery, DeliveryStatus
+from deliveries.models import Delivery, DeliveryStatus, ProviderEvent, Reason
 from notify.models import Notification
 
 NOTIFICATIONS = Notification._meta.db_table
 DELIVERIES = Delivery._meta.db_table
+PROVIDER_EVENTS = ProviderEvent._meta.db_table
 
 
 def campaign_notifications_sql(alias: str = "n") -> str:
@@ -39,6 +40,7 @@ def campaign_params(campaign: Campaign) -> dict[str, Any]:
 # that any of its deliveries has: reached them somewhere, still on its way, held back,
 # and only then how it ended.
 MEMBER_ORDER = (
+    DeliveryStatus.REACHED,
     DeliveryStatus.DELIVERED,
     DeliveryStatus.SENDING,
     DeliveryStatus.RETRYING,
@@ -69,6 +71,16 @@ class Progress:
     created: int
     members: dict[str, int] = field(default_factory=dict)
     deliveries: list[tuple[str, str, int]] = field(default_factory=list)
+    # The email provider's word on the emails it accepted (see `EMAIL_FEEDBACK`).
+    email: dict[str, int] = field(default_factory=dict)
+
+
+# Each email the provider accepted is counted under the furthest thing it told us about
+# it, the first of these that applies, so the counts add up to `accepted`: the person
+# complained, it bounced hard, it was opened (or clicked), it was delivered to the
+# mailbox, or no word yet (`accepted_only`). Opens are never required: a delivered email
+# that nobody opened is `delivered`.
+EMAIL_FEEDBACK = ("complained", "bounced", "opened", "delivered", "accepted_only")
 
 
 def campaign_progress(campaign: Campaign) -> Progress:
@@ -118,4 +130,44 @@ def campaign_progress(campaign: Campaign) -> Progress:
         created=created,
         members=dict(sorted(members.items())),
         deliveries=sorted(deliveries),
+        email=campaign_email_feedback(campaign),
     )
+
+
+def campaign_email_feedback(campaign: Campaign) -> dict[str, int]:
+    """How the campaign's emails fared after the provider accepted them (`EMAIL_FEEDBACK`),
+    with `accepted` their total, read in one aggregate query."""
+    accepted = [DeliveryStatus.DELIVERED.value, DeliveryStatus.REACHED.value]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH d AS (
+                SELECT d.id, d.status, d.reason FROM {DELIVERIES} d
+                  JOIN {NOTIFICATIONS} n ON n.id = d.notification_id
+                 WHERE {campaign_notifications_sql()} AND d.channel = 'email'
+                   AND (d.status = ANY(%(accepted)s) OR d.reason = %(bounced)s)
+            )
+            SELECT class, count(*) FROM (
+            SELECT CASE
+                     WHEN bool_or(e.kind = 'complained') THEN 'complained'
+                     WHEN d.reason = %(bounced)s OR bool_or(e.kind = 'bounced' AND e.hard)
+                       THEN 'bounced'
+                     WHEN bool_or(e.kind IN ('opened', 'clicked')) THEN 'opened'
+                     WHEN d.status = %(reached)s OR bool_or(e.kind = 'delivered')
+                       THEN 'delivered'
+                     ELSE 'accepted_only' END AS class
+              FROM d LEFT JOIN {PROVIDER_EVENTS} e ON e.delivery_id = d.id
+             GROUP BY d.id, d.status, d.reason
+            ) per_email GROUP BY class
+            """,
+            {
+                **campaign_params(campaign),
+                "accepted": accepted,
+                "bounced": Reason.BOUNCED.value,
+                "reached": DeliveryStatus.REACHED.value,
+            },
+        )
+        rows = cursor.fetchall()
+    counts = dict.fromkeys(EMAIL_FEEDBACK, 0)
+    counts.update(rows)
+    return {"accepted": sum(counts.values()), **counts}

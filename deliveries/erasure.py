@@ -1,7 +1,8 @@
 """Erasure, the deliveries' part: every delivery of the person's notifications with its
-attempts (targets and provider answers), their devices (tokens, endpoints), their
-addresses on the hard-bounce list, and in Redis their push slots and each device's live
-registry key and seen-entries set. Called by campaigns.erasure.person_erase."""
+attempts (targets and provider answers) and provider events (bounces, complaints, opens),
+their devices (tokens, endpoints), their addresses on the hard-bounce list, and in Redis
+their push slots and each device's live registry key and seen-entries set. Called by
+campaigns.erasure.person_erase."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from django.db.models import Q
 from django_redis import get_redis_connection
 
 from deliveries.counts import delivery_counts_settle
-from deliveries.models import AddressSuppression, Delivery, DeliveryAttempt, Device
+from deliveries.models import (
+    AddressSuppression,
+    Delivery,
+    DeliveryAttempt,
+    Device,
+    ProviderEvent,
+)
 from deliveries.pipeline.fairness import push_slots_key
 from deliveries.pipeline.live import live_key, seen_key
 from notify.erasure import admin_log_forget
@@ -34,6 +41,10 @@ def deliveries_erase(*, recipient: Recipient) -> dict[str, int]:
     }
     # Final outcomes stay in the metrics; deliveries that will never finish leave them.
     delivery_counts_settle(delivery_ids=delivery_ids)
+    # Provider events hold the address and what the person did with the message.
+    removed["provider_events"] = ProviderEvent.objects.filter(
+        delivery_id__in=delivery_ids
+    ).delete()[0]
     Delivery.objects.filter(pk__in=delivery_ids).delete()
     Device.objects.filter(pk__in=device_ids).delete()
     on_list = Q(pk__in=[])

@@ -151,6 +151,10 @@ class DeliveryAttempt(InNotificationMonth):
     outcome = models.CharField(max_length=10, choices=AttemptOutcome.choices)
     status_code = models.CharField(max_length=32, blank=True)
     response = models.TextField(blank=True)
+    provider_message_id = models.CharField(
+        max_length=255, blank=True, default="", db_default="",
+        help_text="The provider's id of the message this try sent (its events name it).",
+    )  # fmt: skip
     held_ms = models.PositiveIntegerField(
         default=0,
         help_text="How long it was held back for an earlier delivery to the same person on "
@@ -361,3 +365,44 @@ class DeliveryCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel} {self.status} tries={self.tries}: {self.count}"
+
+
+class ProviderEventKind(models.TextChoices):
+    """What a provider reported about a message after accepting it."""
+
+    DELIVERED = "delivered", "Delivered to the mailbox"
+    BOUNCED = "bounced", "Bounced"
+    COMPLAINED = "complained", "Marked as spam"
+    OPENED = "opened", "Opened"
+    CLICKED = "clicked", "Clicked"
+    DEFERRED = "deferred", "Delayed by the mailbox"
+    OTHER = "other", "Other"
+
+
+class ProviderEvent(models.Model):
+    """One event a provider posted about a message it accepted (delivered, a bounce, a
+    spam complaint, an open, a click), matched to its delivery by the provider's message
+    id. Recorded once: a replay of the same event (same provider and key) is recognised
+    and changes nothing. Erasure deletes them with the person's deliveries."""
+
+    esp = models.CharField(max_length=20, help_text="The provider, e.g. postmark.")
+    key = models.CharField(
+        max_length=128, help_text="The provider's event id, or a hash of the event as posted."
+    )
+    delivery = models.ForeignKey(
+        Delivery, on_delete=models.CASCADE, db_constraint=False, related_name="provider_events"
+    )
+    kind = models.CharField(max_length=12, choices=ProviderEventKind.choices)
+    hard = models.BooleanField(default=False, help_text="A bounce that is permanent.")
+    message_id = models.CharField(max_length=255)
+    occurred_at = models.DateTimeField(null=True, blank=True, help_text="When, per the provider.")
+    received_at = models.DateTimeField(auto_now_add=True)
+    detail = models.TextField(blank=True, help_text="The provider's description or MTA answer.")
+
+    class Meta:
+        ordering = ["received_at", "pk"]
+        constraints = [models.UniqueConstraint(fields=["esp", "key"], name="uniq_provider_event")]
+        indexes = [models.Index(fields=["delivery", "kind"], name="provider_event_delivery")]
+
+    def __str__(self) -> str:
+        return f"{self.esp} {self.kind} for delivery {self.delivery_id}"

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db.models import OuterRef, Prefetch, Q, Subquery
 
-from deliveries.models import Delivery, DeliveryAttempt, Device, DeviceKind
+from deliveries.models import Delivery, DeliveryAttempt, Device, DeviceKind, ProviderEvent
 from notify.models import Notification, Producer, Recipient
 
 # What "has a live subscription" means per kind, as a filter the device query carries.
@@ -119,10 +119,12 @@ def notification_status(*, producer: Producer, notification_id: Any) -> dict[str
 
 
 def recipient_timeline(*, recipient: Recipient, page: Any, per_page: int) -> Page:
-    """One page of a recipient's notifications, newest first, with every delivery and
-    attempt loaded in a fixed number of queries (support's "what did they get?")."""
+    """One page of a recipient's notifications, newest first, with every delivery,
+    attempt and provider event (delivered, bounced, complained, opened, clicked) loaded
+    in a fixed number of queries (support's "what did they get?")."""
     deliveries = Delivery.objects.select_related("template_version__template").prefetch_related(
-        Prefetch("attempt_log", queryset=DeliveryAttempt.objects.order_by("number"))
+        Prefetch("attempt_log", queryset=DeliveryAttempt.objects.order_by("number")),
+        Prefetch("provider_events", queryset=ProviderEvent.objects.order_by("received_at", "pk")),
     )
     notifications = (
         Notification.objects.filter(recipient=recipient)

@@ -13,6 +13,9 @@ class DeliveryStatus(models.TextChoices):
     SENDING = "sending", "Sending"
     RETRYING = "retrying", "Retrying"
     DELIVERED = "delivered", "Delivered"
+    # The provider said it handed the message to the person's mailbox (an email
+    # provider's `delivered` event): further than `delivered`, which is its acceptance.
+    REACHED = "reached", "Reached the person (the provider delivered it)"
     FAILED = "failed", "Failed (permanent)"
     DEAD = "dead", "Dead (retries exhausted)"
     EXPIRED = "expired", "Expired (past deadline)"
@@ -26,6 +29,7 @@ class DeliveryStatus(models.TextChoices):
 FINAL_STATUSES = frozenset(
     {
         DeliveryStatus.DELIVERED,
+        DeliveryStatus.REACHED,
         DeliveryStatus.FAILED,
         DeliveryStatus.DEAD,
         DeliveryStatus.EXPIRED,
@@ -61,6 +65,7 @@ class Reason(models.TextChoices):
     RENDER_ERROR = "render_error", "The template could not be rendered"
     RENDER_LIMIT = "render_limit", "Rendering the template took too long or grew too large"
     REJECTED = "rejected", "The provider refused it permanently"
+    BOUNCED = "bounced", "Accepted by the provider, then bounced hard by the mailbox"
     RETRIES_EXHAUSTED = "retries_exhausted", "Every retry failed"
     DEADLINE_PASSED = "deadline_passed", "The next retry would fall past the deadline"
     PUSH_LIMIT = "push_limit", "The recipient already had the most push jobs in flight"

@@ -19,6 +19,8 @@ class ConsentSource(models.TextChoices):
     SUPPORT = "support", "Support"
     API = "api", "API"
     PREFERENCE_CENTER = "preference_center", "Preference center"
+    # The person marked an email as spam (their email provider's complaint, relayed by ours).
+    SPAM_COMPLAINT = "spam_complaint", "Spam complaint"
 
 
 class Preference(models.Model):

@@ -136,6 +136,24 @@ def marketing_consent_grant(*, recipient: Recipient, origin: RequestOrigin) -> C
     return record
 
 
+def marketing_withdraw_for_complaint(
+    *, recipient_id: int, channel: str, evidence: str
+) -> ConsentRecord | None:
+    """The person marked an email as spam: all marketing on `channel` is withdrawn, one
+    consent record (source `spam_complaint`, the complaint as its reason). Mandatory
+    categories (login codes, payments) need no consent and keep going. None when the
+    recipient is gone."""
+    with transaction.atomic():
+        # One writer per recipient at a time, as for every other consent change.
+        recipient = Recipient.objects.select_for_update().filter(pk=recipient_id).first()
+        if recipient is None:
+            return None
+        origin = RequestOrigin(source=ConsentSource.SPAM_COMPLAINT, reason=evidence)
+        return _record(
+            recipient=recipient, category=None, channel=channel, granted=False, origin=origin
+        )
+
+
 class ReasonMissing(Exception):
     """Support tried to record consent without saying why."""
 

@@ -80,3 +80,9 @@ class CampaignOut(serializers.Serializer):
         help_text="Each audience member under exactly one status; sums to audience_size.",
     )
     deliveries = DeliveryCountOut(many=True)
+    email = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="The emails the provider accepted (`accepted`), each counted once under the "
+        "furthest news about it: complained, bounced, opened, delivered or accepted_only "
+        "(no word yet); these sum to accepted.",
+    )

@@ -116,6 +116,7 @@ def _campaign_document(campaign: Campaign) -> dict:
             {"status": status_, "reason": reason, "count": count}
             for status_, reason, count in progress.deliveries
         ],
+        "email": progress.email,
     }
 
 

@@ -3,6 +3,7 @@ the pressure on their providers (rate limits, circuit breakers)."""
 
 import os
 
+from config.settings.email import NOTIFY_EMAIL_ESP
 from config.settings.push import FCM_CREDENTIALS, NOTIFY_PUSH_SENDERS, WEBPUSH_VAPID_PRIVATE_KEY
 from notify.env import (
     env_float,
@@ -49,7 +50,7 @@ NOTIFY_TEMPLATE_MAX_NUMBER_DIGITS = env_int("NOTIFY_TEMPLATE_MAX_NUMBER_DIGITS",
 # --- Provider pressure: rate limits and circuit breakers -----------------------------------
 # Which provider each channel talks to; limits and breakers are per provider.
 NOTIFY_CHANNEL_PROVIDERS = {
-    "email": "smtp",
+    "email": NOTIFY_EMAIL_ESP or "smtp",
     "webpush": "webpush",
     "fcm": "fcm",
     "sms": "smpp",
@@ -62,6 +63,7 @@ NOTIFY_PROVIDER_RATE_LIMITS = {
         "webpush": "200:400",
         "fcm": "500:1000",
         "smpp": "30:30",
+        "postmark": "50:100",
     }.items()
 }
 # Low-priority traffic may only take tokens while this fraction of the bucket remains,

@@ -22,3 +22,30 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Notify <notify@localhost>")
 # is reopened first (relays close idle sessions after a minute or more).
 NOTIFY_SMTP_KEEP_IDLE_SECONDS = env_float("NOTIFY_SMTP_KEEP_IDLE_SECONDS", 30.0, minimum=0)
 NOTIFY_EMAIL_MESSAGE_ID_DOMAIN = env_str("NOTIFY_EMAIL_MESSAGE_ID_DOMAIN", "notify.localhost")
+
+# --- Email through an email service provider (ESP) ----------------------------------------
+# "" (the default, and the demo's): email goes over SMTP as above. "postmark": through
+# Postmark's API with django-anymail's backend (deliveries/channels/email_esp.py); its
+# rate limit and breaker are then the ESP's (NOTIFY_RATE_POSTMARK), not SMTP's.
+NOTIFY_EMAIL_ESPS = ("postmark",)
+NOTIFY_EMAIL_ESP = env_str("NOTIFY_EMAIL_ESP", "").lower()
+if NOTIFY_EMAIL_ESP and NOTIFY_EMAIL_ESP not in NOTIFY_EMAIL_ESPS:
+    raise ValueError(f"NOTIFY_EMAIL_ESP must be one of {NOTIFY_EMAIL_ESPS} or empty")
+# One ESP call, connecting included, ends by this deadline (seconds); only this much of
+# its answer is read (Postmark's answers, errors included, are well under 1 KiB).
+NOTIFY_ESP_CALL_DEADLINE = env_float("NOTIFY_ESP_CALL_DEADLINE", 10.0, minimum=0.1)
+NOTIFY_ESP_MAX_RESPONSE_BYTES = env_int("NOTIFY_ESP_MAX_RESPONSE_BYTES", 65536, minimum=1024)
+# django-anymail's settings. POSTMARK_API_URL is set only to point at a test peer.
+# WEBHOOK_SECRET is the "user:password" the ESP's tracking webhooks must send as HTTP
+# basic auth (how anymail authenticates Postmark; comma-separated to rotate it); without
+# it every tracking webhook is refused.
+ANYMAIL = {
+    "POSTMARK_SERVER_TOKEN": secret_text("POSTMARK_SERVER_TOKEN").strip(),
+    "POSTMARK_API_URL": env_str("POSTMARK_API_URL", "https://api.postmarkapp.com/"),
+    "WEBHOOK_SECRET": [
+        part.strip() for part in secret_text("NOTIFY_ESP_WEBHOOK_SECRET").split(",") if part.strip()
+    ],
+    "REQUESTS_TIMEOUT": NOTIFY_ESP_CALL_DEADLINE,
+}
+# Longest provider detail (bounce text, MTA answer) kept with a provider event.
+NOTIFY_PROVIDER_EVENT_DETAIL_CHARS = env_int("NOTIFY_PROVIDER_EVENT_DETAIL_CHARS", 500, minimum=50)

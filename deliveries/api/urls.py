@@ -1,6 +1,6 @@
 from django.urls import path
 
-from deliveries.api import stream, views
+from deliveries.api import stream, views, webhooks
 
 urlpatterns = [
     path(
@@ -20,4 +20,5 @@ urlpatterns = [
         views.DeviceDeleteApi.as_view(),
         name="device-delete",
     ),
+    path("webhooks/email/<str:esp>/tracking/", webhooks.esp_tracking, name="esp-tracking"),
 ]

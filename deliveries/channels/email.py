@@ -1,4 +1,5 @@
-"""Email over SMTP, through django-templated-mail.
+"""Email over SMTP, through django-templated-mail (or, with NOTIFY_EMAIL_ESP set, through
+an email service provider's API: email_esp.py; both send what `message_build` makes).
 
 Classification: a recipient refused with 5xx (a hard bounce: the address is suppressed)
 or a 5xx at DATA is permanent;
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.utils.html import escape
 
+from deliveries.channels import email_esp
 from deliveries.channels.base import SendResult
 from deliveries.channels.deadline import call_deadline
 from deliveries.channels.smtp import kept_session_close, send_on_kept_connection
@@ -51,23 +53,12 @@ def classify_smtp_error(error: Exception) -> SendResult:
 
 
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
-    """Render the version through templated-mail and hand it to the SMTP relay."""
+    """Render the version through templated-mail and hand it to the SMTP relay, or to the
+    email service provider's API when NOTIFY_EMAIL_ESP names one (email_esp.py)."""
+    if settings.NOTIFY_EMAIL_ESP:
+        return email_esp.send(message_build(delivery, version, context), to=delivery.target)
     message_id = make_msgid(domain=settings.NOTIFY_EMAIL_MESSAGE_ID_DOMAIN)
-    headers = {"Message-ID": message_id}
-    unsubscribe = _unsubscribe_url(delivery)
-    if unsubscribe:
-        # RFC 8058 one-click: mail clients POST to it; the body carries the same link.
-        context = {**context, "unsubscribe_url": unsubscribe}
-        headers["List-Unsubscribe"] = f"<{unsubscribe}>"
-        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
-    message = VersionEmailMessage(version=version, context=context, headers=headers)
-    message.render()  # a template error surfaces here, before any network call
-    if unsubscribe:
-        _add_unsubscribe_footer(message, unsubscribe)
-    # Every email, marketing or not, links the person's preference center (a signature,
-    # no query: the hot path pays an HMAC).
-    preferences = preference_center_url(recipient_id=delivery.notification.recipient_id)
-    _add_preferences_footer(message, preferences, beside_unsubscribe=bool(unsubscribe))
+    message = message_build(delivery, version, context, headers={"Message-ID": message_id})
     deadline = settings.NOTIFY_PROVIDER_CALL_DEADLINES["smtp"]
     with call_deadline(deadline) as watch:
         try:
@@ -83,6 +74,34 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
     if watch.expired:  # accepted just as the deadline fired: the session is cut, not reused
         kept_session_close()
     return SendResult.delivered(provider_message_id=message_id, status_code="250")
+
+
+def message_build(
+    delivery: Delivery,
+    version: TemplateVersion,
+    context: dict[str, Any],
+    *,
+    headers: dict[str, str] | None = None,
+) -> VersionEmailMessage:
+    """The rendered message for a delivery, whichever way it is sent: the version's
+    subject and bodies, and for marketing the one-click unsubscribe headers and footer.
+    A template error surfaces here, before any network call."""
+    headers = dict(headers or {})
+    unsubscribe = _unsubscribe_url(delivery)
+    if unsubscribe:
+        # RFC 8058 one-click: mail clients POST to it; the body carries the same link.
+        context = {**context, "unsubscribe_url": unsubscribe}
+        headers["List-Unsubscribe"] = f"<{unsubscribe}>"
+        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
+    message = VersionEmailMessage(version=version, context=context, headers=headers)
+    message.render()
+    if unsubscribe:
+        _add_unsubscribe_footer(message, unsubscribe)
+    # Every email, marketing or not, links the person's preference center (a signature,
+    # no query: the hot path pays an HMAC).
+    preferences = preference_center_url(recipient_id=delivery.notification.recipient_id)
+    _add_preferences_footer(message, preferences, beside_unsubscribe=bool(unsubscribe))
+    return message
 
 
 def _unsubscribe_url(delivery: Delivery) -> str:

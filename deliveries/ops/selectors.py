@@ -37,6 +37,8 @@ TRIED_FINAL_STATUSES = tuple(
         }
     )
 )
+# A first try that succeeded: accepted by the provider, or since reported delivered by it.
+SUCCESS_STATUSES = frozenset({DeliveryStatus.DELIVERED, DeliveryStatus.REACHED})
 
 
 def accepted_by_category() -> list[tuple[str, str, int]]:
@@ -82,7 +84,7 @@ class DeliveryTotals:
         for (channel, status, tries), n in self.counts.items():
             if status in TRIED_FINAL_STATUSES and tries >= 1:
                 finished[channel] = finished.get(channel, 0) + n
-                if status == DeliveryStatus.DELIVERED and tries == 1:
+                if status in SUCCESS_STATUSES and tries == 1:
                     first[channel] = first.get(channel, 0) + n
         return [
             FirstAttempt(channel, first.get(channel, 0), total)

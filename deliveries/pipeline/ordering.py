@@ -147,7 +147,7 @@ def newer_delivered(*, delivery: Delivery) -> bool:
             notification__recipient_id=notification.recipient_id,
             notification__subject=notification.subject,
             channel=delivery.channel,
-            status=DeliveryStatus.DELIVERED,
+            status__in=(DeliveryStatus.DELIVERED, DeliveryStatus.REACHED),
         )
         .filter(
             Q(notification__occurred_at__gt=mine[0])

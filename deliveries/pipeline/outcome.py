@@ -197,11 +197,12 @@ _RECORD_SQL = f"""
     WITH attempt AS (
         INSERT INTO {DeliveryAttempt._meta.db_table}
             (delivery_id, number, started_at, duration_ms, outcome, status_code, response,
-             held_ms, accepted_at)
+             held_ms, accepted_at, provider_message_id)
         SELECT * FROM unnest(%(delivery)s::bigint[], %(number)s::int[],
                              %(started_at)s::timestamptz[], %(duration)s::int[],
                              %(outcome)s::text[], %(status_code)s::text[], %(response)s::text[],
-                             %(held)s::int[], %(accepted_at)s::timestamptz[])
+                             %(held)s::int[], %(accepted_at)s::timestamptz[],
+                             %(attempt_message_id)s::text[])
         RETURNING 1
     ), done AS (
         SELECT * FROM unnest(%(w_recipient)s::bigint[], %(w_channel)s::text[],
@@ -246,6 +247,7 @@ def _record(
         "response": array_literal([t.result.response for t in tries]),
         "held": array_literal([t.held for t in tries]),
         "accepted_at": array_literal([t.delivery.accepted_at for t in tries]),
+        "attempt_message_id": array_literal([t.result.provider_message_id[:255] for t in tries]),
         "w_recipient": array_literal([d.recipient_id for d in ordered]),
         "w_channel": array_literal([d.channel for d in ordered]),
         "w_occurred": array_literal([d.occurred_at for d in ordered]),

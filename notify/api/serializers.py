@@ -110,8 +110,8 @@ class NotificationBatchOut(serializers.Serializer):
 # A delivery's statuses, as the status API states them (deliveries owns the model, a
 # layer above this one; tests/test_ordering.py keeps the two lists equal).
 DELIVERY_STATUSES = (
-    "queued", "sending", "retrying", "delivered", "failed", "dead", "expired", "suppressed",
-    "deferred", "skipped_live", "cancelled", "superseded",
+    "queued", "sending", "retrying", "delivered", "reached", "failed", "dead", "expired",
+    "suppressed", "deferred", "skipped_live", "cancelled", "superseded",
 )  # fmt: skip
 
 
@@ -120,7 +120,9 @@ class DeliveryStatusOut(serializers.Serializer):
     target = serializers.CharField()
     status = serializers.ChoiceField(
         choices=DELIVERY_STATUSES,
-        help_text="Where the delivery stands; `superseded`: not sent, because a newer event "
+        help_text="Where the delivery stands; `delivered`: accepted by the provider (or "
+        "written to the feed); `reached`: the email provider reports it handed the message "
+        "to the person's mailbox; `superseded`: not sent, because a newer event "
         "about the same subject already reached the person on this channel.",
     )
     reason = serializers.CharField()

@@ -1,0 +1,327 @@
+"""Email through an ESP (Postmark, on a real HTTP peer on loopback) and the provider's
+events coming back through its tracking webhook: delivered, bounced, complained, opened.
+
+Sends run in this process against the peer through anymail's real Postmark backend;
+webhooks are posted to the real endpoint (Django's test client) with Postmark's bodies
+and its basic auth.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import time
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from campaigns.erasure import person_erase
+from campaigns.selectors import campaign_progress
+from deliveries.channels.email_esp import kept_session_close
+from deliveries.models import (
+    AddressSuppression,
+    Delivery,
+    DeliveryAttempt,
+    DeliveryStatus,
+    ProviderEvent,
+    Reason,
+)
+from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.routing import notification_route
+from notify.checks import check_email_provider
+from notify.models import Category, Notification, Producer, Recipient
+from notify.roles import support_group_ensure
+from preferences.models import ConsentRecord, ConsentSource, QuietHours
+from preferences.services import RequestOrigin, marketing_consent_grant
+from tests.campaigns.conftest import fan_out_all, launch, seed_recipients
+from tests.peers import postmark
+from tests.peers.postmark import PostmarkPeer
+
+ORDER = {"order_number": "A-1", "delivery_date": "2026-12-03", "items_count": 1}
+PROMO = {"headline": "Winter sale", "url": "https://shop.example/sale"}
+SECRET = "postmark-hooks:s3cret-in-the-url"
+HOOK = "/v1/webhooks/email/postmark/tracking/"
+
+
+@pytest.fixture(scope="module")
+def postmark_peer():
+    peer = PostmarkPeer()
+    peer.start()
+    yield peer
+    peer.stop()
+
+
+@pytest.fixture
+def esp(postmark_peer, settings, clean_breakers):
+    """Email goes through the Postmark peer; its webhooks authenticate with SECRET."""
+    postmark_peer.reset()
+    settings.NOTIFY_EMAIL_ESP = "postmark"
+    settings.NOTIFY_CHANNEL_PROVIDERS = {**settings.NOTIFY_CHANNEL_PROVIDERS, "email": "postmark"}
+    settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email"]
+    settings.ANYMAIL = {
+        **settings.ANYMAIL,
+        "POSTMARK_SERVER_TOKEN": postmark.TOKEN,
+        "POSTMARK_API_URL": postmark_peer.url,
+        "WEBHOOK_SECRET": [SECRET],
+    }
+    kept_session_close()
+    yield postmark_peer
+    kept_session_close()
+
+
+@pytest.fixture
+def person(demo_data):
+    person = Recipient.objects.create(user_id="p1", email="Pat@Example.com", locale="en")
+    marketing_consent_grant(recipient=person, origin=RequestOrigin(source=ConsentSource.SIGNUP))
+    QuietHours.objects.create(recipient=person, start=time(0, 0), end=time(0, 0))
+    return person
+
+
+def email_to(person: Recipient, category: str = "order.shipped", payload=None) -> Delivery:
+    """Route an email of `category` to `person`; its delivery row (not sent yet)."""
+    producer, _ = Producer.objects.get_or_create(name="esp")
+    notification = Notification.objects.create(
+        producer=producer, event_id=f"e{Notification.objects.count()}", recipient=person,
+        category=Category.objects.get(key=category), payload=payload or ORDER,
+        channels=["email"], fingerprint="x",
+    )  # fmt: skip
+    notification_route(notification_id=str(notification.pk))
+    return Delivery.objects.get(notification=notification, channel="email")
+
+
+def sent(delivery: Delivery) -> Delivery:
+    delivery_attempt(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+    return delivery
+
+
+def post_event(client, body: dict, *, auth: str | None = SECRET):
+    headers = {"HTTP_AUTHORIZATION": postmark.basic_auth(auth)} if auth else {}
+    return client.post(HOOK, data=json.dumps(body), content_type="application/json", **headers)
+
+
+def test_an_email_goes_through_the_esp_and_its_message_id_is_kept_on_the_attempt(person, esp):
+    delivery = sent(email_to(person))
+    assert delivery.status == DeliveryStatus.DELIVERED
+    [received] = esp.received
+    assert received["To"] == "Pat@Example.com" and received["Subject"]
+    assert received["TextBody"] or received["HtmlBody"]
+    assert delivery.provider_message_id == received["MessageID"]
+    [attempt] = DeliveryAttempt.objects.filter(delivery=delivery)
+    assert attempt.provider_message_id == received["MessageID"]
+
+
+def test_marketing_email_through_the_esp_carries_the_one_click_unsubscribe(person, esp):
+    sent(email_to(person, "promo.weekly", PROMO))
+    [received] = esp.received
+    headers = {h["Name"]: h["Value"] for h in received["Headers"]}
+    assert headers["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    assert headers["List-Unsubscribe"].strip("<>") in received["TextBody"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "code", "suppressed"),
+    [
+        (PostmarkPeer.rate_limited(7), DeliveryStatus.RETRYING, "429/429", False),
+        (PostmarkPeer.unavailable(), DeliveryStatus.RETRYING, "503/100", False),
+        (PostmarkPeer.not_allowed_to_send(), DeliveryStatus.RETRYING, "422/405", False),
+        (PostmarkPeer.invalid_request(), DeliveryStatus.FAILED, "422/300", False),
+        ("inactive", DeliveryStatus.FAILED, "refused", True),
+    ],
+    ids=["rate-limited", "unavailable", "account", "bad-message", "inactive-recipient"],
+)
+def test_postmark_answers_are_classified(person, esp, answer, status, code, suppressed):
+    if answer == "inactive":
+        esp.inactive.add("pat@example.com")
+    else:
+        esp.answers.append(answer)
+    started = timezone.now()
+    delivery = sent(email_to(person))
+    assert delivery.status == status
+    [attempt] = DeliveryAttempt.objects.filter(delivery=delivery)
+    assert attempt.status_code == code
+    assert AddressSuppression.objects.filter(address="pat@example.com").exists() == suppressed
+    if code == "429/429":  # the provider's Retry-After, not our first step (10 s)
+        wait = (delivery.next_attempt_at - started).total_seconds()
+        assert 7 <= wait < 9
+
+
+def test_a_burst_of_esp_failures_opens_the_breaker_and_later_emails_wait(person, esp, settings):
+    settings.NOTIFY_BREAKER_FAILURES = 2
+    for _ in range(2):
+        esp.answers.append(PostmarkPeer.unavailable())
+        assert sent(email_to(person)).status == DeliveryStatus.RETRYING
+    waiting = sent(email_to(person))
+    assert waiting.status == DeliveryStatus.RETRYING and waiting.attempts == 0
+    assert "postmark circuit open" in waiting.last_error
+    assert len(esp.received) == 0
+
+
+def test_a_webhook_with_a_bad_signature_is_refused_and_records_nothing(
+    person, esp, client, settings
+):
+    delivery = sent(email_to(person))
+    bounce = postmark.bounce_event(delivery.provider_message_id, person.email)
+    for auth in (None, "postmark-hooks:wrong", "someone:else"):
+        assert post_event(client, bounce, auth=auth).status_code == 400
+    # Without a configured secret, even a post that carries one is refused.
+    settings.ANYMAIL = {**settings.ANYMAIL, "WEBHOOK_SECRET": []}
+    assert post_event(client, bounce).status_code == 400
+    assert post_event(client, bounce, auth=None).status_code == 400
+    assert not ProviderEvent.objects.exists() and not AddressSuppression.objects.exists()
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.DELIVERED
+
+
+def test_a_replayed_webhook_is_recorded_once(person, esp, client):
+    delivery = sent(email_to(person))
+    delivered = postmark.delivery_event(delivery.provider_message_id, person.email)
+    bounce = postmark.bounce_event(delivery.provider_message_id, person.email, event_id=77)
+    for body in (delivered, delivered, bounce, bounce):
+        assert post_event(client, body).status_code == 200
+    assert sorted(ProviderEvent.objects.values_list("kind", flat=True)) == ["bounced", "delivered"]
+    assert AddressSuppression.objects.count() == 1
+
+
+def test_an_event_for_an_unknown_message_is_answered_2xx_logged_and_changes_nothing(
+    person, esp, client, caplog
+):
+    delivery = sent(email_to(person))
+    bounce = postmark.bounce_event("00000000-0000-0000-0000-000000000000", person.email)
+    with caplog.at_level(logging.INFO, logger="deliveries.pipeline.provider_events"):
+        assert post_event(client, bounce).status_code == 200
+    assert "unknown message 00000000-0000-0000-0000-000000000000" in caplog.text
+    assert not ProviderEvent.objects.exists() and not AddressSuppression.objects.exists()
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.DELIVERED
+
+
+def test_a_soft_bounce_is_recorded_and_changes_nothing_else(person, esp, client):
+    delivery = sent(email_to(person))
+    soft = postmark.bounce_event(delivery.provider_message_id, person.email, kind="SoftBounce")
+    assert post_event(client, soft).status_code == 200
+    [event] = ProviderEvent.objects.all()
+    assert (event.kind, event.hard) == ("bounced", False)
+    assert not AddressSuppression.objects.exists()
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.DELIVERED
+    assert sent(email_to(person)).status == DeliveryStatus.DELIVERED
+
+
+def test_a_complaint_stops_marketing_email_but_not_login_codes(person, esp, client):
+    promo = sent(email_to(person, "promo.weekly", PROMO))
+    assert promo.status == DeliveryStatus.DELIVERED
+    complaint = postmark.complaint_event(promo.provider_message_id, person.email)
+    assert post_event(client, complaint).status_code == 200
+
+    record = ConsentRecord.objects.filter(recipient=person).latest("id")
+    assert (record.source, record.granted, record.channel) == ("spam_complaint", False, "email")
+    assert record.category is None  # all marketing on email
+
+    next_promo = email_to(person, "promo.weekly", PROMO)
+    assert (next_promo.status, next_promo.reason) == (
+        DeliveryStatus.SUPPRESSED,
+        Reason.NO_CONSENT,
+    )
+    code = sent(email_to(person, "security.login_code", {"code": "482913"}))
+    assert code.status == DeliveryStatus.DELIVERED
+    assert len(esp.received) == 2  # the promo before, the login code after
+
+
+def test_opens_and_clicks_are_recorded_and_shown_without_changing_the_status(person, esp, client):
+    delivery = sent(email_to(person))
+    message_id = delivery.provider_message_id
+    assert post_event(client, postmark.open_event(message_id, person.email)).status_code == 200
+    assert post_event(client, postmark.click_event(message_id, person.email)).status_code == 200
+    kinds = list(ProviderEvent.objects.order_by("pk").values_list("kind", flat=True))
+    assert kinds == ["opened", "clicked"]
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.DELIVERED
+
+
+def test_campaign_progress_counts_what_the_provider_said_and_the_counts_add_up(
+    demo_data, esp, client
+):
+    recipients = seed_recipients(5, prefix="esp")
+    campaign = launch()
+    fan_out_all(campaign)
+    emails = []
+    for notification in Notification.objects.filter(recipient__in=recipients):
+        notification_route(notification_id=str(notification.pk))
+        emails.append(sent(Delivery.objects.get(notification=notification, channel="email")))
+    ids = [e.provider_message_id for e in emails]
+    to = [e.target for e in emails]
+    for body in (
+        postmark.delivery_event(ids[0], to[0]),
+        postmark.delivery_event(ids[1], to[1]),
+        postmark.open_event(ids[1], to[1]),
+        postmark.bounce_event(ids[2], to[2], event_id=1),
+        postmark.delivery_event(ids[3], to[3]),
+        postmark.complaint_event(ids[3], to[3], event_id=2),
+    ):
+        assert post_event(client, body).status_code == 200
+
+    email = campaign_progress(campaign).email
+    assert email == {
+        "accepted": 5, "complained": 1, "bounced": 1, "opened": 1, "delivered": 1,
+        "accepted_only": 1,
+    }  # fmt: skip
+    assert sum(v for k, v in email.items() if k != "accepted") == email["accepted"]
+
+
+def test_erasure_removes_the_persons_provider_events(person, esp, client):
+    delivery = sent(email_to(person))
+    message_id = delivery.provider_message_id
+    post_event(client, postmark.delivery_event(message_id, person.email))
+    post_event(client, postmark.open_event(message_id, person.email))
+    assert ProviderEvent.objects.count() == 2
+    person_erase(user_id=person.user_id, via="api", requested_by="test")
+    assert not ProviderEvent.objects.exists()
+
+
+def test_the_deploy_check_wants_the_token_and_the_webhook_secret_with_an_esp(settings):
+    settings.NOTIFY_EMAIL_ESP = ""
+    assert check_email_provider() == []
+    settings.NOTIFY_EMAIL_ESP = "postmark"
+    settings.ANYMAIL = {"POSTMARK_SERVER_TOKEN": "", "WEBHOOK_SECRET": []}
+    assert [c.id for c in check_email_provider()] == ["notify.E004", "notify.E005"]
+    settings.ANYMAIL = {"POSTMARK_SERVER_TOKEN": "t", "WEBHOOK_SECRET": [SECRET]}
+    assert check_email_provider() == []
+
+
+def test_delivered_then_a_hard_bounce_posted_over_http_show_on_the_timeline_and_suppress(
+    transactional_db, person, esp, live_server, client
+):
+    """An email through the Postmark peer; the peer then posts `delivered`, later a hard
+    bounce, over HTTP to the running server with the credentials in the URL, as Postmark
+    does: the timeline shows both, and the next email to the address is suppressed."""
+    first = sent(email_to(person))
+    message_id = first.provider_message_id
+    assert [m["MessageID"] for m in esp.received] == [message_id]
+    url = live_server.url + HOOK
+
+    delivered = postmark.delivery_event(message_id, person.email)
+    assert esp.post_webhook(url, delivered, user_password=SECRET) == 200
+    first.refresh_from_db()
+    assert first.status == DeliveryStatus.REACHED  # the provider handed it over
+
+    bounce = postmark.bounce_event(message_id, person.email, event_id=5)
+    assert esp.post_webhook(url, bounce, user_password="postmark-hooks:forged") == 400
+    assert esp.post_webhook(url, bounce, user_password=SECRET) == 200
+    first.refresh_from_db()
+    assert (first.status, first.reason) == (DeliveryStatus.FAILED, Reason.BOUNCED)
+    [entry] = AddressSuppression.objects.all()
+    assert (entry.channel, entry.address) == ("email", "pat@example.com")
+
+    second = email_to(person)
+    assert (second.status, second.reason) == (DeliveryStatus.SUPPRESSED, Reason.ADDRESS_SUPPRESSED)
+    assert sent(second).attempts == 0
+    assert len(esp.received) == 1
+
+    staff = User.objects.create_user("sam", password="x", is_staff=True)
+    staff.groups.add(support_group_ensure())
+    client.force_login(staff)
+    page = client.get(f"/admin/notify/recipient/{person.pk}/change/").content.decode()
+    assert 'data-kind="delivered"' in page and 'data-kind="bounced"' in page
+    assert "(hard)" in page and "550 5.1.1" in page
