@@ -9,7 +9,14 @@ from django.db.models import Q
 from django_redis import get_redis_connection
 
 from deliveries.counts import delivery_counts_settle
-from deliveries.models import AddressSuppression, Delivery, DeliveryAttempt, Device
+from deliveries.models import (
+    AddressSuppression,
+    Delivery,
+    DeliveryAttempt,
+    Device,
+    DigestItem,
+    DigestWindow,
+)
 from deliveries.pipeline.fairness import push_slots_key
 from deliveries.pipeline.live import live_key, seen_key
 from notify.erasure import admin_log_forget
@@ -17,8 +24,8 @@ from notify.models import Channel, Recipient
 
 
 def deliveries_erase(*, recipient: Recipient) -> dict[str, int]:
-    """Delete the recipient's deliveries, attempts, devices and bounce-list entries, and
-    their keys in Redis; returns counts per kind.
+    """Delete the recipient's deliveries, attempts, devices, digest windows and bounce-list
+    entries, and their keys in Redis; returns counts per kind.
 
     The bounce-list entries go because they hold the address in clear; the erasure's own
     suppression (a keyed hash of it) keeps the address from being contacted again.
@@ -36,6 +43,11 @@ def deliveries_erase(*, recipient: Recipient) -> dict[str, int]:
     delivery_counts_settle(delivery_ids=delivery_ids)
     Delivery.objects.filter(pk__in=delivery_ids).delete()
     Device.objects.filter(pk__in=device_ids).delete()
+    # Open digest windows list the person's events: they go with them (nothing is sent).
+    windows = DigestWindow.objects.filter(recipient=recipient)
+    removed["digest_windows"] = windows.count()
+    DigestItem.objects.filter(window__in=windows).delete()
+    windows.delete()
     on_list = Q(pk__in=[])
     if recipient.email:
         on_list |= Q(channel=Channel.EMAIL, address=recipient.email.lower())

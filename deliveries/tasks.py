@@ -10,6 +10,8 @@ from django.conf import settings
 
 from deliveries.counts import delivery_counts_fold
 from deliveries.pipeline.attempt import campaign_yield_due, deliveries_attempt, delivery_attempt
+from deliveries.pipeline.digest_close import digests_close
+from deliveries.pipeline.digests import CLOSE_TASK
 from deliveries.pipeline.enqueue import ROUTE_TASK, SEND_TASK, delivery_dead_letter, send_defer
 from deliveries.pipeline.outcome import AttemptResult
 from deliveries.pipeline.release import deferred_release
@@ -107,6 +109,18 @@ def sweep_unrouted() -> int:
 def release_deferred() -> int:
     """Beat: deliveries deferred by quiet hours pass the gate again once the window ends."""
     return deferred_release()
+
+
+@shared_task(name=CLOSE_TASK)
+def close_digests() -> int:
+    """Beat, and a countdown from each window that opens: close the digest windows that
+    are due (each becomes one delivery through the gate). Safe to run twice at once."""
+    closed = 0
+    while True:
+        batch = digests_close()
+        closed += batch
+        if batch < settings.NOTIFY_DIGEST_CLOSE_BATCH:
+            return closed
 
 
 @shared_task(name="deliveries.metrics_counts_fold")
