@@ -216,3 +216,52 @@ def test_closing_costs_the_same_statements_for_many_events_as_for_few():
 
     few, many = close_cost(1, 0), close_cost(10, 100)
     assert many == few <= 12
+
+
+def _path_statements(category, people: list[Recipient], events_each: int, batch: int) -> int:
+    """Statements to route every event in batches (as the relay sends them), close the
+    windows that are due, and send every email that is queued then, in batches."""
+    from deliveries.pipeline.attempt import deliveries_attempt
+    from tests.test_costs import StatementLog
+
+    events = [
+        comment_event(category, p, 1000 * n + i)
+        for i, p in enumerate(people)
+        for n in range(events_each)
+    ]
+    routed_at = timezone.now() - timedelta(seconds=61)  # so the windows are due now
+    log = StatementLog()
+    with connection.execute_wrapper(log):
+        for start in range(0, len(events), batch):
+            ids = [str(e.pk) for e in events[start : start + batch]]
+            notifications_route(notification_ids=ids, now=routed_at)
+        digests_close()
+        queued = list(
+            Delivery.objects.filter(
+                channel="email", status="queued", notification__category=category
+            ).values_list("pk", flat=True)
+        )
+        deliveries_attempt(delivery_ids=queued)  # (one batch: a person's emails in order)
+    assert Delivery.objects.filter(channel="email", status="queued").count() == 0
+    return len(log.statements)
+
+
+def test_the_digest_path_costs_no_more_statements_per_event_than_the_plain_one(
+    settings, smtp, clean_breakers
+):
+    settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email"]
+    # The real SMTP backend (the test runner swaps in an in-memory one) and our peer.
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", smtp.port
+    people = [
+        Recipient.objects.create(user_id=f"s{n}", email=f"s{n}@example.com", locale="en")
+        for n in range(100)
+    ]
+    plain = comment_category("comment.plain")
+    digested = comment_category("comment.digested", digest_windows={"email": 60})
+    events = len(people) * 5
+    plain_cost = _path_statements(plain, people, 5, batch=50) / events
+    digest_cost = _path_statements(digested, people, 5, batch=50) / events
+    print(f"statements per event: plain {plain_cost:.2f}, digest {digest_cost:.2f}")
+    assert digest_cost <= plain_cost, (digest_cost, plain_cost)
+    assert len(smtp.received) == len(people) * 6  # 5 plain each, and one digest each

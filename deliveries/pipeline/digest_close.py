@@ -191,3 +191,10 @@ def _close_write(rows: Sequence[tuple], closed: Sequence[tuple], now: datetime) 
                 "months": array_literal(months),
             },
         )
+
+
+def digest_windows_due_left(*, now: datetime | None = None) -> bool:
+    """Whether a due window is still open after a close ran: one that a route (or another
+    close) held locked then, so the close skipped it."""
+    now = now or timezone.now()
+    return DigestWindow.objects.filter(state=DigestWindowState.OPEN, closes_at__lte=now).exists()
