@@ -111,7 +111,8 @@ class NotificationBatchOut(serializers.Serializer):
 # layer above this one; tests/test_ordering.py keeps the two lists equal).
 DELIVERY_STATUSES = (
     "queued", "sending", "retrying", "delivered", "failed", "dead", "expired", "suppressed",
-    "deferred", "skipped_live", "cancelled", "superseded",
+    "deferred", "skipped_live", "cancelled", "superseded", "digesting", "digested",
+    "skipped_read",
 )  # fmt: skip
 
 
@@ -121,7 +122,10 @@ class DeliveryStatusOut(serializers.Serializer):
     status = serializers.ChoiceField(
         choices=DELIVERY_STATUSES,
         help_text="Where the delivery stands; `superseded`: not sent, because a newer event "
-        "about the same subject already reached the person on this channel.",
+        "about the same subject already reached the person on this channel; `digesting`: "
+        "waiting in an open digest window; `digested`: listed in the digest its window sent "
+        "(another delivery carried it); `skipped_read`: delayed until the in-app entry was "
+        "read, and it was.",
     )
     reason = serializers.CharField()
     attempts = serializers.IntegerField()
