@@ -134,6 +134,26 @@ def test_quiet_hours_defer_a_closing_digest_until_they_end(person):
     assert last.status == "queued"
 
 
+def test_an_event_cancelled_while_its_window_is_open_is_not_in_the_digest(person):
+    from deliveries.pipeline.cancel import notification_cancel
+
+    comments = comment_category(digest_windows={"email": 60})
+    events = [comment_event(comments, person, n) for n in range(1, 4)]
+    now = timezone.now() - timedelta(seconds=61)
+    for event in events:
+        notification_route(notification_id=str(event.pk), now=now)
+    notification_cancel(producer=events[2].producer, notification_id=events[2].pk)
+    digests_close()
+    window = DigestWindow.objects.get()
+    carrier = Delivery.objects.get(pk=window.carrier_id)
+    assert (carrier.notification_id, carrier.status) == (events[1].pk, "queued")
+    assert email_rows(events[2])[0].status == "cancelled"
+    loaded = deliveries_load(delivery_ids=[carrier.pk])[carrier.pk]
+    digest_contexts_attach([loaded.delivery])
+    listed = [e["payload"]["comment_id"] for e in loaded.delivery.digest_context["events"]]
+    assert (listed, loaded.delivery.digest_context["count"]) == (["c1", "c2"], 2)
+
+
 def test_erasure_removes_open_windows(person):
     comments = comment_category(digest_windows={"email": 60})
     event = comment_event(comments, person, 1)

@@ -82,13 +82,16 @@ def digests_close(*, now: datetime | None = None) -> int:
             .values_list("window_id", "delivery_id", "notification_id", "accepted_at")
         ):
             items[window_id].append((delivery_id, notification_id, month))
+        # Only items still `digesting` count: one cancelled or erased meanwhile is neither
+        # listed as sent nor a carrier.
         live = {
             pk: (target, queue)
             for pk, target, queue in Delivery.objects.filter(
-                pk__in=[found[-1][0] for found in items.values() if found],
+                pk__in=[item[0] for found in items.values() for item in found],
                 status=DeliveryStatus.DIGESTING,
             ).values_list("pk", "target", "queue")
         }
+        items = {w: [item for item in found if item[0] in live] for w, found in items.items()}
         notifications = (
             Notification.objects.select_related("recipient", "category")
             .filter(pk__in=[found[-1][1] for found in items.values() if found])
@@ -97,7 +100,7 @@ def digests_close(*, now: datetime | None = None) -> int:
         asked = [
             (w, items[w.pk][-1])
             for w in windows
-            if items[w.pk] and items[w.pk][-1][0] in live and items[w.pk][-1][1] in notifications
+            if items[w.pk] and items[w.pk][-1][1] in notifications
         ]
         verdicts = gate_decide_many(
             [(notifications[carrier[1]], [w.channel]) for w, carrier in asked], now=now

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from deliveries.models import (
     Delivery,
+    DeliveryStatus,
     DigestItem,
     DigestWindow,
     Reason,
@@ -171,12 +172,16 @@ def wakeups_publish(*, closes: Sequence[datetime], delayed: Sequence[datetime], 
 
 # --- The sender's side -----------------------------------------------------------------
 
+# The carrier and the items its close marked `digested` (an item cancelled or erased
+# before the close is not listed).
 _EVENTS_SQL = f"""
-SELECT w.carrier_id, w.items_count, n.payload, i.occurred_at
+SELECT w.carrier_id, n.payload, i.occurred_at
   FROM {DigestWindow._meta.db_table} w
   JOIN {DigestItem._meta.db_table} i ON i.window_id = w.id
+  JOIN {Delivery._meta.db_table} d ON d.id = i.delivery_id AND d.accepted_at = i.accepted_at
   JOIN {Notification._meta.db_table} n ON n.id = i.notification_id AND n.created_at = i.accepted_at
  WHERE w.carrier_id = ANY(%(ids)s::bigint[])
+   AND (i.delivery_id = w.carrier_id OR d.status = '{DeliveryStatus.DIGESTED.value}')
  ORDER BY w.carrier_id, i.occurred_at, i.accepted_at, i.delivery_id
 """
 
@@ -193,17 +198,15 @@ def digest_contexts_attach(deliveries: Sequence[Delivery]) -> None:
     if not candidates:
         return
     events: dict[int, list[tuple[dict, datetime]]] = {}
-    counts: dict[int, int] = {}
     with connection.cursor() as cursor:
         cursor.execute(_EVENTS_SQL, {"ids": array_literal(list(candidates))})
-        for carrier_id, count, payload, occurred_at in cursor.fetchall():
-            counts[carrier_id] = count
+        for carrier_id, payload, occurred_at in cursor.fetchall():
             # Django reads jsonb as text (JSONField decodes it): so does this raw query.
             payload = json.loads(payload) if isinstance(payload, str) else payload
             events.setdefault(carrier_id, []).append((payload, occurred_at))
     for carrier_id, found in events.items():
         candidates[carrier_id].digest_context = digest_context(
-            found, count=counts[carrier_id], limit=settings.NOTIFY_DIGEST_EVENTS_MAX
+            found, count=len(found), limit=settings.NOTIFY_DIGEST_EVENTS_MAX
         )
 
 
