@@ -101,10 +101,15 @@ def test_consent_withdrawn_while_a_window_is_open_drops_its_items_with_the_reaso
     assert DigestWindow.objects.get().state == "dropped"
 
 
+def _zone_where_it_is(now: datetime, *, hour: int) -> str:
+    """An Etc/GMT zone whose local time is hour:xx now."""
+    offset = (hour - now.astimezone(UTC).hour + 12) % 24 - 12  # within -12..+11
+    return "UTC" if offset == 0 else f"Etc/GMT{'-' if offset > 0 else '+'}{abs(offset)}"
+
+
 def _zone_where_it_is_late_evening(now: datetime) -> str:
     """An Etc/GMT zone whose local time is 23:xx now (inside default quiet hours)."""
-    offset = (23 - now.astimezone(UTC).hour + 12) % 24 - 12  # within -12..+11
-    return "UTC" if offset == 0 else f"Etc/GMT{'-' if offset > 0 else '+'}{abs(offset)}"
+    return _zone_where_it_is(now, hour=23)
 
 
 def test_quiet_hours_defer_a_closing_digest_until_they_end(person):
@@ -152,6 +157,35 @@ def test_an_event_cancelled_while_its_window_is_open_is_not_in_the_digest(person
     digest_contexts_attach([loaded.delivery])
     listed = [e["payload"]["comment_id"] for e in loaded.delivery.digest_context["events"]]
     assert (listed, loaded.delivery.digest_context["count"]) == (["c1", "c2"], 2)
+
+
+def test_the_daily_cap_counts_a_marketing_digest_once(person, settings):
+    settings.NOTIFY_MARKETING_DAILY_CAP = 2
+    news = comment_category(
+        "news.digest", digest_windows={"email": 60}, marketing=True, queue="low"
+    )
+    news.default_channels = ["email"]
+    news.save()
+    now = timezone.now()
+    person.timezone = _zone_where_it_is(now, hour=12)
+    person.save()
+    marketing_consent_grant(recipient=person, origin=RequestOrigin(source="signup"))
+    events = [comment_event(news, person, n) for n in range(1, 6)]
+    notifications_route(notification_ids=[str(e.pk) for e in events], now=now)
+    # Five events, a cap of two: none is refused at route, they wait in the window ...
+    assert {d.status for d in email_rows(*events)} == {"digesting"}
+    digests_close(now=now + timedelta(seconds=61))
+    assert DigestWindow.objects.get().state == "sent"  # ... and the digest is counted once
+    later = comment_event(news, person, 6)
+    notification_route(notification_id=str(later.pk), now=now + timedelta(seconds=70))
+    digests_close(now=now + timedelta(seconds=131))
+    assert DigestWindow.objects.filter(state="sent").count() == 2  # the second fits the cap
+    third = comment_event(news, person, 7)
+    notification_route(notification_id=str(third.pk), now=now + timedelta(seconds=140))
+    digests_close(now=now + timedelta(seconds=201))
+    assert (email_rows(third)[0].status, email_rows(third)[0].reason) == (
+        "suppressed", "frequency_cap",
+    )  # fmt: skip
 
 
 def test_erasure_removes_open_windows(person):

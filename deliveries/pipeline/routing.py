@@ -159,7 +159,7 @@ def gate_decide_many(
 
 
 def _gate_decide_many(
-    asked: Sequence[tuple[Notification, list[str]]], *, now: datetime
+    asked: Sequence[tuple[Notification, list[str]]], *, now: datetime, gather: bool = False
 ) -> list[list[ChannelDecision]]:
     """The gate's verdicts for a batch of (notification, channels), with every
     recipient's live push devices read in one query when a push channel is asked for."""
@@ -176,8 +176,19 @@ def _gate_decide_many(
     }
     for recipient_id, devices in push_turn_order(devices=webpush).items():
         targets[recipient_id][Channel.WEBPUSH] = devices
-    requests = [GateRequest(n, channels, targets.get(n.recipient_id, {})) for n, channels in asked]
+    requests = [
+        GateRequest(n, channels, targets.get(n.recipient_id, {}), _uncapped(n, channels, gather))
+        for n, channels in asked
+    ]
     return decide_deliveries_many(requests, now=now)
+
+
+def _uncapped(notification: Notification, channels: Sequence[str], gather: bool) -> frozenset:
+    """The channels the route files in digest windows: the daily cap counts their digest
+    once, at its close, not each event here."""
+    if not gather or not notification.category.digest_windows:
+        return frozenset()
+    return frozenset(c for c in channels if digest_window_seconds(notification, c) is not None)
 
 
 def deliveries_fallback(*, reports: Sequence[AttemptReport]) -> list[int]:
@@ -208,7 +219,9 @@ def _deliveries_create(
     """
     if not notifications:
         return [], [], None
-    verdicts = _gate_decide_many([(n, channels_for(n)) for n in notifications], now=now)
+    verdicts = _gate_decide_many(
+        [(n, channels_for(n)) for n in notifications], now=now, gather=True
+    )
     rows = [
         _delivery_row(notification, decision, now)
         for notification, decisions in zip(notifications, verdicts, strict=True)
