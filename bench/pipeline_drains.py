@@ -119,6 +119,7 @@ def pipeline_run(
     n: int,
     has_relay: bool,
     broker_url: str | None = None,
+    category: str = "order.shipped",
 ) -> Drain:
     """Preload n events through the API in-process (worker stopped), then start the
     worker (and relay) and time them from the first routed event until every delivery
@@ -133,7 +134,7 @@ def pipeline_run(
     stamp = f"s2-{os.getpid()}-{time.time_ns()}"
     with PgCpu(bench.places, bench.config.pg_cpu_interval) as intake_cpu, counted_here() as here:
         for number in range(n):
-            post_event(client, stamp, number, users[number % len(users)])
+            post_event(client, stamp, number, users[number % len(users)], category)
     intake = Costs(n, here.sql, here.published, intake_cpu.seconds(bench=True))
     bench.close_db()
 
@@ -195,17 +196,24 @@ def event_recipients(count: int) -> list[str]:
     return [DEMO_USER, *others]
 
 
-def post_event(client: Client, stamp: str, number: int, user_id: str) -> None:
-    """POST one inapp + email notification through the API, in-process; it must be 202."""
+def post_event(
+    client: Client, stamp: str, number: int, user_id: str, category: str = "order.shipped"
+) -> None:
+    """POST one inapp + email notification through the API, in-process; it must be 202.
+    `category`: order.shipped, or the digest scenario's comments (bench/digests.py)."""
+    payload = (
+        {"order_number": f"S-{number}", "delivery_date": "2026-12-03", "items_count": 1}
+        if category == "order.shipped"
+        else {"thread_id": "t", "comment_id": f"c{number}", "text": f"comment {number}"}
+    )
     response = client.post(
         "/v1/notifications",
         {
             "event_id": f"{stamp}-{number}",
             "user_id": user_id,
-            "category": "order.shipped",
+            "category": category,
             "channels": ["inapp", "email"],
-            "payload": {"order_number": f"S-{number}", "delivery_date": "2026-12-03",
-                        "items_count": 1},
+            "payload": payload,
         },
         content_type="application/json",
     )  # fmt: skip
@@ -261,7 +269,7 @@ def wait_final(
                 proc.check()
             time.sleep(0.1)
     summary = status_summary()
-    if set(summary) - {"delivered"}:
+    if set(summary) - {"delivered", "digested"}:  # (digested: listed in a sent digest)
         print(f"{label}: WARNING not every delivery was delivered: {summary}")
 
 

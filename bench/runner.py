@@ -19,6 +19,7 @@ from bench.campaign_fanout import scenario_s4
 from bench.channel_isolation import scenario_s8
 from bench.config import DEMO_USER, ROOT, BenchError, Config
 from bench.costs import BENCH_APP
+from bench.digests import scenario_s2d
 from bench.login_codes import scenario_s3
 from bench.metrics_scrape import scenario_s6
 from bench.pipeline import scenario_s2
@@ -116,7 +117,7 @@ class Bench:
         from django_redis import get_redis_connection
 
         from bench.views import bare_unread_key
-        from deliveries.models import Delivery, DeliveryAttempt
+        from deliveries.models import Delivery, DeliveryAttempt, DigestItem, DigestWindow
         from notify.broker import declare_topology
         from notify.models import EventKey, FeedEntry, Notification, Outbox
 
@@ -125,7 +126,8 @@ class Bench:
             raise BenchError(f"refusing to empty {connection.settings_dict['NAME']!r}")
         # History has no database foreign keys into its partitioned tables, so CASCADE
         # does not reach them: every table of the pipeline is named.
-        models = [Notification, EventKey, Outbox, FeedEntry, Delivery, DeliveryAttempt]
+        models = [Notification, EventKey, Outbox, FeedEntry, Delivery, DeliveryAttempt,
+                  DigestItem, DigestWindow]  # fmt: skip
         tables = ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models)
         with connection.cursor() as cursor:
             cursor.execute(f"TRUNCATE {tables} CASCADE")
@@ -192,6 +194,9 @@ class Bench:
         if "s2" in self.config.only:
             with phase(f"S2 pipeline: {self.config.events} events"):
                 self.guard("S2", lambda: scenario_s2(self))
+        if "s2d" in self.config.only:
+            with phase(f"S2d digest path: {self.config.events} events, beside S2's"):
+                self.guard("S2d", lambda: scenario_s2d(self))
         if "s3" in self.config.only:
             with phase(
                 f"S3 login codes: {self.config.login_codes}, idle and during a campaign to "

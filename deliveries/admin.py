@@ -16,6 +16,8 @@ from deliveries.models import (
     DeliveryRedrive,
     DeliveryStatus,
     Device,
+    DigestItem,
+    DigestWindow,
 )
 from deliveries.ops.selectors import open_dead_letters
 from deliveries.pipeline.dead_letters import dead_letters_redrive
@@ -216,3 +218,37 @@ class AddressSuppressionAdmin(admin.ModelAdmin):
 
 # Recipients are registered by campaigns/admin.py (SupportRecipientAdmin with erasure).
 admin.site.register(Notification, SupportNotificationAdmin)
+
+
+class DigestItemInline(admin.TabularInline):
+    model = DigestItem
+    extra = 0
+    can_delete = False
+    fields = ("delivery_id", "notification_id", "occurred_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(DigestWindow)
+class DigestWindowAdmin(admin.ModelAdmin):
+    """Support's view of digests: which events went into which digest, and what its
+    close decided (the carrier is the delivery that was sent; the others are
+    `digested`, or all `suppressed` with the gate's reason)."""
+
+    list_display = ("id", "recipient", "category", "channel", "digest_key", "state",
+                    "items_count", "opened_at", "closes_at", "closed_at", "carrier_id")  # fmt: skip
+    list_filter = ("state", "channel")
+    search_fields = ("recipient__user_id", "digest_key", "=carrier_id")
+    raw_id_fields = ("recipient",)
+    inlines = [DigestItemInline]
+    readonly_fields = ("recipient", "category", "channel", "digest_key", "state", "opened_at",
+                       "closes_at", "closed_at", "items_count", "carrier_id",
+                       "carrier_accepted_at")  # fmt: skip
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

@@ -15,6 +15,8 @@ from deliveries.models import (
     Delivery,
     DeliveryAttempt,
     Device,
+    DigestItem,
+    DigestWindow,
     ProviderEvent,
 )
 from deliveries.pipeline.fairness import push_slots_key
@@ -24,8 +26,8 @@ from notify.models import Channel, Recipient
 
 
 def deliveries_erase(*, recipient: Recipient) -> dict[str, int]:
-    """Delete the recipient's deliveries, attempts, devices and bounce-list entries, and
-    their keys in Redis; returns counts per kind.
+    """Delete the recipient's deliveries, attempts, devices, digest windows and bounce-list
+    entries, and their keys in Redis; returns counts per kind.
 
     The bounce-list entries go because they hold the address in clear; the erasure's own
     suppression (a keyed hash of it) keeps the address from being contacted again.
@@ -47,6 +49,11 @@ def deliveries_erase(*, recipient: Recipient) -> dict[str, int]:
     ).delete()[0]
     Delivery.objects.filter(pk__in=delivery_ids).delete()
     Device.objects.filter(pk__in=device_ids).delete()
+    # Open digest windows list the person's events: they go with them (nothing is sent).
+    windows = DigestWindow.objects.filter(recipient=recipient)
+    removed["digest_windows"] = windows.count()
+    DigestItem.objects.filter(window__in=windows).delete()
+    windows.delete()
     on_list = Q(pk__in=[])
     if recipient.email:
         on_list |= Q(channel=Channel.EMAIL, address=recipient.email.lower())

@@ -24,6 +24,9 @@ class DeliveryStatus(models.TextChoices):
     SKIPPED_LIVE = "skipped_live", "Skipped (device live)"
     CANCELLED = "cancelled", "Cancelled"
     SUPERSEDED = "superseded", "Superseded (a newer event about it got there first)"
+    DIGESTING = "digesting", "Waiting in an open digest window"
+    DIGESTED = "digested", "Sent inside a digest (see its window)"
+    SKIPPED_READ = "skipped_read", "Skipped (the in-app entry was read first)"
 
 
 FINAL_STATUSES = frozenset(
@@ -37,6 +40,8 @@ FINAL_STATUSES = frozenset(
         DeliveryStatus.SKIPPED_LIVE,
         DeliveryStatus.CANCELLED,
         DeliveryStatus.SUPERSEDED,
+        DeliveryStatus.DIGESTED,
+        DeliveryStatus.SKIPPED_READ,
     }
 )
 CLAIMABLE_STATUSES = (DeliveryStatus.QUEUED, DeliveryStatus.RETRYING)
@@ -75,6 +80,12 @@ class Reason(models.TextChoices):
         "address_suppressed",
         "The address bounced hard before (see Address suppressions); not tried again",
     )
+    IN_DIGEST = "in_digest", "Listed in the digest its window sent (see Digest windows)"
+    DELAYED_IF_UNREAD = (
+        "delayed_if_unread",
+        "Waits, and goes only if the in-app entry is still unread then",
+    )
+    READ_IN_APP = "read_in_app", "The person read the in-app entry before the delay ended"
     NEWER_DELIVERED = (
         "newer_delivered",
         "A newer event about the same subject already reached the person on this channel",

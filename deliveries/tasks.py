@@ -12,6 +12,8 @@ from django.conf import settings
 
 from deliveries.counts import delivery_counts_fold
 from deliveries.pipeline.attempt import campaign_yield_due, deliveries_attempt, delivery_attempt
+from deliveries.pipeline.digest_close import digest_windows_due_left, digests_close
+from deliveries.pipeline.digests import CLOSE_TASK
 from deliveries.pipeline.enqueue import ROUTE_TASK, SEND_TASK, delivery_dead_letter, send_defer
 from deliveries.pipeline.outcome import AttemptReport, AttemptResult
 from deliveries.pipeline.release import deferred_release
@@ -19,7 +21,7 @@ from deliveries.pipeline.retry import jittered, route_backoff
 from deliveries.pipeline.routing import deliveries_fallback, notifications_route
 from deliveries.pipeline.senders import channel_sender_serve, channel_sender_turn
 from deliveries.pipeline.sweep import sweep_due_deliveries, sweep_unrouted_notifications
-from notify.broker import delivered_queue
+from notify.broker import delivered_queue, publish_task
 from notify.counts import accepted_counts_fold
 
 logger = logging.getLogger(__name__)
@@ -142,6 +144,24 @@ def sweep_unrouted() -> int:
 def release_deferred() -> int:
     """Beat: deliveries deferred by quiet hours pass the gate again once the window ends."""
     return deferred_release()
+
+
+@shared_task(name=CLOSE_TASK)
+def close_digests() -> int:
+    """Beat, and a countdown from each window that opens: close the digest windows that
+    are due (each becomes one delivery through the gate). Safe to run twice at once."""
+    closed = 0
+    while True:
+        batch = digests_close()
+        closed += batch
+        if batch < settings.NOTIFY_DIGEST_CLOSE_BATCH:
+            break
+    if digest_windows_due_left():
+        # A route held one of them (it was filing an event in it): look again shortly
+        # rather than wait for beat's next run.
+        publish_task(CLOSE_TASK, args=[], queue="low", countdown=settings.NOTIFY_DIGEST_RECHECK,
+                     priority=settings.NOTIFY_PRIORITY_RETRY)  # fmt: skip
+    return closed
 
 
 @shared_task(name="deliveries.metrics_counts_fold")

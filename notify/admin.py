@@ -25,6 +25,7 @@ class CategoryForm(forms.ModelForm):
         fields = [
             "key", "description", "queue", "mandatory", "marketing", "payload_schema",
             "sample_payloads", "default_channels", "fallback_channel", "ttl_seconds",
+            "digest_windows", "digest_key", "delays_if_unread",
         ]  # fmt: skip
 
     def clean(self) -> dict[str, Any]:
@@ -32,6 +33,12 @@ class CategoryForm(forms.ModelForm):
         problem = schema_problem(data.get("payload_schema") or {}, data.get("sample_payloads"))
         if problem is not None:
             self.add_error(problem.field, problem.message)
+        key = data.get("digest_key")
+        fields = (data.get("payload_schema") or {}).get("properties") or {}
+        if key and key not in fields:
+            self.add_error(
+                "digest_key", f"“{key}” is not a field of this category's payload schema."
+            )
         return data
 
 

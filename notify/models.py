@@ -91,6 +91,26 @@ MARKETING_QUEUE_MESSAGE = (
 )
 
 
+def channel_seconds_problems(value: object, *, what: str, mandatory: bool) -> list[str]:
+    """What is wrong with a {channel: seconds} setting of a category (empty: nothing).
+    Mandatory categories (login codes, payments) may be neither digested nor delayed:
+    they go at once, every time; in-app is one entry per event."""
+    if value in (None, {}, ""):
+        return []
+    if not isinstance(value, dict):
+        return [f'{what} is given per channel, e.g. {{"email": 1800}}.']
+    if mandatory:
+        return [f"a mandatory category goes at once on every channel: it cannot have {what}."]
+    problems = []
+    for channel, seconds in value.items():
+        if channel not in Channel.values or channel == Channel.INAPP:
+            usable = ", ".join(c for c in Channel.values if c != Channel.INAPP)
+            problems.append(f"“{channel}”: {what} applies to {usable}.")
+        elif isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
+            problems.append(f"“{channel}”: {what} is a whole number of seconds above 0.")
+    return problems
+
+
 class Category(models.Model):
     """A kind of event (`order.shipped`): its queue class, flags, payload schema and channels."""
 
@@ -124,6 +144,27 @@ class Category(models.Model):
         "replaces it.",
     )
 
+    # Fewer, better notifications (docs/digests.md): a channel may gather a recipient's
+    # events into one digest per window, or wait and go only if the in-app entry is unread.
+    digest_windows = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Seconds per channel, e.g. {"email": 1800}: at most one notification on '
+        "that channel per window and recipient, listing the window's events. Not in-app.",
+    )
+    digest_key = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="A payload field (e.g. thread_id) whose value splits digests: one window "
+        "per value. Empty: one window per recipient and channel.",
+    )
+    delays_if_unread = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Seconds per channel, e.g. {"email": 900}: that channel waits, and goes '
+        "only if the in-app entry is still unread then (else skipped_read).",
+    )
+
     class Meta:
         verbose_name_plural = "categories"
         constraints = [
@@ -144,6 +185,37 @@ class Category(models.Model):
         super().clean()
         if self.marketing and self.queue != QueueClass.LOW:
             raise ValidationError({"queue": MARKETING_QUEUE_MESSAGE})
+        problems = {
+            "digest_windows": channel_seconds_problems(
+                self.digest_windows, what="a digest window", mandatory=self.mandatory
+            ),
+            "delays_if_unread": channel_seconds_problems(
+                self.delays_if_unread, what="a delay", mandatory=self.mandatory
+            ),
+        }
+        both = set(self.digest_windows or {}) & set(self.delays_if_unread or {})
+        if both and not problems["delays_if_unread"]:
+            problems["delays_if_unread"] = [
+                f"{', '.join(sorted(both))}: a channel is either digested or delayed, not both."
+            ]
+        problems = {field: found for field, found in problems.items() if found}
+        if problems:
+            raise ValidationError(problems)
+
+    def digest_window_for(self, channel: str) -> int | None:
+        """Seconds of this category's digest window on `channel`, or None (not digested).
+        Mandatory categories never digest, whatever the field says."""
+        if self.mandatory:
+            return None
+        seconds = (self.digest_windows or {}).get(channel)
+        return int(seconds) if isinstance(seconds, int | float) and seconds > 0 else None
+
+    def delay_if_unread_for(self, channel: str) -> int | None:
+        """Seconds `channel` waits for the in-app entry to be read, or None (no delay)."""
+        if self.mandatory or channel == Channel.INAPP:
+            return None
+        seconds = (self.delays_if_unread or {}).get(channel)
+        return int(seconds) if isinstance(seconds, int | float) and seconds > 0 else None
 
     @property
     def sending_queue(self) -> str:

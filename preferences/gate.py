@@ -102,6 +102,9 @@ class GateRequest:
     notification: Notification
     channels: list[str]
     push_targets: Mapping[str, list[str]]
+    # Channels whose delivery the daily cap does not count here: a digest's events are
+    # counted once, when their window closes (the close asks the gate again).
+    uncapped: frozenset[str] = frozenset()
 
 
 def decide_deliveries(
@@ -157,7 +160,9 @@ def decide_deliveries_many(
         if category.mandatory or not category.marketing:
             answers.append(decisions)
             continue
-        decisions, cap_day = _marketing_timing(recipient, decisions, pair_inputs, now)
+        decisions, cap_day = _marketing_timing(
+            recipient, decisions, pair_inputs, now, uncapped=request.uncapped
+        )
         if cap_day is not None:
             capped.append((len(answers), (recipient.pk, cap_day)))
         answers.append(decisions)
@@ -207,11 +212,17 @@ def _declined_by_preferences(category: Category, channel: str, inputs: GateInput
 
 
 def _marketing_timing(
-    recipient: Recipient, decisions: list[ChannelDecision], inputs: GateInputs, now: datetime
+    recipient: Recipient,
+    decisions: list[ChannelDecision],
+    inputs: GateInputs,
+    now: datetime,
+    *,
+    uncapped: frozenset[str] = frozenset(),
 ) -> tuple[list[ChannelDecision], date | None]:
     """Quiet hours defer what would go out; past them, the daily cap decides. Returns the
     decisions and the recipient's local day to count against the cap (None: nothing to
-    count); the caller counts it and suppresses what the cap refuses."""
+    count); the caller counts it and suppresses what the cap refuses. Only `uncapped`
+    channels allowed: nothing is counted (they are counted later, once)."""
     if not any(decision.allowed for decision in decisions):
         return decisions, None
     until = quiet_until(recipient=recipient, now=now, window=inputs.quiet_window)
@@ -223,6 +234,8 @@ def _marketing_timing(
             for d in decisions
         ]
         return deferred, None
+    if all(d.channel in uncapped for d in decisions if d.allowed):
+        return decisions, None
     return decisions, now.astimezone(recipient_zone(recipient)).date()
 
 

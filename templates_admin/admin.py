@@ -24,7 +24,12 @@ from django.utils.html import format_html
 from notify.admin import CategoryAdmin, CategoryForm
 from notify.models import Category, Channel
 from templates_admin.models import Template, TemplatePublication, TemplateVersion
-from templates_admin.rendering import build_context, render_version
+from templates_admin.rendering import (
+    DIGEST_VARIABLE,
+    build_context,
+    digest_sample_context,
+    render_version,
+)
 from templates_admin.send_to_me import (
     SendTestRefused,
     SendTestRequest,
@@ -233,6 +238,10 @@ class TemplateAdmin(admin.ModelAdmin):
                 "timezone": settings.NOTIFY_DEFAULT_TIMEZONE,
             },
         )
+        if category.digest_window_for(version.template.channel) is not None:
+            # A digest of the samples (or of the pasted payload, as its one event).
+            events = samples if form.is_valid() and not form.cleaned_data.get("payload") else []
+            context[DIGEST_VARIABLE] = digest_sample_context(events or [payload])
         try:
             rendered = render_version(version, context, locale=locale)
             error = ""

@@ -66,6 +66,47 @@ def recipient_context(payload: dict[str, Any], recipient: Any) -> dict[str, Any]
     }
 
 
+# The variable a digest's template sees (docs/digests.md): `digest.count`, `digest.events`
+# (each with `payload` and `occurred_at`), `digest.first_at` and `digest.last_at`.
+DIGEST_VARIABLE = "digest"
+DIGEST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "count": {"type": "integer"},
+        "events": {"type": "array"},
+        "first_at": {"type": "string"},
+        "last_at": {"type": "string"},
+        "more": {"type": "integer"},
+    },
+}
+
+
+def digest_context(events: list[tuple[dict[str, Any], Any]], *, count: int, limit: int) -> dict:
+    """What a digest's template sees of its events ((payload, occurred_at) in order):
+    how many there were, the first `limit` of them, and the first and last times (ISO
+    8601; the `date` filters format them in the recipient's zone)."""
+    shown = events[:limit]
+
+    def at(value: Any) -> str:
+        return value.isoformat() if hasattr(value, "isoformat") else str(value or "")
+
+    return {
+        "count": max(count, len(events)),
+        "events": [{"payload": payload, "occurred_at": at(when)} for payload, when in shown],
+        "first_at": at(events[0][1]) if events else "",
+        "last_at": at(events[-1][1]) if events else "",
+        "more": max(count, len(events)) - len(shown),
+    }
+
+
+def digest_sample_context(payloads: list[dict[str, Any]]) -> dict:
+    """A digest of sample events (the category's sample payloads, one a minute apart),
+    for validation at save and the admin preview."""
+    events = [(p, f"2026-01-01T09:{index:02d}:00+00:00") for index, p in enumerate(payloads)]
+    return digest_context(events or [({}, "2026-01-01T09:00:00+00:00")], count=len(events) or 1,
+                          limit=len(events) or 1)  # fmt: skip
+
+
 def truncate_at_word(text: str, limit: int) -> str:
     """Cut `text` to at most `limit` characters at a word boundary, ending with `…`."""
     if len(text) <= limit:

@@ -46,6 +46,7 @@ def template_version_problems(*, template: Template, fields: dict[str, str]) -> 
         fields=fields,
         schema=category.payload_schema or {},
         sample_payloads=category.sample_payloads or [],
+        digest=category.digest_window_for(template.channel) is not None,
     )
 
 
@@ -90,6 +91,7 @@ def published_templates_broken_by(
             },
             schema=schema,
             sample_payloads=sample_payloads,
+            digest=category.digest_window_for(template.channel) is not None,
         )
         if problems:
             broken.append((template, problems))

@@ -29,7 +29,13 @@ from notify.models import Channel
 from templates_admin.bounds import static_bound_problems
 from templates_admin.filters import ALLOWED_FILTERS, ALLOWED_TAGS, DEFAULTING_FILTERS, safe_engine
 from templates_admin.models import Template, TemplateVersion
-from templates_admin.rendering import build_context, render_version
+from templates_admin.rendering import (
+    DIGEST_SCHEMA,
+    DIGEST_VARIABLE,
+    build_context,
+    digest_sample_context,
+    render_version,
+)
 
 # Fields each channel uses; the others are ignored (and must stay empty in the form).
 CHANNEL_FIELDS: dict[str, tuple[str, ...]] = {
@@ -248,6 +254,18 @@ def _schema_problems(field: str, compiled: Any, schema: dict[str, Any]) -> list[
                     problems.append(Problem(field, message))
                     reported.add(use.name)
             continue
+        if root == DIGEST_VARIABLE and root not in properties:
+            if use.name not in reported:
+                reported.add(use.name)
+                problems.append(
+                    Problem(
+                        field,
+                        f"{where}“{use.name}” exists only on a channel this category "
+                        "digests (set a digest window for this channel on the category, or "
+                        "remove it).",
+                    )
+                )
+            continue
         if root not in properties:
             if use.name in reported:
                 continue
@@ -359,9 +377,20 @@ def template_version_check(
     fields: dict[str, str],
     schema: dict[str, Any],
     sample_payloads: list[dict[str, Any]],
+    digest: bool = False,
 ) -> list[Problem]:
-    """Every problem that stops these fields from being saved as a version of a template."""
+    """Every problem that stops these fields from being saved as a version of a template.
+
+    `digest`: the category digests this channel, so the template also sees `digest`
+    (and is rendered with a digest of the sample payloads); elsewhere it may not use it.
+    """
     problems: list[Problem] = []
+    if digest:
+        schema = {
+            **schema,
+            "properties": {**(schema.get("properties") or {}), DIGEST_VARIABLE: DIGEST_SCHEMA},
+            "required": [*(schema.get("required") or []), DIGEST_VARIABLE],
+        }
     used = CHANNEL_FIELDS.get(channel, ())
     for name in REQUIRED_FIELDS.get(channel, ()):
         if not (fields.get(name) or "").strip():
@@ -381,6 +410,8 @@ def template_version_check(
         context = build_context(
             payload, recipient={"user_id": "sample", "locale": locale, "timezone": ""}
         )
+        if digest:
+            context[DIGEST_VARIABLE] = digest_sample_context(sample_payloads)
         try:
             rendered = render_version(draft, context, locale=locale, truncate=False)
         except Exception as error:  # a filter failing on real data: tell the author

@@ -12,6 +12,7 @@ from config.settings.beat import *  # noqa: F403
 from config.settings.campaigns import *  # noqa: F403
 from config.settings.channels import *  # noqa: F403
 from config.settings.database import *  # noqa: F403
+from config.settings.digests import *  # noqa: F403
 from config.settings.email import *  # noqa: F403
 from config.settings.history import *  # noqa: F403
 from config.settings.ops import *  # noqa: F403

@@ -4,6 +4,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.settings.campaigns import NOTIFY_CAMPAIGN_START_INTERVAL
 from config.settings.database import REDIS_URL
+from config.settings.digests import NOTIFY_DIGEST_CLOSE_INTERVAL
 from config.settings.history import NOTIFY_HISTORY_MAINTENANCE_INTERVAL
 from config.settings.ops import NOTIFY_METRICS_FOLD_INTERVAL
 from config.settings.queues import (
@@ -97,6 +98,17 @@ CELERY_BEAT_SCHEDULE = {
         "task": "history.retention_run",
         "schedule": NOTIFY_HISTORY_MAINTENANCE_INTERVAL,
         "options": {"queue": "low", "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT},
+    },
+    # Digests are never urgent: their close rides `low`, behind login codes; a run that
+    # waited longer than one interval is dropped (the next one closes the same windows).
+    "digests-close": {
+        "task": "deliveries.digests_close",
+        "schedule": NOTIFY_DIGEST_CLOSE_INTERVAL,
+        "options": {
+            "queue": "low",
+            "expires": NOTIFY_DIGEST_CLOSE_INTERVAL,
+            "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT,
+        },
     },
     # A run that waited longer than one interval is dropped: the next one does its work.
     "metrics-counts-fold": {

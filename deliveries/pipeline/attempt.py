@@ -37,6 +37,7 @@ from deliveries.pipeline.claim import (
     delivery_claim_refused,
     delivery_skip_if_live,
 )
+from deliveries.pipeline.digests import digest_contexts_attach
 from deliveries.pipeline.ordering import (
     delivery_hold,
     delivery_supersede,
@@ -57,7 +58,7 @@ from deliveries.pipeline.sent_marks import SentMarks
 from notify.priority import low_work_done, low_work_yield
 from preferences.gate import gate_seal_valid
 from templates_admin.bounds import RenderLimitExceeded
-from templates_admin.rendering import recipient_context
+from templates_admin.rendering import DIGEST_VARIABLE, recipient_context
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,8 @@ def deliveries_attempt(
     """
     if loaded is None:
         loaded = list(deliveries_load(delivery_ids=delivery_ids).values())
+    # A digest's carrier renders with its window's events (nothing when none is one).
+    digest_contexts_attach([item.delivery for item in loaded])
     loaded = sorted(loaded, key=_order_key)
     reports: list[AttemptReport] = []
     waiting: dict[tuple, tuple] = {}  # order lane -> the first of its members that did not go
@@ -386,8 +389,13 @@ def _channel_calls(
 
 
 def _context(call: _Call) -> dict:
-    notification = call.loaded.delivery.notification
-    return recipient_context(notification.payload, notification.recipient)
+    delivery = call.loaded.delivery
+    notification = delivery.notification
+    context = recipient_context(notification.payload, notification.recipient)
+    digest = getattr(delivery, "digest_context", None)
+    if digest is not None:
+        context[DIGEST_VARIABLE] = digest
+    return context
 
 
 def _after_call(

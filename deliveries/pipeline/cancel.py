@@ -1,6 +1,6 @@
 """A producer cancels a notification: what was not sent yet is not sent.
 
-Deliveries still waiting (`queued`, `retrying`, `deferred`) become `cancelled` in one
+Deliveries still waiting (`queued`, `retrying`, `deferred`, `digesting`) become `cancelled` in one
 UPDATE; a sender claims only `queued|retrying` rows, so none of them goes out after it.
 A delivery already being sent (`sending`) or finished is left as it is. A notification
 not routed yet is marked cancelled, and routing then creates no deliveries for it.
@@ -16,7 +16,12 @@ from django.utils import timezone
 from deliveries.models import Delivery, DeliveryStatus
 from notify.models import Notification, Producer
 
-WAITING = (DeliveryStatus.QUEUED, DeliveryStatus.RETRYING, DeliveryStatus.DEFERRED)
+WAITING = (
+    DeliveryStatus.QUEUED,
+    DeliveryStatus.RETRYING,
+    DeliveryStatus.DEFERRED,
+    DeliveryStatus.DIGESTING,  # in an open digest window: the digest will not list it
+)
 
 
 class Cancelled(Enum):

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from deliveries.models import Delivery, DeliveryStatus, Reason
+from deliveries.pipeline.digests import read_before_delay_end
 from deliveries.pipeline.enqueue import delivery_enqueue
 from deliveries.pipeline.routing import gate_decide
 from deliveries.pipeline.suppression import suppressed_addresses_sql, suppression_key
@@ -21,7 +22,10 @@ logger = logging.getLogger(__name__)
 
 
 def deferred_release(*, now: datetime | None = None) -> int:
-    """Beat: deferred deliveries whose quiet window ended pass the gate again.
+    """Beat: deferred deliveries whose quiet window (or delay) ended pass the gate again.
+
+    A delivery delayed until its in-app entry is read ends `skipped_read` when the
+    entry was read by then (docs/digests.md); the others go on as below.
 
     Past its deadline → `expired` (never sent late); allowed but to an address on the
     hard-bounce list (it may have bounced while this one waited) → `suppressed`; allowed →
@@ -36,8 +40,17 @@ def deferred_release(*, now: datetime | None = None) -> int:
             .filter(status=DeliveryStatus.DEFERRED, next_attempt_at__lte=now)
             .order_by("next_attempt_at")[: settings.NOTIFY_DEFERRED_RELEASE_BATCH]
         )
+        # A delay that waited for the in-app entry to be read: read → not sent at all.
+        read = read_before_delay_end(due)
         by_notification: dict[object, list[Delivery]] = {}
         for delivery in due:
+            if delivery.pk in read:
+                delivery.status = DeliveryStatus.SKIPPED_READ
+                delivery.reason = Reason.READ_IN_APP
+                delivery.next_attempt_at = None
+                delivery.finished_at = now
+                delivery.updated_at = now
+                continue
             by_notification.setdefault(delivery.notification_id, []).append(delivery)
         notifications = (
             Notification.objects.select_related("recipient", "category")

@@ -23,6 +23,13 @@ from django.utils import timezone
 from deliveries.models import Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.attempt import deliveries_attempt
 from deliveries.pipeline.claim import Loaded
+from deliveries.pipeline.digests import (
+    Filed,
+    digest_items_file,
+    digest_window_seconds,
+    unread_delay_seconds,
+    wakeups_publish,
+)
 from deliveries.pipeline.enqueue import deliveries_enqueue
 from deliveries.pipeline.fairness import push_turn_order
 from deliveries.pipeline.outcome import AttemptReport, AttemptResult
@@ -104,10 +111,12 @@ def _route(*, notification_ids: Sequence[object], now: datetime | None) -> list[
             else:
                 fresh.append(notification)
         _routed_mark(cancelled, now)
-        created, inapp = _deliveries_create(fresh, now)
+        created, inapp, wakeups = _deliveries_create(fresh, now)
         started.extend(created)
         owners = {n.pk: (n.recipient_id, n.pk) for n in notifications}
         transaction.on_commit(lambda: _deliveries_start(started, owners))
+        if wakeups is not None:
+            transaction.on_commit(lambda: wakeups_publish(**wakeups))
     # In-app goes at once, here rather than through a message: the batch's feed entries
     # in one statement, checked, claimed and recorded like any send (a worker lost
     # before this leaves them queued, and the sweeper sends them).
@@ -142,8 +151,15 @@ def gate_decide(
     return _gate_decide_many([(notification, list(channels))], now=now)[0]
 
 
-def _gate_decide_many(
+def gate_decide_many(
     asked: Sequence[tuple[Notification, list[str]]], *, now: datetime
+) -> list[list[ChannelDecision]]:
+    """`gate_decide` for a batch of (notification, channels): the gate's reads shared."""
+    return _gate_decide_many(asked, now=now)
+
+
+def _gate_decide_many(
+    asked: Sequence[tuple[Notification, list[str]]], *, now: datetime, gather: bool = False
 ) -> list[list[ChannelDecision]]:
     """The gate's verdicts for a batch of (notification, channels), with every
     recipient's live push devices read in one query when a push channel is asked for."""
@@ -160,8 +176,19 @@ def _gate_decide_many(
     }
     for recipient_id, devices in push_turn_order(devices=webpush).items():
         targets[recipient_id][Channel.WEBPUSH] = devices
-    requests = [GateRequest(n, channels, targets.get(n.recipient_id, {})) for n, channels in asked]
+    requests = [
+        GateRequest(n, channels, targets.get(n.recipient_id, {}), _uncapped(n, channels, gather))
+        for n, channels in asked
+    ]
     return decide_deliveries_many(requests, now=now)
+
+
+def _uncapped(notification: Notification, channels: Sequence[str], gather: bool) -> frozenset:
+    """The channels the route files in digest windows: the daily cap counts their digest
+    once, at its close, not each event here."""
+    if not gather or not notification.category.digest_windows:
+        return frozenset()
+    return frozenset(c for c in channels if digest_window_seconds(notification, c) is not None)
 
 
 def deliveries_fallback(*, reports: Sequence[AttemptReport]) -> list[int]:
@@ -183,14 +210,18 @@ def deliveries_fallback(*, reports: Sequence[AttemptReport]) -> list[int]:
 
 def _deliveries_create(
     notifications: Sequence[Notification], now: datetime
-) -> tuple[list[Started], list[Loaded]]:
-    """One sealed delivery row per gate decision, for a batch, in one statement.
+) -> tuple[list[Started], list[Loaded], dict | None]:
+    """One sealed delivery row per gate decision, for a batch, in one statement (and,
+    when some go into digest windows, one more that files them).
 
-    Returns (deliveries to enqueue after commit, in-app deliveries to send at once).
+    Returns (deliveries to enqueue after commit, in-app deliveries to send at once, the
+    wake-ups of digest closes and delays to publish after commit, or None).
     """
     if not notifications:
-        return [], []
-    verdicts = _gate_decide_many([(n, channels_for(n)) for n in notifications], now=now)
+        return [], [], None
+    verdicts = _gate_decide_many(
+        [(n, channels_for(n)) for n in notifications], now=now, gather=True
+    )
     rows = [
         _delivery_row(notification, decision, now)
         for notification, decisions in zip(notifications, verdicts, strict=True)
@@ -200,14 +231,28 @@ def _deliveries_create(
     by_id = {n.pk: n for n in notifications}
     started: list[Started] = []
     inapp: list[Loaded] = []
+    filed: list[Filed] = []
+    delayed: list[datetime] = []
     for row, pk in zip(rows, ids, strict=True):
+        if row.status == DeliveryStatus.DIGESTING:
+            notification = by_id[row.notification_id]
+            seconds = digest_window_seconds(notification, row.channel)
+            filed.append(Filed(notification, pk, row.channel, seconds))
+            continue
+        if row.reason == Reason.DELAYED_IF_UNREAD:
+            delayed.append(row.next_attempt_at)
         if row.status != DeliveryStatus.QUEUED:
             continue
         if row.channel == Channel.INAPP:
             inapp.append(_inapp_loaded(by_id[row.notification_id], row, pk, now))
         else:
             started.append(Started(pk, row.channel, row.queue, row.notification_id, row.target))
-    return started, inapp
+    closes = digest_items_file(filed=filed, now=now)
+    wakeups = None
+    if closes or delayed:
+        queue = notifications[0].category.sending_queue
+        wakeups = {"closes": closes, "delayed": delayed, "queue": queue}
+    return started, inapp, wakeups
 
 
 def _inapp_loaded(notification: Notification, row: DeliveryRow, pk: int, now: datetime) -> Loaded:
@@ -232,7 +277,7 @@ def _fallback_create(notification: Notification, channel: str, now: datetime) ->
     decisions = gate_decide(notification, channels=[channel], now=now)
     rows = []
     for decision in decisions:
-        values = _delivery_row(notification, decision, now)._asdict()
+        values = _delivery_row(notification, decision, now, gather=False)._asdict()
         del values["notification_id"]
         rows.append(Delivery(notification=notification, **values))
     Delivery.objects.bulk_create(rows, ignore_conflicts=True)
@@ -243,9 +288,10 @@ def _fallback_create(notification: Notification, channel: str, now: datetime) ->
 
 
 def _delivery_row(
-    notification: Notification, decision: ChannelDecision, now: datetime
+    notification: Notification, decision: ChannelDecision, now: datetime, *, gather: bool = True
 ) -> DeliveryRow:
-    """The sealed delivery row for one gate decision (not written)."""
+    """The sealed delivery row for one gate decision (not written). `gather=False`: never
+    into a digest or a delay (a fallback goes at once: the first channel already failed)."""
     channel, target = decision.channel, decision.target
     deadline = delivery_deadline(notification, channel)
     status, reason = decision.status, decision.reason
@@ -259,17 +305,53 @@ def _delivery_row(
     ):
         status, reason = DeliveryStatus.SUPPRESSED, Reason.ADDRESS_SUPPRESSED
     live = status == DeliveryStatus.QUEUED
+    later = decision.not_before
+    if gather and status in (DeliveryStatus.QUEUED, DeliveryStatus.DEFERRED):
+        # Gathered into a digest (quiet hours are decided when the window closes), or
+        # held until the in-app entry is read; neither is sent now.
+        if digest_window_seconds(notification, channel) is not None:
+            status = DeliveryStatus.DIGESTING
+            return _row(notification, decision, status, "", None, deadline, None, None)
+        delay = unread_delay_seconds(notification, channel)
+        if delay is not None and live:
+            status, reason = DeliveryStatus.DEFERRED, Reason.DELAYED_IF_UNREAD
+            due = now + timedelta(seconds=delay)
+            return _row(notification, decision, status, reason, due, deadline, None, None)
+    return _row(
+        notification,
+        decision,
+        status,
+        reason,
+        later or (now if live else None),
+        deadline,
+        None if live or later else now,
+        now if live else None,
+    )
+
+
+def _row(
+    notification: Notification,
+    decision: ChannelDecision,
+    status: str,
+    reason: str,
+    next_attempt_at: datetime | None,
+    deadline: datetime,
+    finished_at: datetime | None,
+    enqueued_at: datetime | None,
+) -> DeliveryRow:
+    """A sealed delivery row (not written)."""
+    channel = decision.channel
     return DeliveryRow(
         notification_id=notification.pk,
         channel=channel,
-        target=target,
+        target=decision.target,
         queue=notification.category.sending_queue,
         status=status,
         reason=reason,
-        next_attempt_at=decision.not_before or (now if live else None),
+        next_attempt_at=next_attempt_at,
         deadline=deadline,
-        finished_at=None if live or decision.not_before else now,
-        enqueued_at=now if live else None,
+        finished_at=finished_at,
+        enqueued_at=enqueued_at,
         gate_seal=gate_seal(
             notification_id=notification.pk, channel=channel, target=decision.target
         ),

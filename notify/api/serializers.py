@@ -111,7 +111,8 @@ class NotificationBatchOut(serializers.Serializer):
 # layer above this one; tests/test_ordering.py keeps the two lists equal).
 DELIVERY_STATUSES = (
     "queued", "sending", "retrying", "delivered", "reached", "failed", "dead", "expired",
-    "suppressed", "deferred", "skipped_live", "cancelled", "superseded",
+    "suppressed", "deferred", "skipped_live", "cancelled", "superseded", "digesting",
+    "digested", "skipped_read",
 )  # fmt: skip
 
 
@@ -123,7 +124,10 @@ class DeliveryStatusOut(serializers.Serializer):
         help_text="Where the delivery stands; `delivered`: accepted by the provider (or "
         "written to the feed); `reached`: the email provider reports it handed the message "
         "to the person's mailbox; `superseded`: not sent, because a newer event "
-        "about the same subject already reached the person on this channel.",
+        "about the same subject already reached the person on this channel; `digesting`: "
+        "waiting in an open digest window; `digested`: listed in the digest its window sent "
+        "(another delivery carried it); `skipped_read`: delayed until the in-app entry was "
+        "read, and it was.",
     )
     reason = serializers.CharField()
     attempts = serializers.IntegerField()
