@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.utils import timezone
 
+from deliveries.channels.push_origins import EndpointRefused
 from deliveries.models import (
     AddressSuppression,
     DeadLetter,
@@ -16,12 +18,18 @@ from deliveries.models import (
     DeliveryRedrive,
     DeliveryStatus,
     Device,
+    WebhookAttempt,
+    WebhookEndpoint,
+    WebhookEvent,
+    WebhookSubscription,
 )
 from deliveries.ops.selectors import open_dead_letters
 from deliveries.pipeline.dead_letters import dead_letters_redrive
 from deliveries.pipeline.redrive import REDRIVABLE, deliveries_redrive
 from deliveries.support.pages import SupportNotificationAdmin
 from deliveries.support.send_to_me import send_to_me_register
+from deliveries.webhooks.endpoints import endpoint_enable, endpoint_url_check
+from deliveries.webhooks.signing import secret_new
 from notify.broker import queue_depth
 from notify.models import Notification
 from notify.ops.beat import beat_jobs
@@ -216,3 +224,107 @@ class AddressSuppressionAdmin(admin.ModelAdmin):
 
 # Recipients are registered by campaigns/admin.py (SupportRecipientAdmin with erasure).
 admin.site.register(Notification, SupportNotificationAdmin)
+
+
+# --- Status webhooks out ------------------------------------------------------------------
+
+
+class WebhookSubscriptionInline(admin.TabularInline):
+    model = WebhookSubscription
+    fields = ("event_type",)
+    extra = 0
+
+
+class WebhookAttemptInline(admin.TabularInline):
+    """The endpoint's latest posts: what it answered and how long it took."""
+
+    model = WebhookAttempt
+    fk_name = "endpoint"
+    fields = ("started_at", "event", "number", "ok", "status_code", "response", "duration_ms")
+    readonly_fields = fields
+    ordering = ("-started_at",)
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("event")
+
+
+class WebhookEndpointForm(forms.ModelForm):
+    class Meta:
+        model = WebhookEndpoint
+        fields = ("producer", "url", "description", "active")
+
+    def clean_url(self) -> str:
+        url = self.cleaned_data["url"]
+        try:
+            endpoint_url_check(url)
+        except EndpointRefused as refused:
+            raise forms.ValidationError(f"This URL {refused.reason}.") from None
+        return url
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(admin.ModelAdmin):
+    """A producer's status webhook endpoints: why one was disabled, every attempt, and
+    re-enabling it (what waited is posted then)."""
+
+    list_display = ("id", "producer", "url", "active", "disabled_reason", "failures_in_row",
+                    "updated_at")  # fmt: skip
+    list_filter = ("active",)
+    search_fields = ("url", "producer__name")
+    list_select_related = ("producer",)
+    readonly_fields = ("secret", "previous_secret_until", "disabled_reason", "disabled_at",
+                       "failing_since", "failures_in_row", "created_at", "updated_at")  # fmt: skip
+    inlines = [WebhookSubscriptionInline, WebhookAttemptInline]
+    actions = ["enable"]
+
+    form = WebhookEndpointForm
+
+    def save_model(self, request, obj, form, change) -> None:
+        if not change:
+            obj.secret = secret_new()
+        super().save_model(request, obj, form, change)
+
+    def save_formset(self, request, form, formset, change) -> None:
+        for item in formset.save(commit=False):
+            if isinstance(item, WebhookSubscription):
+                item.producer_id = form.instance.producer_id
+            item.save()
+        for gone in formset.deleted_objects:
+            gone.delete()
+
+    @admin.action(description="Re-enable (post what waited)")
+    def enable(self, request, queryset) -> None:
+        requeued = sum(endpoint_enable(endpoint=endpoint) for endpoint in queryset)
+        self.message_user(
+            request, f"{queryset.count()} endpoint(s) enabled; {requeued} event(s) re-queued."
+        )
+
+
+@admin.register(WebhookEvent)
+class WebhookEventAdmin(admin.ModelAdmin):
+    list_display = ("msg_id", "endpoint", "event_type", "status", "attempts", "next_attempt_at",
+                    "last_error", "created_at")  # fmt: skip
+    list_filter = ("status", "event_type")
+    search_fields = ("=msg_id", "=endpoint__id")
+    list_select_related = ("endpoint",)
+    readonly_fields = [f.name for f in WebhookEvent._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(WebhookAttempt)
+class WebhookAttemptAdmin(admin.ModelAdmin):
+    list_display = ("started_at", "endpoint", "event", "number", "ok", "status_code",
+                    "duration_ms")  # fmt: skip
+    list_filter = ("ok",)
+    search_fields = ("=endpoint__id", "=event__msg_id")
+    list_select_related = ("endpoint", "event")
+    readonly_fields = [f.name for f in WebhookAttempt._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False

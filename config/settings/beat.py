@@ -15,6 +15,7 @@ from config.settings.recipients import (
     NOTIFY_DEFERRED_RELEASE_INTERVAL,
     NOTIFY_UNREAD_RECONCILE_INTERVAL,
 )
+from config.settings.webhooks import NOTIFY_WEBHOOK_SWEEP_INTERVAL
 from notify.env import (
     env_float,
     env_str,
@@ -97,6 +98,17 @@ CELERY_BEAT_SCHEDULE = {
         "task": "history.retention_run",
         "schedule": NOTIFY_HISTORY_MAINTENANCE_INTERVAL,
         "options": {"queue": "low", "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT},
+    },
+    # Status webhooks: re-queue events whose retry is due. On `low` with the posts it
+    # feeds; a run that waited longer than one interval is dropped (the next one does it).
+    "webhooks-sweep": {
+        "task": "deliveries.webhooks_sweep",
+        "schedule": NOTIFY_WEBHOOK_SWEEP_INTERVAL,
+        "options": {
+            "queue": "low",
+            "expires": NOTIFY_WEBHOOK_SWEEP_INTERVAL,
+            "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT,
+        },
     },
     # A run that waited longer than one interval is dropped: the next one does its work.
     "metrics-counts-fold": {

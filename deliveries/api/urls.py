@@ -1,6 +1,6 @@
 from django.urls import path
 
-from deliveries.api import stream, views
+from deliveries.api import stream, views, webhooks
 
 urlpatterns = [
     path(
@@ -19,5 +19,17 @@ urlpatterns = [
         "users/<str:user_id>/devices/<int:device_id>",
         views.DeviceDeleteApi.as_view(),
         name="device-delete",
+    ),
+    path("webhooks", webhooks.WebhookListApi.as_view(), name="webhook-list"),
+    path("webhooks/<int:webhook_id>", webhooks.WebhookDetailApi.as_view(), name="webhook-detail"),
+    path(
+        "webhooks/<int:webhook_id>/rotate-secret",
+        webhooks.WebhookRotateApi.as_view(),
+        name="webhook-rotate",
+    ),
+    path(
+        "webhooks/<int:webhook_id>/enable",
+        webhooks.WebhookEnableApi.as_view(),
+        name="webhook-enable",
     ),
 ]

@@ -125,6 +125,10 @@ SCOPE_BY_VIEW: dict[str | tuple[str, str], str] = {
     "user-tokens": Scope.USERS_TOKENS,
     "device-register": Scope.DEVICES_WRITE,
     "device-delete": Scope.DEVICES_WRITE,
+    "webhook-list": Scope.WEBHOOKS_WRITE,
+    "webhook-detail": Scope.WEBHOOKS_WRITE,
+    "webhook-rotate": Scope.WEBHOOKS_WRITE,
+    "webhook-enable": Scope.WEBHOOKS_WRITE,
 }
 
 

@@ -1,0 +1,176 @@
+"""Status webhook endpoints of the calling producer: `/v1/webhooks` (scope webhooks:write).
+
+The secret (`whsec_…`) is shown when an endpoint is created and when it is rotated.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from deliveries.channels.push_origins import EndpointRefused
+from deliveries.models import WebhookEndpoint, WebhookEventType
+from deliveries.webhooks.endpoints import (
+    EndpointLimitReached,
+    endpoint_create,
+    endpoint_delete,
+    endpoint_enable,
+    endpoint_secret_rotate,
+    endpoint_update,
+)
+from notify.api.errors import ApiError
+from notify.api.schema import error_responses
+from notify.api.strict import StrictSerializer
+
+
+class WebhookIn(StrictSerializer):
+    url = serializers.URLField(max_length=1024)
+    event_types = serializers.ListField(
+        child=serializers.ChoiceField(choices=WebhookEventType.choices),
+        min_length=1,
+        max_length=len(WebhookEventType.choices),
+    )
+    description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class WebhookPatchIn(WebhookIn):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, partial=True, **kwargs)
+
+
+class WebhookOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    url = serializers.URLField()
+    description = serializers.CharField()
+    event_types = serializers.ListField(child=serializers.CharField())
+    active = serializers.BooleanField()
+    disabled_reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class WebhookSecretOut(WebhookOut):
+    secret = serializers.CharField(help_text="The signing secret (`whsec_…`): shown only now.")
+
+
+class WebhookListOut(serializers.Serializer):
+    results = WebhookOut(many=True)
+
+
+def _shape(endpoint: WebhookEndpoint, *, secret: bool = False) -> dict:
+    shaped = {
+        "id": endpoint.pk,
+        "url": endpoint.url,
+        "description": endpoint.description,
+        "event_types": sorted(endpoint.subscriptions.values_list("event_type", flat=True)),
+        "active": endpoint.active,
+        "disabled_reason": endpoint.disabled_reason,
+        "created_at": endpoint.created_at,
+    }
+    if secret:
+        shaped["secret"] = endpoint.secret
+    return shaped
+
+
+def _refused(refused: EndpointRefused) -> ApiError:
+    return ApiError(400, "endpoint_not_allowed", f"This URL {refused.reason}.", field="url")
+
+
+def _own_endpoint(request: Request, webhook_id: int) -> WebhookEndpoint:
+    found = WebhookEndpoint.objects.filter(pk=webhook_id, producer=request.user.producer).first()
+    if found is None:
+        raise ApiError(404, "not_found", "No such webhook endpoint.")
+    return found
+
+
+class WebhookListApi(APIView):
+    @extend_schema(responses={200: WebhookListOut}, summary="List your webhook endpoints.")
+    def get(self, request: Request) -> Response:
+        endpoints = WebhookEndpoint.objects.filter(producer=request.user.producer)
+        return Response({"results": [_shape(e) for e in endpoints]})
+
+    @extend_schema(
+        request=WebhookIn,
+        responses={201: WebhookSecretOut, **error_responses(409)},
+        summary="Register a webhook endpoint for the event types given; its secret is "
+        "shown once. A private, loopback or metadata address is refused (400).",
+    )
+    def post(self, request: Request) -> Response:
+        data_in = WebhookIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
+        try:
+            endpoint = endpoint_create(
+                producer=request.user.producer,
+                url=data["url"],
+                event_types=data["event_types"],
+                description=data.get("description", ""),
+            )
+        except EndpointRefused as refused:
+            raise _refused(refused) from None
+        except EndpointLimitReached:
+            raise ApiError(409, "too_many_endpoints", "This producer has as many webhook "
+                           "endpoints as it may have.") from None  # fmt: skip
+        return Response(_shape(endpoint, secret=True), status=status.HTTP_201_CREATED)
+
+
+class WebhookDetailApi(APIView):
+    @extend_schema(responses={200: WebhookOut}, summary="One webhook endpoint.")
+    def get(self, request: Request, webhook_id: int) -> Response:
+        return Response(_shape(_own_endpoint(request, webhook_id)))
+
+    @extend_schema(
+        request=WebhookPatchIn,
+        responses={200: WebhookOut},
+        summary="Change a webhook endpoint's URL, event types or description.",
+    )
+    def patch(self, request: Request, webhook_id: int) -> Response:
+        endpoint = _own_endpoint(request, webhook_id)
+        data_in = WebhookPatchIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
+        try:
+            endpoint = endpoint_update(
+                endpoint=endpoint,
+                url=data.get("url"),
+                event_types=data.get("event_types"),
+                description=data.get("description"),
+            )
+        except EndpointRefused as refused:
+            raise _refused(refused) from None
+        return Response(_shape(endpoint))
+
+    @extend_schema(responses={204: None}, summary="Remove a webhook endpoint and its events.")
+    def delete(self, request: Request, webhook_id: int) -> Response:
+        endpoint_delete(endpoint=_own_endpoint(request, webhook_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class WebhookRotateApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: WebhookSecretOut},
+        summary="Rotate the signing secret; the old one also signs for a while "
+        "(NOTIFY_WEBHOOK_SECRET_OVERLAP).",
+    )
+    def post(self, request: Request, webhook_id: int) -> Response:
+        endpoint = endpoint_secret_rotate(endpoint=_own_endpoint(request, webhook_id))
+        return Response(_shape(endpoint, secret=True))
+
+
+class WebhookEnableApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: WebhookOut},
+        summary="Re-enable an endpoint that was disabled for failing; what waited is sent.",
+    )
+    def post(self, request: Request, webhook_id: int) -> Response:
+        endpoint = _own_endpoint(request, webhook_id)
+        try:
+            endpoint_update(endpoint=endpoint, url=endpoint.url)  # checked again first
+        except EndpointRefused as refused:
+            raise _refused(refused) from None
+        endpoint_enable(endpoint=endpoint)
+        return Response(_shape(endpoint))
