@@ -36,6 +36,9 @@ NOTIFY_WEBHOOK_POST_BATCH = env_int("NOTIFY_WEBHOOK_POST_BATCH", 100, minimum=1)
 # sweep's: it re-queues events whose time came (and claims older than the deadline
 # plus NOTIFY_WEBHOOK_SWEEP_GRACE, of a lost worker), up to NOTIFY_WEBHOOK_SWEEP_BATCH a run.
 NOTIFY_WEBHOOK_COUNTDOWN_MAX = env_float("NOTIFY_WEBHOOK_COUNTDOWN_MAX", 300.0, minimum=0)
+# A post message may arrive this much (seconds) before its event's time (timer and clock
+# granularity) and still take it, rather than leave it to the sweep.
+NOTIFY_WEBHOOK_CLAIM_EARLY = env_float("NOTIFY_WEBHOOK_CLAIM_EARLY", 1.0, minimum=0)
 NOTIFY_WEBHOOK_SWEEP_INTERVAL = env_float("NOTIFY_WEBHOOK_SWEEP_INTERVAL", 10.0, minimum=0.5)
 NOTIFY_WEBHOOK_SWEEP_GRACE = env_float("NOTIFY_WEBHOOK_SWEEP_GRACE", 30.0, minimum=0)
 NOTIFY_WEBHOOK_SWEEP_BATCH = env_int("NOTIFY_WEBHOOK_SWEEP_BATCH", 1000, minimum=1)

@@ -124,7 +124,7 @@ _CLAIM_SQL = f"""
        SET status = '{WebhookEventStatus.SENDING.value}', claimed_at = %(now)s
       FROM {WebhookEndpoint._meta.db_table} AS e
      WHERE ev.id = ANY(%(ids)s) AND ev.status = '{WebhookEventStatus.PENDING.value}'
-       AND ev.next_attempt_at <= %(now)s AND e.id = ev.endpoint_id AND e.active
+       AND ev.next_attempt_at <= %(due)s AND e.id = ev.endpoint_id AND e.active
     RETURNING ev.id
 """
 
@@ -133,30 +133,44 @@ def webhook_events_post(*, event_ids: Sequence[int]) -> list[str]:
     """Post the events of one message (one endpoint's), in order; their outcomes.
 
     After a failed post the rest of the message is not tried: it waits with the failed
-    one (a down receiver costs one timeout per message, not one per event).
+    one (a down receiver costs one timeout per message, not one per event). The posts'
+    attempts and outcomes are written together at the end (a worker lost before that
+    leaves them claimed; the sweep gives them back and they are posted again, under the
+    same `webhook-id`, which the receiver deduplicates by).
     """
     now = timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute(_CLAIM_SQL, {"ids": list(event_ids), "now": now})
+        early = timedelta(seconds=settings.NOTIFY_WEBHOOK_CLAIM_EARLY)
+        cursor.execute(_CLAIM_SQL, {"ids": list(event_ids), "now": now, "due": now + early})
         claimed = [row[0] for row in cursor.fetchall()]
     if not claimed:
         return []
     events = list(WebhookEvent.objects.select_related("endpoint").filter(pk__in=claimed))
     events.sort(key=lambda e: e.pk)
-    outcomes: list[str] = []
-    for index, event in enumerate(events):
+    tried: list[Posted] = []
+    for event in events:
         started = timezone.now()
         begun = time.monotonic()
         result = event_post(event, now=started)
-        duration = int((time.monotonic() - begun) * 1000)
-        outcome, next_at = event_record(event, result, started=started, duration=duration)
-        outcomes.append(outcome)
+        tried.append(Posted(event, result, started, int((time.monotonic() - begun) * 1000)))
         if not result.ok:
-            rest = [e.pk for e in events[index + 1 :]]
-            _retry_publish(event, rest, next_at)
-            outcomes.extend("waiting" for _ in rest)
             break
-    return outcomes
+    rest = [e.pk for e in events[len(tried) :]]
+    next_at = posts_record(tried)
+    if not tried[-1].result.ok:
+        _retry_publish(tried[-1].event, rest, next_at)
+    outcomes = ["delivered" if p.result.ok else "failed" for p in tried]
+    return outcomes + ["waiting"] * len(rest)
+
+
+@dataclass(frozen=True)
+class Posted:
+    """One post made: its event, the answer, when it started and how long it took."""
+
+    event: WebhookEvent
+    result: PostResult
+    started: datetime
+    duration: int
 
 
 def _retry_publish(failed: WebhookEvent, rest: list[int], next_at: datetime | None) -> None:
@@ -177,57 +191,67 @@ def _retry_publish(failed: WebhookEvent, rest: list[int], next_at: datetime | No
         webhook_posts_publish(by_endpoint={failed.endpoint_id: ids}, countdown=delay or None)
 
 
-def event_record(
-    event: WebhookEvent, result: PostResult, *, started: datetime, duration: int
-) -> tuple[str, datetime | None]:
-    """Write the attempt, the event's next state and the endpoint's health, together.
-
-    Returns (outcome, when the event is tried again or None); the caller publishes the
-    retry when it is near (NOTIFY_WEBHOOK_COUNTDOWN_MAX), and `enqueued_at` says so.
-    """
+def posts_record(posted: Sequence[Posted]) -> datetime | None:
+    """Write the posts' attempt rows, their events' next states and the endpoint's
+    health, in one transaction; the posts are one endpoint's, only the last may have
+    failed. Returns when a failed event is tried again (None: no failure, or its
+    schedule is spent and it is `failed`)."""
     now = timezone.now()
-    attempts = event.attempts + 1
-    endpoint = event.endpoint
+    endpoint = posted[0].event.endpoint
+    delivered = [p.event.pk for p in posted if p.result.ok]
+    failure = posted[-1] if not posted[-1].result.ok else None
     next_at: datetime | None = None
     with transaction.atomic():
-        WebhookAttempt.objects.create(
-            event=event, endpoint=endpoint, number=attempts, started_at=started,
-            duration_ms=duration, ok=result.ok, status_code=result.status_code[:32],
-            response=result.response,
+        WebhookAttempt.objects.bulk_create(
+            WebhookAttempt(
+                event=p.event, endpoint=endpoint, number=p.event.attempts + 1,
+                started_at=p.started, duration_ms=p.duration, ok=p.result.ok,
+                status_code=p.result.status_code[:32], response=p.result.response,
+            )
+            for p in posted
         )  # fmt: skip
-        events = WebhookEvent.objects.filter(pk=event.pk, status=WebhookEventStatus.SENDING)
-        if result.ok:
-            events.update(
-                status=WebhookEventStatus.DELIVERED, attempts=attempts, claimed_at=None,
-                finished_at=now, last_error="",
+        claimed = WebhookEvent.objects.filter(status=WebhookEventStatus.SENDING)
+        if delivered:
+            claimed.filter(pk__in=delivered).update(
+                status=WebhookEventStatus.DELIVERED, attempts=F("attempts") + 1,
+                claimed_at=None, finished_at=now, last_error="",
             )  # fmt: skip
-            WebhookEndpoint.objects.filter(pk=endpoint.pk).exclude(
-                failures_in_row=0, failing_since=None
-            ).update(failures_in_row=0, failing_since=None)
-            return "delivered", None
-        error = f"{result.status_code} {result.response}".strip()[:2000]
-        delay = webhook_retry_delay(
-            attempts=attempts,
-            delays=settings.NOTIFY_WEBHOOK_RETRY_DELAYS,
-            jitter=settings.NOTIFY_RETRY_JITTER,
-        )
-        if delay is None:
-            events.update(
-                status=WebhookEventStatus.FAILED, attempts=attempts, claimed_at=None,
-                finished_at=now, last_error=error,
-            )  # fmt: skip
-            outcome = "failed"
-        else:
-            next_at = now + timedelta(seconds=delay)
-            near = delay <= settings.NOTIFY_WEBHOOK_COUNTDOWN_MAX
-            events.update(
-                status=WebhookEventStatus.PENDING, attempts=attempts, claimed_at=None,
-                next_attempt_at=next_at, enqueued_at=next_at if near else None,
-                last_error=error,
-            )  # fmt: skip
-            outcome = "retrying"
-        _endpoint_failed(endpoint, error=error, now=now)
-    return outcome, next_at
+            if failure is None and (endpoint.failures_in_row or endpoint.failing_since):
+                WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+                    failures_in_row=0, failing_since=None
+                )
+        if failure is not None:
+            next_at = _event_failed(failure, claimed.filter(pk=failure.event.pk), now=now)
+            _endpoint_failed(endpoint, error=_error_text(failure.result), now=now)
+    return next_at
+
+
+def _error_text(result: PostResult) -> str:
+    return f"{result.status_code} {result.response}".strip()[:2000]
+
+
+def _event_failed(failure: Posted, rows, *, now: datetime) -> datetime | None:
+    """The failed event waits for its next try, or is `failed` when its schedule is spent."""
+    attempts = failure.event.attempts + 1
+    delay = webhook_retry_delay(
+        attempts=attempts,
+        delays=settings.NOTIFY_WEBHOOK_RETRY_DELAYS,
+        jitter=settings.NOTIFY_RETRY_JITTER,
+    )
+    error = _error_text(failure.result)
+    if delay is None:
+        rows.update(
+            status=WebhookEventStatus.FAILED, attempts=attempts, claimed_at=None,
+            finished_at=now, last_error=error,
+        )  # fmt: skip
+        return None
+    next_at = now + timedelta(seconds=delay)
+    near = delay <= settings.NOTIFY_WEBHOOK_COUNTDOWN_MAX
+    rows.update(
+        status=WebhookEventStatus.PENDING, attempts=attempts, claimed_at=None,
+        next_attempt_at=next_at, enqueued_at=next_at if near else None, last_error=error,
+    )  # fmt: skip
+    return next_at
 
 
 def _endpoint_failed(endpoint: WebhookEndpoint, *, error: str, now: datetime) -> None:
