@@ -20,6 +20,7 @@ class WebhookReceiver:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as a real receiver
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 with receiver.lock:
