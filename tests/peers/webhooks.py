@@ -1,12 +1,14 @@
 """A producer's webhook receiver on loopback: records every post, answers as told.
 
-`answer` is the status it gives (204 while up; 503 while "down"); `received` keeps
+`answer` is the status it gives (204 while up; 503 while "down"), after `delay`
+seconds; `received` keeps
 (status answered, headers, body) of every post, in arrival order.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -14,6 +16,7 @@ class WebhookReceiver:
     def __init__(self, port: int) -> None:
         self.port = port
         self.answer = 204
+        self.delay = 0.0  # seconds before each answer (a slow receiver)
         self.received: list[tuple[int, dict[str, str], bytes]] = []
         self.lock = threading.Lock()
         receiver = self
@@ -23,6 +26,8 @@ class WebhookReceiver:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                if receiver.delay:
+                    time.sleep(receiver.delay)
                 with receiver.lock:
                     status = receiver.answer
                     receiver.received.append((status, dict(self.headers.items()), body))
