@@ -84,15 +84,18 @@ def _reset(bench: Bench) -> None:
 def _backlog(url: str, events: int) -> None:
     """Subscribe the bench producer on `url` and queue `events` pending events for it."""
     from django.db import connection
+    from django.test import override_settings
 
     from deliveries.models import WebhookEvent
     from deliveries.webhook_events import webhook_posts_publish
     from deliveries.webhooks.endpoints import endpoint_create
     from notify.models import Producer
 
-    endpoint = endpoint_create(
-        producer=Producer.objects.get(name="bench"), url=url, event_types=["delivery.delivered"]
-    )
+    origin = url.rsplit("/", 1)[0]
+    with override_settings(NOTIFY_WEBHOOK_ALLOWED_PRIVATE_ORIGINS=[origin]):  # as the workers
+        endpoint = endpoint_create(
+            producer=Producer.objects.get(name="bench"), url=url, event_types=["delivery.delivered"]
+        )
     with connection.cursor() as cursor:
         cursor.execute(
             f"""INSERT INTO {WebhookEvent._meta.db_table}

@@ -253,6 +253,8 @@ class WebhookAttemptInline(admin.TabularInline):
 
 
 class WebhookEndpointForm(forms.ModelForm):
+    url = forms.URLField(max_length=1024, assume_scheme="https")
+
     class Meta:
         model = WebhookEndpoint
         fields = ("producer", "url", "description", "active")

@@ -52,8 +52,9 @@ _TEST_DEFAULTS = {
     "NOTIFY_PUSH_RETRY_MAX": "2.4",
     # The local push peer, listed exactly (it is loopback), and the documentation host
     # that tests register without ever sending to it.
+    # The loopback receiver, and a documentation host that tests register and never post to.
     "NOTIFY_WEBHOOK_ALLOWED_PRIVATE_ORIGINS": (
-        f"http://127.0.0.1:{os.environ['NOTIFY_TEST_WEBHOOK_PORT']}"
+        f"http://127.0.0.1:{os.environ['NOTIFY_TEST_WEBHOOK_PORT']},https://hooks.example"
     ),
     "WEBPUSH_ALLOWED_ORIGINS": (
         f"http://127.0.0.1:{os.environ['NOTIFY_TEST_PUSH_PORT']},https://push.example"
