@@ -238,3 +238,153 @@ def test_the_retry_schedule_lasts_more_than_a_day_and_is_jittered():
     picks = {webhook_retry_delay(attempts=3, delays=delays, jitter=0.2) for _ in range(20)}
     assert len(picks) > 1 and all(0.8 * delays[2] <= p <= 1.2 * delays[2] for p in picks)
     assert webhook_retry_delay(attempts=len(delays) + 1, delays=delays, jitter=0.2) is None
+
+
+def _accepted(producer_name: str, user_id: str, channels: list[str]):
+    from notify.models import Category, Notification, Producer
+    from notify.services import notification_accept
+
+    result = notification_accept(
+        producer=Producer.objects.get_or_create(name=producer_name)[0],
+        event_id=str(uuid.uuid4()),
+        user_id=user_id,
+        category=Category.objects.get(key="order.shipped"),
+        payload={"order_number": "R-1", "delivery_date": "2026-12-03", "items_count": 1},
+        channels=channels,
+        ttl_seconds=None,
+    )
+    return Notification.objects.get(pk=result.notification_id)
+
+
+def test_routing_tells_subscribers_what_was_routed_suppressed_and_delivered(api):
+    from deliveries.pipeline.routing import notification_route
+
+    types = ["notification.routed", "delivery.suppressed", "delivery.delivered"]
+    assert register(api, "https://hooks.example/shop", types).status_code == 201
+    other = _other_producer_api("elsewhere")
+    assert register(other, "https://hooks.example/else", types).status_code == 201
+    Recipient.objects.create(user_id="no-mail", locale="en")  # email: no address
+    notification = _accepted("shop", "no-mail", ["inapp", "email"])
+    notification_route(notification_id=notification.pk)
+
+    events = {e.event_type: e.payload for e in WebhookEvent.objects.all()}
+    assert sorted(events) == sorted(types)  # one each, and none for the other producer
+    assert WebhookEvent.objects.filter(endpoint__url__endswith="/shop").count() == 3
+    routed = events["notification.routed"]["data"]
+    assert routed["notification_id"] == str(notification.pk) and routed["user_id"] == "no-mail"
+    assert {d["channel"]: d["status"] for d in routed["deliveries"]}["email"] == "suppressed"
+    assert events["delivery.suppressed"]["data"]["reason"] == "no_address"
+    assert events["delivery.delivered"]["data"]["channel"] == "inapp"
+
+
+def _other_producer_api(name: str, scopes: list[str] | None = None):
+    from rest_framework.test import APIClient
+
+    from notify.services import api_key_issue
+
+    client = APIClient()
+    key = api_key_issue(producer_name=name, scopes=scopes)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key.key}")
+    return client
+
+
+def test_endpoints_need_the_webhooks_scope_and_stay_their_producers(api):
+    narrow = _other_producer_api("narrow", scopes=["notifications:send"])
+    refused = register(narrow, "https://hooks.example/n", ["delivery.delivered"])
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "missing_scope"
+    allowed = _other_producer_api("hooked", scopes=["webhooks:write"])
+    created = register(allowed, "https://hooks.example/h", ["delivery.delivered"])
+    assert created.status_code == 201
+    webhook_id = created.json()["id"]
+    assert api.get(f"/v1/webhooks/{webhook_id}").status_code == 404  # another producer's
+    assert api.delete(f"/v1/webhooks/{webhook_id}").status_code == 404
+    assert api.get("/v1/webhooks").json() == {"results": []}
+    changed = allowed.patch(
+        f"/v1/webhooks/{webhook_id}",
+        {"event_types": ["delivery.failed", "delivery.delivered"]},
+        format="json",
+    )
+    assert changed.json()["event_types"] == ["delivery.delivered", "delivery.failed"]
+    moved = allowed.patch(
+        f"/v1/webhooks/{webhook_id}", {"url": "https://10.0.0.1/x"}, format="json"
+    )
+    assert moved.status_code == 400  # a new URL passes the egress check too
+    assert allowed.delete(f"/v1/webhooks/{webhook_id}").status_code == 204
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_a_rotated_secret_signs_beside_the_new_one_until_its_overlap_ends(api):
+    from django.utils import timezone
+
+    from deliveries.webhooks.posting import endpoint_secrets
+    from deliveries.webhooks.signing import signed_headers
+
+    created = register(api, "https://hooks.example/r", ["delivery.delivered"]).json()
+    rotated = api.post(f"/v1/webhooks/{created['id']}/rotate-secret").json()
+    old, new = created["secret"], rotated["secret"]
+    assert old != new and new.startswith("whsec_")
+    endpoint = WebhookEndpoint.objects.get()
+    body = b'{"type":"delivery.delivered"}'
+    headers = signed_headers(
+        secrets_live=endpoint_secrets(endpoint, now=timezone.now()),
+        msg_id="msg_rot",
+        timestamp=int(time.time()),
+        body=body,
+    )
+    assert len(headers["webhook-signature"].split(" ")) == 2
+    for secret in (old, new):  # the receiver may hold either while it switches
+        Webhook(secret).verify(body, headers)
+    later = timezone.now() + timezone.timedelta(days=2)
+    assert endpoint_secrets(endpoint, now=later) == [new]
+
+
+def test_a_round_nobody_subscribes_to_runs_no_statement(db):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from deliveries.webhook_events import subscribed_event_types, webhook_events_write
+
+    subscribed_event_types()  # the cache is warm, as in a running worker
+    with CaptureQueriesContext(connection) as queries:
+        written = webhook_events_write(
+            deliveries=[(1, timezone.now(), "delivered")], notifications=[(uuid.uuid4(), None)]
+        )
+    assert written == 0 and len(queries) == 0
+
+
+def test_erasure_removes_the_persons_webhook_events(api):
+    from campaigns.erasure import person_erase
+    from deliveries.pipeline.routing import notification_route
+
+    register(api, "https://hooks.example/e", ["notification.routed", "delivery.delivered"])
+    for user in ("gone", "stays"):
+        Recipient.objects.create(user_id=user, locale="en")
+        notification_route(notification_id=_accepted("shop", user, ["inapp"]).pk)
+    assert WebhookEvent.objects.count() == 4
+    person_erase(user_id="gone", via="test", requested_by="test")
+    left = {e.payload["data"]["user_id"] for e in WebhookEvent.objects.all()}
+    assert left == {"stays"} and WebhookEvent.objects.count() == 2
+
+
+def test_the_sweep_requeues_due_events_whose_message_was_lost(api):
+    from django.utils import timezone
+
+    from deliveries.webhooks.posting import webhook_events_sweep
+
+    register(api, "https://hooks.example/s", ["delivery.delivered"])
+    endpoint = WebhookEndpoint.objects.get()
+    now = timezone.now()
+    past = now - timezone.timedelta(hours=1)
+    recent = now - timezone.timedelta(seconds=1)  # published within the grace
+    for msg, enqueued in (("lost", None), ("stale", past), ("on-its-way", recent)):
+        WebhookEvent.objects.create(
+            endpoint=endpoint, msg_id=f"msg_{msg}", event_type="delivery.delivered",
+            payload={}, next_attempt_at=past, enqueued_at=enqueued, created_at=past,
+        )  # fmt: skip
+    assert webhook_events_sweep(now=now) == 2
+    assert set(WebhookEvent.objects.filter(enqueued_at=now).values_list("msg_id", flat=True)) == {
+        "msg_lost",
+        "msg_stale",
+    }
