@@ -48,7 +48,7 @@ def public_url_check(
         raise EndpointRefused("must be an https URL")
     try:
         addresses = resolve(host, port)
-    except (OSError, UnicodeError):
+    except (OSError, UnicodeError, ValueError):  # ValueError: a NUL in the name
         raise EndpointRefused("its host does not resolve", retryable=True) from None
     if not addresses or not all(is_public_address(address) for address in addresses):
         raise EndpointRefused("resolves to a private, loopback or metadata address")

@@ -106,6 +106,13 @@ OPERATION_IDS = {
     ("/v1/campaigns/{campaign_id}/pause", "post"): "pause_campaign",
     ("/v1/campaigns/{campaign_id}/resume", "post"): "resume_campaign",
     ("/v1/campaigns/{campaign_id}/cancel", "post"): "cancel_campaign",
+    ("/v1/webhooks", "get"): "list_webhooks",
+    ("/v1/webhooks", "post"): "register_webhook",
+    ("/v1/webhooks/{webhook_id}", "get"): "get_webhook",
+    ("/v1/webhooks/{webhook_id}", "patch"): "update_webhook",
+    ("/v1/webhooks/{webhook_id}", "delete"): "remove_webhook",
+    ("/v1/webhooks/{webhook_id}/rotate-secret", "post"): "rotate_webhook_secret",
+    ("/v1/webhooks/{webhook_id}/enable", "post"): "enable_webhook",
 }
 
 
