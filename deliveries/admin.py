@@ -7,7 +7,9 @@ from datetime import timedelta
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
 from deliveries.channels.push_origins import EndpointRefused
 from deliveries.models import (
@@ -235,23 +237,6 @@ class WebhookSubscriptionInline(admin.TabularInline):
     extra = 0
 
 
-class WebhookAttemptInline(admin.TabularInline):
-    """The endpoint's latest posts: what it answered and how long it took."""
-
-    model = WebhookAttempt
-    fk_name = "endpoint"
-    fields = ("started_at", "event", "number", "ok", "status_code", "response", "duration_ms")
-    readonly_fields = fields
-    ordering = ("-started_at",)
-    extra = 0
-    max_num = 0
-    can_delete = False
-    show_change_link = False
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("event")
-
-
 class WebhookEndpointForm(forms.ModelForm):
     url = forms.URLField(max_length=1024, assume_scheme="https")
 
@@ -279,8 +264,9 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     search_fields = ("url", "producer__name")
     list_select_related = ("producer",)
     readonly_fields = ("secret", "previous_secret_until", "disabled_reason", "disabled_at",
-                       "failing_since", "failures_in_row", "created_at", "updated_at")  # fmt: skip
-    inlines = [WebhookSubscriptionInline, WebhookAttemptInline]
+                       "failing_since", "failures_in_row", "recent_attempts", "created_at",
+                       "updated_at")  # fmt: skip
+    inlines = [WebhookSubscriptionInline]
     actions = ["enable"]
 
     form = WebhookEndpointForm
@@ -297,6 +283,31 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
             item.save()
         for gone in formset.deleted_objects:
             gone.delete()
+
+    @admin.display(description="Recent attempts")
+    def recent_attempts(self, endpoint: WebhookEndpoint) -> str:
+        """The latest posts (every one is in Webhook attempts, linked below)."""
+        if endpoint.pk is None:
+            return "-"
+        rows = endpoint.attempts.select_related("event").order_by("-started_at")[
+            : settings.NOTIFY_WEBHOOK_ADMIN_ATTEMPTS
+        ]
+        table = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ms</td><td>{}</td></tr>",
+            (
+                (a.started_at, a.event.msg_id, "ok" if a.ok else "failed", a.status_code,
+                 a.duration_ms, a.response[:200])
+                for a in rows
+            ),
+        )  # fmt: skip
+        every = reverse("admin:deliveries_webhookattempt_changelist")
+        return format_html(
+            '<table>{}</table><a href="{}?endpoint__id__exact={}">Every attempt</a>',
+            table,
+            every,
+            endpoint.pk,
+        )
 
     @admin.action(description="Re-enable (post what waited)")
     def enable(self, request, queryset) -> None:
@@ -323,7 +334,7 @@ class WebhookEventAdmin(admin.ModelAdmin):
 class WebhookAttemptAdmin(admin.ModelAdmin):
     list_display = ("started_at", "endpoint", "event", "number", "ok", "status_code",
                     "duration_ms")  # fmt: skip
-    list_filter = ("ok",)
+    list_filter = ("ok", "endpoint")
     search_fields = ("=endpoint__id", "=event__msg_id")
     list_select_related = ("endpoint", "event")
     readonly_fields = [f.name for f in WebhookAttempt._meta.fields]

@@ -388,3 +388,24 @@ def test_the_sweep_requeues_due_events_whose_message_was_lost(api):
         "msg_lost",
         "msg_stale",
     }
+
+
+def test_a_deferred_delivery_that_expires_at_release_is_reported_failed(api):
+    from django.utils import timezone
+
+    from deliveries.models import Delivery, DeliveryStatus
+    from deliveries.pipeline.release import deferred_release
+    from deliveries.pipeline.routing import notification_route
+
+    register(api, "https://hooks.example/q", ["delivery.failed"])
+    Recipient.objects.create(user_id="quiet", email="quiet@example.com", locale="en")
+    notification = _accepted("shop", "quiet", ["email"])
+    notification_route(notification_id=notification.pk)
+    past = timezone.now() - timezone.timedelta(minutes=1)
+    Delivery.objects.filter(notification=notification).update(
+        status=DeliveryStatus.DEFERRED, next_attempt_at=past, deadline=past
+    )  # as if quiet hours outlasted its TTL
+    deferred_release()
+    [event] = WebhookEvent.objects.all()
+    assert event.payload["type"] == "delivery.failed"
+    assert event.payload["data"]["status"] == "expired"

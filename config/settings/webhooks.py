@@ -52,3 +52,5 @@ NOTIFY_WEBHOOK_SECRET_OVERLAP = env_float("NOTIFY_WEBHOOK_SECRET_OVERLAP", 24 * 
 # The post messages' priority within `low` (campaign first sends are
 # NOTIFY_PRIORITY_FIRST_ATTEMPT): a campaign goes first, webhooks fill the gaps.
 NOTIFY_WEBHOOK_PRIORITY = env_int("NOTIFY_WEBHOOK_PRIORITY", 3, minimum=0)
+# Attempts shown on an endpoint's admin page (all of them are in Webhook attempts).
+NOTIFY_WEBHOOK_ADMIN_ATTEMPTS = env_int("NOTIFY_WEBHOOK_ADMIN_ATTEMPTS", 20, minimum=1)

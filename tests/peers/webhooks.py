@@ -61,3 +61,23 @@ class WebhookReceiver:
         """The posts it took (answered 2xx)."""
         with self.lock:
             return [(h, b) for status, h, b in self.received if 200 <= status < 300]
+
+
+def main() -> None:
+    """`python -m tests.peers.webhooks PORT DELAY`: a receiver in a process of its own (the
+    bench runs it niced, as a receiver on another host would cost our hosts nothing)."""
+    import sys
+
+    peer = WebhookReceiver(int(sys.argv[1]))
+    peer.delay = float(sys.argv[2])
+    peer.received = _Counted()  # a long run keeps no bodies
+    peer.server.serve_forever()
+
+
+class _Counted(list):
+    def append(self, item) -> None:
+        pass
+
+
+if __name__ == "__main__":
+    main()
