@@ -75,7 +75,8 @@ def _shape(endpoint: WebhookEndpoint, *, secret: bool = False) -> dict:
 
 
 def _refused(refused: EndpointRefused) -> ApiError:
-    return ApiError(400, "endpoint_not_allowed", f"This URL {refused.reason}.", field="url")
+    """A well-formed URL we may not post to (it depends on DNS, which no schema says)."""
+    return ApiError(422, "endpoint_not_allowed", f"This URL {refused.reason}.", field="url")
 
 
 def _own_endpoint(request: Request, webhook_id: int) -> WebhookEndpoint:
@@ -93,9 +94,9 @@ class WebhookListApi(APIView):
 
     @extend_schema(
         request=WebhookIn,
-        responses={201: WebhookSecretOut, **error_responses(409)},
+        responses={201: WebhookSecretOut, **error_responses(409, 422)},
         summary="Register a webhook endpoint for the event types given; its secret is "
-        "shown once. A private, loopback or metadata address is refused (400).",
+        "shown once. A private, loopback or metadata address is refused (422).",
     )
     def post(self, request: Request) -> Response:
         data_in = WebhookIn(data=request.data)
@@ -123,7 +124,7 @@ class WebhookDetailApi(APIView):
 
     @extend_schema(
         request=WebhookPatchIn,
-        responses={200: WebhookOut},
+        responses={200: WebhookOut, **error_responses(422)},
         summary="Change a webhook endpoint's URL, event types or description.",
     )
     def patch(self, request: Request, webhook_id: int) -> Response:
@@ -163,7 +164,7 @@ class WebhookRotateApi(APIView):
 class WebhookEnableApi(APIView):
     @extend_schema(
         request=None,
-        responses={200: WebhookOut},
+        responses={200: WebhookOut, **error_responses(422)},
         summary="Re-enable an endpoint that was disabled for failing; what waited is sent.",
     )
     def post(self, request: Request, webhook_id: int) -> Response:

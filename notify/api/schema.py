@@ -261,9 +261,10 @@ class NotifyAutoSchema(AutoSchema):
         if listish and not field.allow_empty and schema.get("type") == "array":
             schema["minItems"] = max(1, schema.get("minItems", 0))
         # DRF strips a text field before its blank check, so all-blank text is refused.
+        # Python strips more than ECMA's \s names (the separators \x1c-\x1f, and NEL).
         textish = isinstance(field, serializers.CharField) and schema.get("type") == "string"
         if textish and direction == "request" and field.trim_whitespace and not field.allow_blank:
-            schema.setdefault("pattern", r"\S")
+            schema.setdefault("pattern", r"[^\s\u001c-\u001f\u0085]")
         return schema
 
     def _get_request_body(self, direction="request"):
