@@ -25,13 +25,16 @@ baseline and subject alternating, so a noisy neighbour hits both.
   S8     p90 of login codes by SMS and Web Push (POST -> the SMSC / push service) beside
          an SMTP relay answering each message after BENCH_S8_SMTP_DELAY s, vs the same
          codes idle; then the email backlog's drain once the relay is fast again
+  S9     p99 of a login code (event -> email delivered) while BENCH_S9_EVENTS (10,000)
+         status webhook events wait for a slow receiver (posted from low), its producer
+         subscribed, vs the same codes with nobody subscribed
   cluster  a 3-node RabbitMQ cluster on loopback with quorum queues vs the single node
          with classic queues: intake events/s (wrk on a web process for each), drain
          events/s (S2's drain) and no-op tasks/s, as ratios; the cluster's start-up on
          its own line; bytes PostgreSQL keeps per notification
 
 Results go to stdout; progress and process logs to stderr and var/bench/.
-BENCH_ONLY=s1,s5,load,s2,s3,s4,s6,s7,s8,cluster picks scenarios. Logs of the processes:
+BENCH_ONLY=s1,s5,load,s2,s3,s4,s6,s7,s8,s9,cluster picks scenarios. Logs of the processes:
 var/bench/*.log.
 
 Where things are: runner.py (the run and its preparation); web_scenarios.py with
@@ -39,6 +42,7 @@ intake_unread.py (S1, S5) and client_load.py (load); pipeline.py with pipeline_d
 (S2); login_codes.py (S3) and campaign_fanout.py (S4), with campaign_seed.py (their
 recipients); metrics_scrape.py (S6); campaign_drain.py with campaign_drain_run.py and
 smtp_sink.py (S7); channel_isolation.py (S8, with the test suite's protocol peers);
+webhook_backlog.py (S9);
 broker_cluster.py (cluster, on scripts/rabbit_cluster.py); costs.py (SQL, broker messages
 and PostgreSQL CPU per notification, counted in the processes by apps.py); under them
 config.py, places.py, processes.py,

@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
 DEMO_USER = "demo-user"
-SCENARIOS = ("s1", "s5", "load", "s2", "s2d", "s3", "s4", "s6", "s7", "s8", "cluster")
+SCENARIOS = ("s1", "s5", "load", "s2", "s2d", "s3", "s4", "s6", "s7", "s8", "s9", "cluster")
 
 # The defaults of scripts/web.sh, scripts/worker.sh, beat.sh and manage.sh, for the
 # budget printed next to the measured peak (docs/connections.md works it out).

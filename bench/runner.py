@@ -27,6 +27,7 @@ from bench.places import Places, ensure_database, ensure_vhost
 from bench.processes import Stack
 from bench.report import phase
 from bench.web_scenarios import http_scenarios
+from bench.webhook_backlog import scenario_s9
 from bench.wrk import Load, LoadResult, run_wrk
 
 
@@ -219,6 +220,10 @@ class Bench:
         if "s8" in self.config.only:
             with phase("S8 login codes by SMS and push beside a slow SMTP relay"):
                 self.guard("S8", lambda: scenario_s8(self))
+        if "s9" in self.config.only:
+            with phase(f"S9 login codes: {self.config.login_codes}, idle and beside a backlog "
+                       "of status webhook events"):  # fmt: skip
+                self.guard("S9", lambda: scenario_s9(self))
         if "cluster" in self.config.only:
             with phase(
                 f"cluster: 3 RabbitMQ nodes vs the single node, {self.config.events} events"

@@ -1,8 +1,8 @@
 """Erasure, the deliveries' part: every delivery of the person's notifications with its
 attempts (targets and provider answers) and provider events (bounces, complaints, opens),
-their devices (tokens, endpoints), their addresses on the hard-bounce list, and in Redis
-their push slots and each device's live registry key and seen-entries set. Called by
-campaigns.erasure.person_erase."""
+their devices (tokens, endpoints), their addresses on the hard-bounce list, the status
+webhook events about them, and in Redis their push slots and each device's live registry
+key and seen-entries set. Called by campaigns.erasure.person_erase."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from deliveries.models import (
     DigestItem,
     DigestWindow,
     ProviderEvent,
+    WebhookEvent,
 )
 from deliveries.pipeline.fairness import push_slots_key
 from deliveries.pipeline.live import live_key, seen_key
@@ -60,6 +61,13 @@ def deliveries_erase(*, recipient: Recipient) -> dict[str, int]:
     if recipient.phone:
         on_list |= Q(channel=Channel.SMS, address=recipient.phone)
     removed["bounce_entries"] = AddressSuppression.objects.filter(on_list).delete()[0]
+    # Status webhook events name the person (their user id) and are posted to the
+    # producer; not yet posted ones are not posted any more.
+    removed["webhook_events"] = (
+        WebhookEvent.objects.filter(recipient_id=recipient.pk)
+        .delete()[1]
+        .get(WebhookEvent._meta.label, 0)
+    )
     admin_log_forget(model=Delivery, pks=delivery_ids)
     admin_log_forget(model=Device, pks=device_ids)
     keys = [push_slots_key(recipient.pk)]

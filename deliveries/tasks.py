@@ -21,6 +21,8 @@ from deliveries.pipeline.retry import jittered, route_backoff
 from deliveries.pipeline.routing import deliveries_fallback, notifications_route
 from deliveries.pipeline.senders import channel_sender_serve, channel_sender_turn
 from deliveries.pipeline.sweep import sweep_due_deliveries, sweep_unrouted_notifications
+from deliveries.webhook_events import WEBHOOK_POST_TASK
+from deliveries.webhooks.posting import webhook_events_post, webhook_events_sweep
 from notify.broker import delivered_queue, publish_task
 from notify.counts import accepted_counts_fold
 
@@ -168,3 +170,15 @@ def close_digests() -> int:
 def metrics_counts_fold() -> dict[str, int]:
     """Beat: fold what changed since the last run into the /metrics rollups."""
     return {"accepted": accepted_counts_fold(), "deliveries": delivery_counts_fold()}
+
+
+@shared_task(name=WEBHOOK_POST_TASK)
+def webhooks_post(event_ids: list[int]) -> list[str]:
+    """Post one endpoint's status webhook events (published on `low`)."""
+    return webhook_events_post(event_ids=event_ids)
+
+
+@shared_task(name="deliveries.webhooks_sweep")
+def webhooks_sweep() -> int:
+    """Beat: re-queue status webhook events whose retry is due."""
+    return webhook_events_sweep()

@@ -38,6 +38,7 @@ class Scope(models.TextChoices):
     PREFERENCES_WRITE = "preferences:write", "Change preferences and consent"
     DEVICES_WRITE = "devices:write", "Register and remove push devices"
     USERS_ERASE = "users:erase", "Erase a person's data on request"
+    WEBHOOKS_WRITE = "webhooks:write", "Register and manage status webhook endpoints"
 
 
 class Producer(models.Model):

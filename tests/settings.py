@@ -18,6 +18,9 @@ def _free_port() -> int:
 # The local Web Push peer (tests/push/peer.py) listens on this port, chosen once per run
 # and inherited by the worker processes, so its origin can be listed as allowed below.
 os.environ.setdefault("NOTIFY_TEST_PUSH_PORT", str(_free_port()))
+# The loopback webhook receiver (tests/peers/webhooks.py) likewise: its origin is the one
+# private address status webhooks may be posted to.
+os.environ.setdefault("NOTIFY_TEST_WEBHOOK_PORT", str(_free_port()))
 
 _TEST_DEFAULTS = {
     "CELERY_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672/notify_test",
@@ -49,6 +52,10 @@ _TEST_DEFAULTS = {
     "NOTIFY_PUSH_RETRY_MAX": "2.4",
     # The local push peer, listed exactly (it is loopback), and the documentation host
     # that tests register without ever sending to it.
+    # The loopback receiver, and a documentation host that tests register and never post to.
+    "NOTIFY_WEBHOOK_ALLOWED_PRIVATE_ORIGINS": (
+        f"http://127.0.0.1:{os.environ['NOTIFY_TEST_WEBHOOK_PORT']},https://hooks.example"
+    ),
     "WEBPUSH_ALLOWED_ORIGINS": (
         f"http://127.0.0.1:{os.environ['NOTIFY_TEST_PUSH_PORT']},https://push.example"
     ),

@@ -21,3 +21,4 @@ from config.settings.queues import *  # noqa: F403
 from config.settings.recipients import *  # noqa: F403
 from config.settings.security import *  # noqa: F403
 from config.settings.sms import *  # noqa: F403
+from config.settings.webhooks import *  # noqa: F403

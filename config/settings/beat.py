@@ -16,6 +16,7 @@ from config.settings.recipients import (
     NOTIFY_DEFERRED_RELEASE_INTERVAL,
     NOTIFY_UNREAD_RECONCILE_INTERVAL,
 )
+from config.settings.webhooks import NOTIFY_WEBHOOK_SWEEP_INTERVAL
 from notify.env import (
     env_float,
     env_str,
@@ -107,6 +108,17 @@ CELERY_BEAT_SCHEDULE = {
         "options": {
             "queue": "low",
             "expires": NOTIFY_DIGEST_CLOSE_INTERVAL,
+            "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT,
+        },
+    },
+    # Status webhooks: re-queue events whose retry is due. On `low` with the posts it
+    # feeds; a run that waited longer than one interval is dropped (the next one does it).
+    "webhooks-sweep": {
+        "task": "deliveries.webhooks_sweep",
+        "schedule": NOTIFY_WEBHOOK_SWEEP_INTERVAL,
+        "options": {
+            "queue": "low",
+            "expires": NOTIFY_WEBHOOK_SWEEP_INTERVAL,
             "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT,
         },
     },

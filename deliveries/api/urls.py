@@ -1,6 +1,6 @@
 from django.urls import path
 
-from deliveries.api import stream, views, webhooks
+from deliveries.api import provider_tracking, stream, views, webhooks
 
 urlpatterns = [
     path(
@@ -20,5 +20,21 @@ urlpatterns = [
         views.DeviceDeleteApi.as_view(),
         name="device-delete",
     ),
-    path("webhooks/email/<str:esp>/tracking/", webhooks.esp_tracking, name="esp-tracking"),
+    path(
+        "webhooks/email/<str:esp>/tracking/",
+        provider_tracking.esp_tracking,
+        name="esp-tracking",
+    ),
+    path("webhooks", webhooks.WebhookListApi.as_view(), name="webhook-list"),
+    path("webhooks/<int:webhook_id>", webhooks.WebhookDetailApi.as_view(), name="webhook-detail"),
+    path(
+        "webhooks/<int:webhook_id>/rotate-secret",
+        webhooks.WebhookRotateApi.as_view(),
+        name="webhook-rotate",
+    ),
+    path(
+        "webhooks/<int:webhook_id>/enable",
+        webhooks.WebhookEnableApi.as_view(),
+        name="webhook-enable",
+    ),
 ]

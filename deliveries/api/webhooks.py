@@ -1,111 +1,181 @@
-"""Email providers' tracking webhooks: `POST /v1/webhooks/email/<esp>/tracking/`.
+"""Status webhook endpoints of the calling producer: `/v1/webhooks` (scope webhooks:write).
 
-django-anymail's tracking webhook views verify each post the way its provider
-authenticates it (Postmark: HTTP basic auth, ANYMAIL["WEBHOOK_SECRET"]) and normalise
-its events; here each normalised event is translated once and handed to
-`provider_event_apply` (no signal in between). A post that fails verification is
-answered 400 and records nothing; without a configured secret every post is refused.
-An event about a message we do not know is answered 200 (the provider must not retry
-it) and logged.
+The secret (`whsec_…`) is shown when an endpoint is created and when it is rotated.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
-from typing import Any
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from anymail.exceptions import AnymailConfigurationError, AnymailWebhookValidationFailure
-from anymail.signals import AnymailTrackingEvent, EventType, RejectReason
-from anymail.webhooks.postmark import PostmarkTrackingWebhookView
-from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.views.decorators.csrf import csrf_exempt
-
-from deliveries.models import ProviderEventKind
-from deliveries.pipeline.provider_events import ProviderNews, provider_event_apply
-
-logger = logging.getLogger(__name__)
-
-_KINDS = {
-    EventType.DELIVERED: ProviderEventKind.DELIVERED,
-    EventType.BOUNCED: ProviderEventKind.BOUNCED,
-    EventType.COMPLAINED: ProviderEventKind.COMPLAINED,
-    EventType.OPENED: ProviderEventKind.OPENED,
-    EventType.CLICKED: ProviderEventKind.CLICKED,
-    EventType.DEFERRED: ProviderEventKind.DEFERRED,
-}
-# Bounces the provider reports as temporary (anymail calls every bounce `bounced`).
-SOFT_BOUNCE_TYPES = {"postmark": frozenset({"SoftBounce"})}
-# A refusal by the provider for these reasons says the address itself is dead.
-_HARD_REJECTS = frozenset({RejectReason.INVALID, RejectReason.BOUNCED})
+from deliveries.channels.push_origins import EndpointRefused
+from deliveries.models import WebhookEndpoint, WebhookEventType
+from deliveries.webhooks.endpoints import (
+    EndpointLimitReached,
+    endpoint_create,
+    endpoint_delete,
+    endpoint_enable,
+    endpoint_secret_rotate,
+    endpoint_update,
+)
+from notify.api.errors import ApiError
+from notify.api.schema import error_responses
+from notify.api.strict import StrictSerializer
 
 
-def provider_news(*, esp: str, event: AnymailTrackingEvent) -> ProviderNews | None:
-    """Our reading of one anymail tracking event; None for kinds we do not act on or
-    record (subscription changes, inbound, unknown) and for events without a message id."""
-    kind = _KINDS.get(event.event_type)
-    hard = False
-    if event.event_type == EventType.REJECTED and event.reject_reason in _HARD_REJECTS:
-        kind, hard = ProviderEventKind.BOUNCED, True
-    elif kind == ProviderEventKind.BOUNCED:
-        raw = event.esp_event if isinstance(event.esp_event, dict) else {}
-        hard = raw.get("Type") not in SOFT_BOUNCE_TYPES.get(esp, frozenset())
-    if kind is None or not event.message_id:
-        return None
-    if event.event_id:
-        key = f"{kind}:{event.event_id}"
-    else:  # delivered, opens and clicks carry no id: the event as posted is its identity
-        posted = json.dumps(event.esp_event, sort_keys=True, default=str)
-        key = "sha256:" + hashlib.sha256(posted.encode()).hexdigest()
-    detail = " ".join(
-        str(part) for part in (event.description, event.mta_response, event.click_url) if part
+class WebhookIn(StrictSerializer):
+    # Checked by the egress rules (a 422 saying why), which also refuse what is no URL:
+    # DRF's URLField would refuse some names RFC 3986 allows, which the schema cannot say.
+    url = serializers.CharField(
+        max_length=1024, help_text="https://… (public addresses only)", trim_whitespace=False
     )
-    return ProviderNews(
-        esp=esp,
-        key=key[:128],
-        kind=kind,
-        message_id=str(event.message_id)[:255],
-        hard=hard,
-        occurred_at=event.timestamp,
-        detail=detail[: settings.NOTIFY_PROVIDER_EVENT_DETAIL_CHARS],
+    event_types = serializers.ListField(
+        child=serializers.ChoiceField(choices=WebhookEventType.choices),
+        min_length=1,
+        max_length=len(WebhookEventType.choices),
     )
+    description = serializers.CharField(max_length=200, required=False, allow_blank=True)
 
 
-class _Refuse:
-    """Refuse every post while no webhook secret is configured (anymail would only warn)."""
-
-    def validate_request(self, request: HttpRequest) -> None:
-        if not self.basic_auth:  # type: ignore[attr-defined]
-            raise AnymailWebhookValidationFailure("no webhook secret configured: refused")
+class WebhookPatchIn(WebhookIn):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, partial=True, **kwargs)
 
 
-class PostmarkTracking(_Refuse, PostmarkTrackingWebhookView):
-    warn_if_no_basic_auth = False  # refused instead (_Refuse)
+class WebhookOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    url = serializers.URLField()
+    description = serializers.CharField()
+    event_types = serializers.ListField(child=serializers.CharField())
+    active = serializers.BooleanField()
+    disabled_reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
 
-    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        self.run_validators(request)
+
+class WebhookSecretOut(WebhookOut):
+    secret = serializers.CharField(help_text="The signing secret (`whsec_…`): shown only now.")
+
+
+class WebhookListOut(serializers.Serializer):
+    results = WebhookOut(many=True)
+
+
+def _shape(endpoint: WebhookEndpoint, *, secret: bool = False) -> dict:
+    shaped = {
+        "id": endpoint.pk,
+        "url": endpoint.url,
+        "description": endpoint.description,
+        "event_types": sorted(endpoint.subscriptions.values_list("event_type", flat=True)),
+        "active": endpoint.active,
+        "disabled_reason": endpoint.disabled_reason,
+        "created_at": endpoint.created_at,
+    }
+    if secret:
+        shaped["secret"] = endpoint.secret
+    return shaped
+
+
+def _refused(refused: EndpointRefused) -> ApiError:
+    """A well-formed URL we may not post to (it depends on DNS, which no schema says)."""
+    return ApiError(422, "endpoint_not_allowed", f"This URL {refused.reason}.", field="url")
+
+
+def _own_endpoint(request: Request, webhook_id: int) -> WebhookEndpoint:
+    found = WebhookEndpoint.objects.filter(pk=webhook_id, producer=request.user.producer).first()
+    if found is None:
+        raise ApiError(404, "not_found", "No such webhook endpoint.")
+    return found
+
+
+class WebhookListApi(APIView):
+    @extend_schema(responses={200: WebhookListOut}, summary="List your webhook endpoints.")
+    def get(self, request: Request) -> Response:
+        endpoints = WebhookEndpoint.objects.filter(producer=request.user.producer)
+        return Response({"results": [_shape(e) for e in endpoints]})
+
+    @extend_schema(
+        request=WebhookIn,
+        responses={201: WebhookSecretOut, **error_responses(409, 422)},
+        summary="Register a webhook endpoint for the event types given; its secret is "
+        "shown once. A private, loopback or metadata address is refused (422).",
+    )
+    def post(self, request: Request) -> Response:
+        data_in = WebhookIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
         try:
-            events = self.parse_events(request)
-        except (ValueError, TypeError, KeyError, AttributeError, AnymailConfigurationError):
-            return HttpResponseBadRequest("not a tracking event")
-        for event in events:
-            news = provider_news(esp="postmark", event=event)
-            if news is None:
-                logger.info("postmark %s event: not acted on", event.event_type)
-                continue
-            provider_event_apply(news=news)
-        return HttpResponse()
+            endpoint = endpoint_create(
+                producer=request.user.producer,
+                url=data["url"],
+                event_types=data["event_types"],
+                description=data.get("description", ""),
+            )
+        except EndpointRefused as refused:
+            raise _refused(refused) from None
+        except EndpointLimitReached:
+            raise ApiError(409, "too_many_endpoints", "This producer has as many webhook "
+                           "endpoints as it may have.") from None  # fmt: skip
+        return Response(_shape(endpoint, secret=True), status=status.HTTP_201_CREATED)
 
 
-_VIEWS = {"postmark": PostmarkTracking.as_view()}
+class WebhookDetailApi(APIView):
+    @extend_schema(responses={200: WebhookOut}, summary="One webhook endpoint.")
+    def get(self, request: Request, webhook_id: int) -> Response:
+        return Response(_shape(_own_endpoint(request, webhook_id)))
+
+    @extend_schema(
+        request=WebhookPatchIn,
+        responses={200: WebhookOut, **error_responses(422)},
+        summary="Change a webhook endpoint's URL, event types or description.",
+    )
+    def patch(self, request: Request, webhook_id: int) -> Response:
+        endpoint = _own_endpoint(request, webhook_id)
+        data_in = WebhookPatchIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
+        try:
+            endpoint = endpoint_update(
+                endpoint=endpoint,
+                url=data.get("url"),
+                event_types=data.get("event_types"),
+                description=data.get("description"),
+            )
+        except EndpointRefused as refused:
+            raise _refused(refused) from None
+        return Response(_shape(endpoint))
+
+    @extend_schema(responses={204: None}, summary="Remove a webhook endpoint and its events.")
+    def delete(self, request: Request, webhook_id: int) -> Response:
+        endpoint_delete(endpoint=_own_endpoint(request, webhook_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@csrf_exempt  # authenticated as its provider signs, not by a browser session
-def esp_tracking(request: HttpRequest, esp: str) -> HttpResponse:
-    """The tracking webhook of one provider; 404 for a provider we do not speak."""
-    view = _VIEWS.get(esp)
-    if view is None:
-        raise Http404("no such provider")
-    return view(request)
+class WebhookRotateApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: WebhookSecretOut},
+        summary="Rotate the signing secret; the old one also signs for a while "
+        "(NOTIFY_WEBHOOK_SECRET_OVERLAP).",
+    )
+    def post(self, request: Request, webhook_id: int) -> Response:
+        endpoint = endpoint_secret_rotate(endpoint=_own_endpoint(request, webhook_id))
+        return Response(_shape(endpoint, secret=True))
+
+
+class WebhookEnableApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: WebhookOut, **error_responses(422)},
+        summary="Re-enable an endpoint that was disabled for failing; what waited is sent.",
+    )
+    def post(self, request: Request, webhook_id: int) -> Response:
+        endpoint = _own_endpoint(request, webhook_id)
+        try:
+            endpoint_update(endpoint=endpoint, url=endpoint.url)  # checked again first
+        except EndpointRefused as refused:
+            raise _refused(refused) from None
+        endpoint_enable(endpoint=endpoint)
+        return Response(_shape(endpoint))

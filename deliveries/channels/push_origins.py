@@ -94,6 +94,10 @@ def _is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
+# Shared with the other egress check (deliveries/channels/egress.py).
+is_public_address = _is_public
+
+
 def endpoint_check(
     endpoint: str,
     *,

@@ -25,6 +25,7 @@ from deliveries.pipeline.ordering import ON_ITS_WAY_SQL, successor_enqueue
 from deliveries.pipeline.outcome_log import delivery_outcome_log
 from deliveries.pipeline.retry import PUSH_CHANNELS, RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
+from deliveries.webhook_events import webhook_events_write
 from notify.pgarrays import array_literal
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,12 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
     _push_slots_release([t.delivery for t in tries if t.delivery.channel in PUSH_CHANNELS])
     with transaction.atomic():
         woken, updated = _record(tries, planned, now)
+        # Status webhooks of the round's final outcomes: one statement, none when nobody
+        # subscribes (deliveries/webhook_events.py).
+        webhook_events_write(
+            deliveries=[(t.delivery.pk, t.delivery.accepted_at, changes["status"])
+                        for t, _, changes, _ in planned if t.delivery.pk in updated]
+        )  # fmt: skip
         # A device the provider proved gone is deactivated whoever holds the claim now.
         devices_gone_deactivate(answers=[(t.delivery.channel, t.delivery.target, t.result)
                                          for t in tries])  # fmt: skip

@@ -38,6 +38,7 @@ from deliveries.pipeline.route_lock import notification_lock, notifications_lock
 from deliveries.pipeline.route_write import NEW_DELIVERY, DeliveryRow, routed_write
 from deliveries.pipeline.suppression import suppression_key
 from deliveries.selectors import push_targets_by_recipient
+from deliveries.webhook_events import webhook_events_write
 from notify.deadlines import deadline_seconds
 from notify.models import Channel, Notification
 from notify.rows import instance_as_saved, related_cache
@@ -228,6 +229,13 @@ def _deliveries_create(
         for decision in decisions
     ]
     ids = routed_write(notifications, rows, now)
+    # Status webhooks: each notification routed, and its deliveries that end here
+    # (suppressed by the gate or the bounce list, expired), in one statement.
+    webhook_events_write(
+        deliveries=[(pk, row.accepted_at, row.status) for row, pk in zip(rows, ids, strict=True)
+                    if row.status != DeliveryStatus.QUEUED],
+        notifications=[(n.pk, n.created_at) for n in notifications],
+    )  # fmt: skip
     by_id = {n.pk: n for n in notifications}
     started: list[Started] = []
     inapp: list[Loaded] = []

@@ -136,6 +136,10 @@ SCOPE_BY_VIEW: dict[str | tuple[str, str], str] = {
     ("preference-center-link", "DELETE"): Scope.PREFERENCES_WRITE,
     "device-register": Scope.DEVICES_WRITE,
     "device-delete": Scope.DEVICES_WRITE,
+    "webhook-list": Scope.WEBHOOKS_WRITE,
+    "webhook-detail": Scope.WEBHOOKS_WRITE,
+    "webhook-rotate": Scope.WEBHOOKS_WRITE,
+    "webhook-enable": Scope.WEBHOOKS_WRITE,
 }
 
 

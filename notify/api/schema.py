@@ -108,6 +108,13 @@ OPERATION_IDS = {
     ("/v1/campaigns/{campaign_id}/pause", "post"): "pause_campaign",
     ("/v1/campaigns/{campaign_id}/resume", "post"): "resume_campaign",
     ("/v1/campaigns/{campaign_id}/cancel", "post"): "cancel_campaign",
+    ("/v1/webhooks", "get"): "list_webhooks",
+    ("/v1/webhooks", "post"): "register_webhook",
+    ("/v1/webhooks/{webhook_id}", "get"): "get_webhook",
+    ("/v1/webhooks/{webhook_id}", "patch"): "update_webhook",
+    ("/v1/webhooks/{webhook_id}", "delete"): "remove_webhook",
+    ("/v1/webhooks/{webhook_id}/rotate-secret", "post"): "rotate_webhook_secret",
+    ("/v1/webhooks/{webhook_id}/enable", "post"): "enable_webhook",
 }
 
 
@@ -256,9 +263,10 @@ class NotifyAutoSchema(AutoSchema):
         if listish and not field.allow_empty and schema.get("type") == "array":
             schema["minItems"] = max(1, schema.get("minItems", 0))
         # DRF strips a text field before its blank check, so all-blank text is refused.
+        # Python strips more than ECMA's \s names (the separators \x1c-\x1f, and NEL).
         textish = isinstance(field, serializers.CharField) and schema.get("type") == "string"
         if textish and direction == "request" and field.trim_whitespace and not field.allow_blank:
-            schema.setdefault("pattern", r"\S")
+            schema.setdefault("pattern", r"[^\s\u001c-\u001f\u0085]")
         return schema
 
     def _get_request_body(self, direction="request"):

@@ -207,3 +207,31 @@ def test_an_sms_throttled_to_death_falls_back_to_the_categorys_fallback_channel(
     fallback = Delivery.objects.get(notification=notification, channel="email")
     wait_for(lambda: Delivery.objects.filter(pk=fallback.pk, status="delivered").exists(),
              what="the fallback to be recorded")  # fmt: skip
+
+
+def test_a_failed_receipt_tells_the_producer_by_status_webhook(smsc, login_code):
+    """The receipt that turns a delivered SMS failed writes its `delivery.failed` event
+    for the producer's subscribed endpoint (one per endpoint; none for the others)."""
+    from deliveries.models import WebhookEvent
+    from deliveries.webhooks.endpoints import endpoint_create
+    from notify.models import Producer
+
+    producer, _ = Producer.objects.get_or_create(name="sms-tests")
+    wants = endpoint_create(
+        producer=producer, url="https://hooks.example/a", event_types=["delivery.failed"]
+    )
+    endpoint_create(
+        producer=producer, url="https://hooks.example/b", event_types=["delivery.delivered"]
+    )
+    smsc.receipt_state = "UNDELIV"
+    delivery = route_and_send(login_code())
+
+    def failed_events():
+        return list(WebhookEvent.objects.filter(event_type="delivery.failed"))
+
+    [event] = wait_for(failed_events, what="the delivery.failed event")
+    assert event.endpoint == wants
+    assert event.payload["type"] == "delivery.failed"
+    assert event.payload["data"]["delivery_id"] == delivery.pk
+    assert event.payload["data"]["status"] == "failed"
+    assert event.payload["data"]["channel"] == "sms"

@@ -3,7 +3,8 @@
 A receipt names the SMSC message id (the receipted_message_id TLV, or `id:` in the
 receipt text) and a final state (the message_state TLV, or `stat:` in the text).
 DELIVRD keeps the delivery `delivered`; UNDELIV, REJECTD, EXPIRED and DELETED make it
-`failed`, with the receipt text in last_error. Interim states (ENROUTE, ACCEPTD,
+`failed`, with the receipt text in last_error, and writes its `delivery.failed` status
+webhook events. Interim states (ENROUTE, ACCEPTD,
 UNKNOWN) change nothing.
 """
 
@@ -16,13 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from deliveries.channels.sms.smpp.codes import ESME_ROK, ESME_RX_T_APPN
 from deliveries.channels.sms.smpp.encoding import decode
 from deliveries.models import Delivery, DeliveryStatus, Reason
+from deliveries.webhook_events import webhook_events_write
 
 logger = logging.getLogger(__name__)
 
@@ -73,15 +75,25 @@ def receipt_apply(*, receipt: Receipt) -> int:
     """
     rows = Delivery.objects.filter(channel="sms").filter(_carries_id(receipt.message_id))
     if receipt.state in FAILED_STATES:
-        changed = rows.filter(status=DeliveryStatus.DELIVERED).update(
-            status=DeliveryStatus.FAILED,
-            reason=Reason.REJECTED,
-            last_error=f"DLR {receipt.state}: {receipt.text}"[:2000],
-            updated_at=timezone.now(),
-        )
+        with transaction.atomic():
+            changed = list(
+                rows.filter(status=DeliveryStatus.DELIVERED).select_for_update()
+                .values_list("pk", "accepted_at")
+            )  # fmt: skip
+            if changed:
+                Delivery.objects.filter(pk__in=[pk for pk, _ in changed]).update(
+                    status=DeliveryStatus.FAILED,
+                    reason=Reason.REJECTED,
+                    last_error=f"DLR {receipt.state}: {receipt.text}"[:2000],
+                    updated_at=timezone.now(),
+                )
+                # The producer is told of the failure (status webhooks).
+                webhook_events_write(
+                    deliveries=[(pk, month, DeliveryStatus.FAILED) for pk, month in changed]
+                )
         if changed:
             logger.info("SMS %s: receipt %s → failed", receipt.message_id, receipt.state)
-            return changed
+            return len(changed)
     return rows.count()
 
 

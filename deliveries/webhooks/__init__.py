@@ -1,0 +1,2 @@
+"""Status webhooks out: producers' endpoints (endpoints.py), signing (signing.py), posting
+with retries and disabling (posting.py). Events are written by deliveries/webhook_events.py."""
