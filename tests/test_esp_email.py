@@ -8,6 +8,7 @@ and its basic auth.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from datetime import time
@@ -325,3 +326,31 @@ def test_delivered_then_a_hard_bounce_posted_over_http_show_on_the_timeline_and_
     page = client.get(f"/admin/notify/recipient/{person.pk}/change/").content.decode()
     assert 'data-kind="delivered"' in page and 'data-kind="bounced"' in page
     assert "(hard)" in page and "550 5.1.1" in page
+
+
+def test_a_hard_bounce_reported_later_posts_delivery_failed_to_the_producers_webhooks(
+    person, esp, client, settings
+):
+    """The producer subscribed to `delivery.failed` hears of a bounce that arrives after
+    the email was accepted: the event is written with the status change."""
+    from deliveries.models import WebhookEndpoint, WebhookEvent, WebhookSubscription
+
+    settings.NOTIFY_WEBHOOK_SUBSCRIPTION_CACHE_SECONDS = 0
+    first = sent(email_to(person))
+    endpoint = WebhookEndpoint.objects.create(
+        producer=first.notification.producer, url="https://hooks.example.com/notify",
+        secret="whsec_" + "A" * 32,
+    )  # fmt: skip
+    WebhookSubscription.objects.create(
+        endpoint=endpoint, producer=endpoint.producer, event_type="delivery.failed"
+    )
+    bounce = postmark.bounce_event(first.provider_message_id, person.email, event_id=9)
+    auth = "Basic " + base64.b64encode(SECRET.encode()).decode()
+    answer = client.post(
+        HOOK, json.dumps(bounce), content_type="application/json", HTTP_AUTHORIZATION=auth
+    )
+    assert answer.status_code == 200
+    [event] = WebhookEvent.objects.filter(endpoint=endpoint)
+    assert event.event_type == "delivery.failed"
+    assert event.payload["data"]["delivery_id"] == first.pk, event.payload
+    assert event.payload["data"]["status"] == "failed"

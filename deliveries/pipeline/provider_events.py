@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from deliveries.models import Delivery, DeliveryStatus, ProviderEvent, ProviderEventKind, Reason
 from deliveries.pipeline.suppression import address_suppress
+from deliveries.webhook_events import webhook_events_write
 from notify.models import Channel
 from preferences.services import marketing_withdraw_for_complaint
 
@@ -108,6 +109,8 @@ def _status_move(
         changes["reason"] = reason
     if last_error:
         changes["last_error"] = last_error[:2000]
-    Delivery.objects.filter(
+    moved = Delivery.objects.filter(
         pk=delivery.pk, accepted_at=delivery.accepted_at, status__in=from_statuses
     ).update(**changes)
+    if moved:  # a hard bounce fails a delivered email: the producer's webhooks hear it
+        webhook_events_write(deliveries=[(delivery.pk, delivery.accepted_at, to)])
