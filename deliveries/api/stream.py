@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
 from redis.exceptions import RedisError
@@ -129,6 +130,16 @@ async def stream(request: HttpRequest, user_id: str) -> HttpResponseBase:
     recipient, device, cursor, api_key_id = await sync_to_async(_prepare)(request, user_id)
     if isinstance(recipient, JsonResponse):
         return recipient
+    if not isinstance(request, ASGIRequest):
+        # Under a WSGI server (scripts/web.sh) a stream would hold a sync worker for its
+        # whole life until the worker's timeout killed it: the proxy sends this path to
+        # scripts/stream.sh (docs/web-tier.md), so one that arrives here was misrouted (its
+        # errors above are still answered here, as they would be there).
+        return _error(
+            503,
+            "stream_elsewhere",
+            "The live stream is served by the stream process (ASGI); route this path there.",
+        )
     connection_id = uuid.uuid4().hex
     try:
         slot = await stream_slot_take(
