@@ -28,7 +28,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
 
 from deliveries.api.stream_limits import (
@@ -59,13 +59,13 @@ _ID = re.compile(r"[0-9]{1,18}")
 
 
 def _in_thread(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
-    """`fn` run in a thread of the loop's shared executor, its database connection back
-    in the pool as soon as it returns.
+    """`fn` run off the event loop (in the request's thread, as Django runs sync code),
+    its database connection back in the pool as soon as it returns.
 
     A stream is open for up to an hour and reads the database only now and then: held
     for the stream's life (Django gives a request's connection back when the response
-    ends), each open stream would take one of the process's few pooled connections and
-    a thread of its own, and the pool would bound the streams a host can hold.
+    ends), each open stream would take one of the process's few pooled connections, and
+    the pool would bound the streams a host can hold.
     """
 
     def run(*args: object, **kwargs: object) -> T:
@@ -73,10 +73,12 @@ def _in_thread(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
             return fn(*args, **kwargs)
         finally:
             # As at a request's end: with the pool on, handed back (CONN_MAX_AGE 0);
-            # without it, a persistent connection is kept for its age.
-            close_old_connections()
+            # without it, a persistent connection is kept for its age. Never inside a
+            # transaction (none in a request; a test's own, under the test client).
+            if not connection.in_atomic_block:
+                close_old_connections()
 
-    return sync_to_async(run, thread_sensitive=False)
+    return sync_to_async(run)
 
 
 def _error(status: int, code: str, message: str, field: str | None = None) -> JsonResponse:
