@@ -2,8 +2,8 @@
 
 Standalone: it makes its own database (BENCH_DATABASE, default notify_bench), RabbitMQ
 vhost (BENCH_VHOST, notify_bench) and Redis database (BENCH_REDIS_DB, 14), starts what
-it measures (scripts/web.sh, scripts/stream.sh, scripts/worker.sh, the outbox relay when the checkout has
-one, an SMTP sink) on loopback, and stops it all at the end, even on failure. Each
+it measures (scripts/web.sh, scripts/stream.sh, scripts/worker.sh, the outbox relay when
+the checkout has one, an SMTP sink) on loopback, and stops it all at the end, even on failure. Each
 figure is a RATIO to a baseline measured in the same run: medians of BENCH_RUNS runs,
 baseline and subject alternating, so a noisy neighbour hits both.
 
