@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import weakref
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from redis.exceptions import RedisError
 
 from deliveries.api.stream_limits import stream_redis
@@ -49,12 +51,17 @@ class FeedWakeupHub:
         self._reader: asyncio.Task | None = None
         self._members: dict[str, set[FeedSubscription]] = {}
         self._lock = asyncio.Lock()
+        # After a failure, streams poll until then instead of each waiting in turn for
+        # Redis's connect timeout under the lock.
+        self._retry_at = 0.0
 
     async def join(self, channel: str) -> FeedSubscription | None:
         """Subscribed (once the SUBSCRIBE is sent: a PUBLISH after this returns is
         seen), or None when Redis cannot be reached."""
         subscription = FeedSubscription(channel)
         async with self._lock:
+            if self._pubsub is None and time.monotonic() < self._retry_at:
+                return None
             try:
                 if self._pubsub is None:
                     self._pubsub = stream_redis().pubsub()
@@ -108,6 +115,7 @@ class FeedWakeupHub:
         """Forget the connection; wake every stream, which polls until it joins again."""
         pubsub, self._pubsub = self._pubsub, None
         members, self._members = self._members, {}
+        self._retry_at = time.monotonic() + settings.NOTIFY_STREAM_POLL_INTERVAL
         for subscriptions in members.values():
             for subscription in subscriptions:
                 subscription.alive = False
