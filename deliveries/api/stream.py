@@ -62,10 +62,10 @@ def _in_thread(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     """`fn` run off the event loop (in the request's thread, as Django runs sync code),
     its database connection back in the pool as soon as it returns.
 
-    A stream is open for up to an hour and reads the database only now and then: held
-    for the stream's life (Django gives a request's connection back when the response
-    ends), each open stream would take one of the process's few pooled connections, and
-    the pool would bound the streams a host can hold.
+    A stream is open for up to an hour and reads the database only now and then, while
+    Django gives a request's connection back only when the response ends: handing it
+    back after each read keeps thousands of open streams from leaning on the process's
+    few pooled connections.
     """
 
     def run(*args: object, **kwargs: object) -> T:

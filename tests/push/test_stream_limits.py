@@ -140,8 +140,8 @@ def test_garbage_stream_headers_and_parameters_are_refused_with_400(
 
 
 def test_open_streams_are_not_bounded_by_the_database_pool(transactional_db, worker_env):
-    # A pool of 2 with a short wait: a stream that kept its connection while open would
-    # leave the third one waiting for the pool, then failing with a 500.
+    # A pool of 2 with a short wait: open streams must not keep a connection each, or
+    # the third would wait for the pool and then fail with a 500.
     people = [Recipient.objects.create(user_id=f"pooled-{n}") for n in range(5)]
     pool = {"DATABASE_POOL_MAX_SIZE": "2", "DATABASE_POOL_TIMEOUT": "2"}
     with (
