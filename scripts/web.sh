@@ -12,8 +12,8 @@
 #
 # Why gunicorn and not the ASGI server for these views: they are sync Django views, and
 # under ASGI each request pays a hand-off to a thread and the event loop in front;
-# measured on this app (docs/web-tier.md), gunicorn's sync workers serve the same views
-# at the rate of a bare DRF view. Each process runs WEB_THREADS requests at once and
+# measured on this app (docs/web-tier.md), gunicorn's sync workers serve intake at the
+# rate of a bare DRF view on the same server, with a lower tail than uvicorn's. Each process runs WEB_THREADS requests at once and
 # its PostgreSQL pool holds as many connections (DATABASE_POOL_MAX_SIZE).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
