@@ -1,5 +1,5 @@
-# Notify: one image for the web server (ASGI), the Celery workers, beat, the outbox
-# relay and Flower.
+# Notify: one image for the web server (gunicorn, WSGI), the live stream's server
+# (uvicorn, ASGI), the Celery workers, beat, the outbox relay and Flower.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -34,9 +34,9 @@ RUN useradd --system --uid 10001 --home-dir /app notify \
 USER notify
 
 # The web server by default, through the same script as the Procfile (scripts/web.sh;
-# programs come from PATH here, there is no .venv); compose runs the workers, beat and
-# the relay from this image with their own scripts. In a container the server must
-# listen on every interface, not only on loopback.
+# programs come from PATH here, there is no .venv); compose runs the stream server, the
+# workers, beat and the relay from this image with their own scripts. In a container the
+# server must listen on every interface, not only on loopback.
 ENV HOST=0.0.0.0 \
     PORT=8000
 EXPOSE 8000

@@ -2,14 +2,17 @@
 
 Standalone: it makes its own database (BENCH_DATABASE, default notify_bench), RabbitMQ
 vhost (BENCH_VHOST, notify_bench) and Redis database (BENCH_REDIS_DB, 14), starts what
-it measures (scripts/web.sh, scripts/worker.sh, the outbox relay when the checkout has
-one, an SMTP sink) on loopback, and stops it all at the end, even on failure. Each
+it measures (scripts/web.sh, scripts/stream.sh, scripts/worker.sh, the outbox relay when
+the checkout has one, an SMTP sink) on loopback, and stops it all at the end, even on failure. Each
 figure is a RATIO to a baseline measured in the same run: medians of BENCH_RUNS runs,
 baseline and subject alternating, so a noisy neighbour hits both.
 
-  S1     POST /v1/notifications vs a bare DRF view doing the same two inserts
-  S5     GET /v1/users/{id}/unread-count vs a bare view reading one Redis key
+  S1     POST /v1/notifications vs a bare DRF view doing the same two inserts, the
+         bare views on a server of their own (gunicorn sync workers, bench.bare_server)
+  S5     GET /v1/users/{id}/unread-count vs a bare view reading one Redis key (same)
   load   BENCH_LOAD_CONNECTIONS clients for BENCH_LOAD_SECONDS: errors, backends, p99
+  stream BENCH_STREAMS open SSE streams on one scripts/stream.sh: memory per stream,
+         one notification reaching all of them
   S2     events drained by the worker (inapp + email) vs no-op tasks, same command,
          both from their first message (start-up on its own line); costs per notification
   S3     p99 of a login code (event -> email delivered) while a campaign drains on the
@@ -34,11 +37,13 @@ baseline and subject alternating, so a noisy neighbour hits both.
          its own line; bytes PostgreSQL keeps per notification
 
 Results go to stdout; progress and process logs to stderr and var/bench/.
-BENCH_ONLY=s1,s5,load,s2,s3,s4,s6,s7,s8,s9,cluster picks scenarios. Logs of the processes:
+BENCH_ONLY=s1,s5,load,stream,s2,s2d,s3,s4,s6,s7,s8,s9,cluster picks scenarios. Logs of the
+processes:
 var/bench/*.log.
 
 Where things are: runner.py (the run and its preparation); web_scenarios.py with
-intake_unread.py (S1, S5) and client_load.py (load); pipeline.py with pipeline_drains.py
+intake_unread.py (S1, S5), client_load.py (load) and bare_server.py (their baselines' server);
+live_stream.py (stream); pipeline.py with pipeline_drains.py
 (S2); login_codes.py (S3) and campaign_fanout.py (S4), with campaign_seed.py (their
 recipients); metrics_scrape.py (S6); campaign_drain.py with campaign_drain_run.py and
 smtp_sink.py (S7); channel_isolation.py (S8, with the test suite's protocol peers);

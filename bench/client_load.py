@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bench.config import LOAD_P99_TARGET
 from bench.places import BackendSampler
 from bench.report import ratio, verdict
 
@@ -15,13 +16,17 @@ if TYPE_CHECKING:  # bench.runner imports the scenarios to run them
     from bench.runner import Bench
 
 
-def scenario_load(bench: Bench, port: int, budget_web: int, budget_all: int, limit: int) -> None:
-    """One long run of the real intake (sampling backends), then one of the bare view."""
+def scenario_load(
+    bench: Bench, ports: tuple[int, int], budget_web: int, budget_all: int, limit: int
+) -> None:
+    """One long run of the real intake (sampling backends), then one of the bare view on
+    its own server. `ports`: (the bare baselines' server, the server under test)."""
     c, seconds = bench.config.load_connections, bench.config.load_seconds
     bare, real = bench.intake_loads()
-    with BackendSampler(bench.places) as sampler:
+    bare_port, port = ports
+    with BackendSampler(bench.places, app="bench:web") as sampler:
         subject = bench.wrk(port, real, c, seconds)
-    base = bench.wrk(port, bare, c, seconds)
+    base = bench.wrk(bare_port, bare, c, seconds)
     p99 = ratio(subject.p99_ms, base.p99_ms)
     print(
         f"load {c} clients {seconds:.0f} s: non-202 answers {subject.unexpected} of "
@@ -37,7 +42,7 @@ def scenario_load(bench: Bench, port: int, budget_web: int, budget_all: int, lim
     print(
         f"load {c} clients: p99 {p99:.3g}x bare ({subject.p99_ms:.1f} vs "
         f"{base.p99_ms:.1f} ms, max {subject.max_ms:.0f} ms; "
-        f"{verdict(p99, 2.0, at_least=False)})"
+        f"{verdict(p99, LOAD_P99_TARGET, at_least=False)})"
     )
     if base.unexpected or base.socket_errors:
         print(f"load: the bare view failed {base.unexpected + base.socket_errors} requests")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.config import DEMO_USER, S5_TARGET
+from bench.config import DEMO_USER, S1_P99_TARGET, S1_TARGET, S5_TARGET
 from bench.places import BackendSampler
 from bench.report import median_of, ratio, report_unexpected, verdict
 from bench.wrk import Load, LoadResult
@@ -18,50 +18,53 @@ if TYPE_CHECKING:  # bench.runner imports the scenarios to run them
 
 
 def alternate(
-    bench: Bench, port: int, baseline: Load, subject: Load, connections: int
+    bench: Bench, ports: tuple[int, int], baseline: Load, subject: Load, connections: int
 ) -> tuple[list[LoadResult], list[LoadResult]]:
-    """Warm both up, then baseline/subject alternately, BENCH_RUNS times each."""
-    for load in (baseline, subject):
-        bench.wrk(port, load, connections, bench.config.warmup_seconds)
+    """Warm both up, then baseline/subject alternately, BENCH_RUNS times each. `ports`:
+    (the bare baselines' server, the server under test)."""
+    bare_port, port = ports
+    bench.wrk(bare_port, baseline, connections, bench.config.warmup_seconds)
+    bench.wrk(port, subject, connections, bench.config.warmup_seconds)
     bases: list[LoadResult] = []
     subjects: list[LoadResult] = []
     for _ in range(bench.config.runs):
-        bases.append(bench.wrk(port, baseline, connections, bench.config.seconds))
+        bases.append(bench.wrk(bare_port, baseline, connections, bench.config.seconds))
         subjects.append(bench.wrk(port, subject, connections, bench.config.seconds))
     return bases, subjects
 
 
-def scenario_s1(bench: Bench, port: int) -> int:
-    """S1 intake throughput and p99 vs the bare intake view; returns the peak backends."""
+def scenario_s1(bench: Bench, ports: tuple[int, int]) -> int:
+    """S1 intake throughput and p99 vs the bare intake view; returns the peak backends of
+    the server under test."""
     c = bench.config.connections
-    with BackendSampler(bench.places) as sampler:
-        bases, subjects = alternate(bench, port, *bench.intake_loads(), connections=c)
+    with BackendSampler(bench.places, app="bench:web") as sampler:
+        bases, subjects = alternate(bench, ports, *bench.intake_loads(), connections=c)
     tp = ratio(median_of(subjects, lambda r: r.rps), median_of(bases, lambda r: r.rps))
     p99 = ratio(median_of(subjects, lambda r: r.p99_ms), median_of(bases, lambda r: r.p99_ms))
     print(
         f"S1 intake throughput: {tp:.3g}x bare "
         f"({median_of(subjects, lambda r: r.rps):.0f} vs "
         f"{median_of(bases, lambda r: r.rps):.0f} req/s at {c} connections; "
-        f"{verdict(tp, 0.6, at_least=True)})"
+        f"{verdict(tp, S1_TARGET, at_least=True)})"
     )
     print(
         f"S1 intake p99: {p99:.3g}x bare "
         f"({median_of(subjects, lambda r: r.p99_ms):.1f} vs "
         f"{median_of(bases, lambda r: r.p99_ms):.1f} ms; "
-        f"{verdict(p99, 1.5, at_least=False)})"
+        f"{verdict(p99, S1_P99_TARGET, at_least=False)})"
     )
     report_unexpected("S1", subjects + bases, 202)
     return sampler.peak
 
 
-def scenario_s5(bench: Bench, port: int) -> int:
+def scenario_s5(bench: Bench, ports: tuple[int, int]) -> int:
     """S5 unread-count throughput vs a bare view reading one Redis key; returns the peak
     backends."""
     c = bench.config.connections
     bare = Load("GET", f"/bench/bare-unread/{DEMO_USER}", 200)
     real = Load("GET", f"/v1/users/{DEMO_USER}/unread-count", 200, api_key=bench.api_key)
-    with BackendSampler(bench.places) as sampler:
-        bases, subjects = alternate(bench, port, bare, real, connections=c)
+    with BackendSampler(bench.places, app="bench:web") as sampler:
+        bases, subjects = alternate(bench, ports, bare, real, connections=c)
     tp = ratio(median_of(subjects, lambda r: r.rps), median_of(bases, lambda r: r.rps))
     print(
         f"S5 unread count throughput: {tp:.3g}x bare "

@@ -109,10 +109,12 @@ def _run(argv: Sequence[str]) -> str:
 
 class BackendSampler:
     """Samples how many backends serve the bench database, every `interval` seconds,
-    from its own connection (not counted), and keeps the peak."""
+    from its own connection (not counted), and keeps the peak. `app`: only the backends
+    of that bench process (its application_name, e.g. "bench:web")."""
 
-    def __init__(self, places: Places, interval: float = 0.05) -> None:
+    def __init__(self, places: Places, interval: float = 0.05, app: str | None = None) -> None:
         self._places = places
+        self._app = app
         self._interval = interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -138,8 +140,9 @@ class BackendSampler:
                 while not self._stop.is_set():
                     row = conn.execute(
                         "SELECT count(*) FROM pg_stat_activity"
-                        " WHERE datname = %s AND pid <> pg_backend_pid()",
-                        (self._places.database_name,),
+                        " WHERE datname = %s AND pid <> pg_backend_pid()"
+                        " AND (%s::text IS NULL OR application_name = %s::text)",
+                        (self._places.database_name, self._app, self._app),
                     ).fetchone()
                     self.peak = max(self.peak, int(row[0]) if row else 0)
                     self._stop.wait(self._interval)

@@ -20,6 +20,7 @@ from bench.channel_isolation import scenario_s8
 from bench.config import DEMO_USER, ROOT, BenchError, Config
 from bench.costs import BENCH_APP
 from bench.digests import scenario_s2d
+from bench.live_stream import scenario_stream
 from bench.login_codes import scenario_s3
 from bench.metrics_scrape import scenario_s6
 from bench.pipeline import scenario_s2
@@ -192,6 +193,9 @@ class Bench:
         """Prepare, run the scenarios BENCH_ONLY picks; 1 if any of them failed."""
         self.prepare()
         http_scenarios(self)
+        if "stream" in self.config.only:
+            with phase("stream: open SSE streams on one host"):
+                self.guard("stream", lambda: scenario_stream(self))
         if "s2" in self.config.only:
             with phase(f"S2 pipeline: {self.config.events} events"):
                 self.guard("S2", lambda: scenario_s2(self))

@@ -1,57 +1,69 @@
-"""`python -m bench.servers`: which ASGI server to ship in scripts/web.sh, by measurement.
+"""`python -m bench.servers`: which web server to ship in scripts/web.sh, by measurement.
 
-Each installed candidate serves config.asgi:application (under bench.settings, DEBUG
-off) with WEB_CONCURRENCY processes; then, round-robin across the candidates so noise
-hits them all alike, BENCH_RUNS wrk runs of POST /v1/notifications and of the bare
-intake at BENCH_CONNECTIONS connections. Prints the median req/s and p99 of each.
-Candidates that are not installed are skipped (pip install gunicorn uvicorn-worker
-granian to try them all). Same database, vhost and Redis db as `python -m bench`.
+Each candidate serves the project (under bench.settings, DEBUG off) with WEB_CONCURRENCY
+processes; the bare DRF views run on a server of their own (bench.bare_server: gunicorn
+sync workers). Then, round-robin across the bare server and the candidates so noise hits
+them all alike, BENCH_RUNS wrk runs at BENCH_CONNECTIONS connections of
+POST /v1/notifications (S1) and GET …/unread-count (S5), against the bare intake and the
+bare Redis read. Prints the median req/s and p99 of each and the ratios to the bare
+server. Same database, vhost and Redis db as `python -m bench`. docs/web-tier.md keeps
+the figures.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import statistics
 import sys
 from pathlib import Path
 
-from bench.config import LOOPBACK, BenchError, Config, env_int
+from bench.bare_server import start_bare_server
+from bench.config import DEMO_USER, LOOPBACK, Config, env_int
 from bench.places import Places
-from bench.processes import Proc, Stack, free_port, wait_http
+from bench.processes import Proc, Stack, free_port, python, wait_http
 from bench.report import machine_line, phase
 from bench.runner import Bench
-from bench.wrk import LoadResult, ensure_wrk
+from bench.wrk import Load, LoadResult, ensure_wrk
 
-APP = "config.asgi:application"
-
-
-def _tool(name: str) -> str | None:
-    local = Path(".venv/bin") / name
-    return str(local) if local.exists() else shutil.which(name)
+ASGI = "config.asgi:application"
+WSGI = "config.wsgi:application"
 
 
-def candidates(port: int, processes: int) -> dict[str, list[str]]:
-    """name -> argv, for the candidates whose programs are installed."""
-    found: dict[str, list[str]] = {}
-    if uvicorn := _tool("uvicorn"):
-        found["uvicorn --workers"] = [
-            uvicorn, APP, "--host", LOOPBACK, "--port", str(port), "--workers", str(processes),
-            "--loop", "uvloop", "--http", "httptools", "--no-access-log",
-        ]  # fmt: skip
-    gunicorn = _tool("gunicorn")
-    if gunicorn and importlib.util.find_spec("uvicorn_worker") is not None:
-        found["gunicorn + uvicorn-worker"] = [
-            gunicorn, APP, "-k", "uvicorn_worker.UvicornWorker", "-w", str(processes),
-            "-b", f"{LOOPBACK}:{port}",
-        ]  # fmt: skip
-    if granian := _tool("granian"):
-        found["granian"] = [
-            granian, "--interface", "asginl", "--workers", str(processes), "--host", LOOPBACK,
-            "--port", str(port), "--loop", "uvloop", "--no-access-log", APP,
-        ]  # fmt: skip
+def candidates(port: int, processes: int) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """name -> (argv, extra environment): the web tiers measured."""
+    bind = f"{LOOPBACK}:{port}"
+    gunicorn = [python(), "-m", "gunicorn", WSGI, "-b", bind, "-w", str(processes)]
+    found = {
+        "uvicorn, ASGI (before)": (
+            [
+                python(), "-m", "uvicorn", ASGI, "--host", LOOPBACK, "--port", str(port),
+                "--workers", str(processes), "--loop", "uvloop", "--http", "httptools",
+                "--no-access-log", "--lifespan", "off",
+            ],
+            {"DATABASE_POOL_MAX_SIZE": "10"},
+        ),
+        "gunicorn sync, WSGI": (
+            [*gunicorn, "-k", "sync"], {"DATABASE_POOL_MAX_SIZE": "1"}
+        ),
+    }  # fmt: skip
+    for threads in (int(t) for t in os.environ.get("BENCH_SERVER_THREADS", "2,4").split(",")):
+        found[f"gunicorn gthread x{threads}, WSGI"] = (
+            [*gunicorn, "-k", "gthread", "--threads", str(threads)],
+            {"DATABASE_POOL_MAX_SIZE": str(threads)},
+        )
     return found
+
+
+def _line(name: str, runs: list[LoadResult], bare: list[LoadResult]) -> str:
+    rps = statistics.median(r.rps for r in runs)
+    p99 = statistics.median(r.p99_ms for r in runs)
+    bare_rps = statistics.median(r.rps for r in bare)
+    bare_p99 = statistics.median(r.p99_ms for r in bare)
+    bad = sum(r.unexpected + r.socket_errors for r in runs)
+    return (
+        f"  {name:<30} {rps:6.0f} req/s p99 {p99:7.1f} ms | {rps / bare_rps:5.2f}x bare "
+        f"req/s, p99 {p99 / bare_p99:5.2f}x" + (f" | {bad} failed" if bad else "")
+    )
 
 
 def main() -> int:
@@ -62,46 +74,46 @@ def main() -> int:
     with Stack() as stack:
         bench = Bench(config, Places.from_environment(), stack, wrk)
         bench.prepare()
-        bare, real = bench.intake_loads()
+        bare_intake, real_intake = bench.intake_loads()
+        bare_unread = Load("GET", f"/bench/bare-unread/{DEMO_USER}", 200)
+        real_unread = Load("GET", f"/v1/users/{DEMO_USER}/unread-count", 200, api_key=bench.api_key)
+        with phase("starting the bare server"):
+            _, bare_port, bare_what = start_bare_server(bench)
         servers: dict[str, tuple[Proc, int]] = {}
         for name in candidates(0, processes):
             port = free_port()
+            argv, extra = candidates(port, processes)[name]
             with phase(f"starting {name}"):
-                proc = stack.start(name.split()[0], candidates(port, processes)[name], bench.env)
-                try:
-                    wait_http(f"http://{LOOPBACK}:{port}/healthz", proc)
-                except BenchError as error:
-                    print(f"{name}: does not start: {error}")
-                    stack.stop(proc)
-                    continue
+                proc = stack.start(name.split(",")[0].replace(" ", "-"), argv,
+                                   {**bench.env, **extra})  # fmt: skip
+                wait_http(f"http://{LOOPBACK}:{port}/healthz", proc)
             servers[name] = (proc, port)
-        results: dict[str, dict[str, list[LoadResult]]] = {
-            name: {"real": [], "bare": []} for name in servers
-        }
-        with phase(f"{len(servers)} servers x {config.runs} runs"):
-            for _, port in servers.values():
-                for load in (bare, real):  # warm-up
-                    bench.wrk(port, load, config.connections, config.warmup_seconds)
+        kinds = {"S1": (bare_intake, real_intake), "S5": (bare_unread, real_unread)}
+        results: dict[tuple[str, str], list[LoadResult]] = {}
+        with phase(f"bare + {len(servers)} servers x {config.runs} runs"):
+            for bare, real in kinds.values():  # warm-up
+                bench.wrk(bare_port, bare, config.connections, config.warmup_seconds)
+                for _, port in servers.values():
+                    bench.wrk(port, real, config.connections, config.warmup_seconds)
             for _ in range(config.runs):
-                for name, (_, port) in servers.items():
-                    for kind, load in (("bare", bare), ("real", real)):
-                        result = bench.wrk(port, load, config.connections, config.seconds)
-                        results[name][kind].append(result)
+                for kind, (bare, real) in kinds.items():
+                    results.setdefault((kind, "bare"), []).append(
+                        bench.wrk(bare_port, bare, config.connections, config.seconds)
+                    )
+                    for name, (_, port) in servers.items():
+                        results.setdefault((kind, name), []).append(
+                            bench.wrk(port, real, config.connections, config.seconds)
+                        )
         print(
-            f"POST at {config.connections} connections, {processes} processes, medians of "
-            f"{config.runs} x {config.seconds:.0f} s:"
+            f"{config.connections} connections, {processes} processes, medians of "
+            f"{config.runs} x {config.seconds:.0f} s; baselines: {bare_what}"
         )
-        for name, kinds in results.items():
-            real_runs, bare_runs = kinds["real"], kinds["bare"]
-            bad = sum(r.unexpected + r.socket_errors for r in real_runs + bare_runs)
-            print(
-                f"  {name:<28} /v1/notifications "
-                f"{statistics.median(r.rps for r in real_runs):5.0f} req/s "
-                f"p99 {statistics.median(r.p99_ms for r in real_runs):6.1f} ms | bare "
-                f"{statistics.median(r.rps for r in bare_runs):5.0f} req/s "
-                f"p99 {statistics.median(r.p99_ms for r in bare_runs):6.1f} ms"
-                + (f" | {bad} failed" if bad else "")
-            )
+        for kind in kinds:
+            bare_runs = results[(kind, "bare")]
+            print(f"{kind}:")
+            print(_line("bare DRF view", bare_runs, bare_runs))
+            for name in servers:
+                print(_line(name, results[(kind, name)], bare_runs))
     return 0
 
 

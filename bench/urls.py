@@ -1,12 +1,11 @@
-"""The project's URLs plus the bare baselines the bench compares them with."""
+"""The bare baselines' own URLconf, served by their own server (bench.bare_server),
+never by the server under test: the two sides share no process."""
 
 from django.urls import path
 
 from bench import views
-from config.urls import urlpatterns as project_urlpatterns
+from notify.ops import views as ops_views
 
-# Listed first: the project's routes then pay the extra resolver checks, not the bare
-# baselines, so the comparison leans against the project if anything.
 urlpatterns = [
     path("bench/bare-intake", views.BareIntakeView.as_view(), name="bench-bare-intake"),
     path(
@@ -14,7 +13,7 @@ urlpatterns = [
         views.BareUnreadView.as_view(),
         name="bench-bare-unread",
     ),
-    *project_urlpatterns,
+    path("healthz", ops_views.healthz, name="healthz"),
 ]
 
 handler404 = "notify.api.errors.json_not_found"

@@ -1,15 +1,23 @@
 """The HTTP scenarios' frame: one scripts/web.sh, then S1, S5 and load against it.
 
 Works out the PostgreSQL connection budgets that the measured peaks are printed next to
-(docs/connections.md), starts the web server once for all three, and stops it after.
+(docs/connections.md), starts the web server once for all three and the bare baselines'
+own server beside it (bench.bare_server), and stops both after.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bench.bare_server import start_bare_server
 from bench.client_load import scenario_load
-from bench.config import LOOPBACK, SMALL_POOL_DEFAULT, WEB_POOL_DEFAULT, env_int
+from bench.config import (
+    LOOPBACK,
+    SMALL_POOL_DEFAULT,
+    STREAM_POOL_DEFAULT,
+    WEB_THREADS_DEFAULT,
+    env_int,
+)
 from bench.intake_unread import scenario_s1, scenario_s5
 from bench.places import max_connections
 from bench.processes import Proc, free_port, wait_http
@@ -34,6 +42,14 @@ def start_web(
     return web, port
 
 
+def web_server_line(web: Proc) -> str:
+    """What scripts/web.sh started, as its first log line that names the server."""
+    for line in web.tail(200).splitlines():
+        if "Using worker" in line or "Started parent process" in line:
+            return line.rsplit("] ", 1)[-1].strip()
+    return "see its log"
+
+
 def http_scenarios(bench: Bench) -> None:
     """Run whichever of S1, S5 and load BENCH_ONLY picks, against one web server."""
     wanted = [name for name in ("s1", "s5", "load") if name in bench.config.only]
@@ -41,21 +57,28 @@ def http_scenarios(bench: Bench) -> None:
         return
     web_processes = env_int("WEB_CONCURRENCY", 2)
     worker_pool = env_int("DATABASE_POOL_MAX_SIZE", env_int("WORKER_CONCURRENCY", 8) + 2)
-    budget_web = web_processes * env_int("DATABASE_POOL_MAX_SIZE", WEB_POOL_DEFAULT)
-    # beat and relay pools, plus the relay's LISTEN connection (outside its pool).
-    budget_all = budget_web + 3 * worker_pool + 2 * SMALL_POOL_DEFAULT + 1
+    web_pool = env_int("DATABASE_POOL_MAX_SIZE", env_int("WEB_THREADS", WEB_THREADS_DEFAULT))
+    budget_web = web_processes * web_pool
+    # stream, beat and relay pools, plus the relay's LISTEN connection (outside its pool).
+    budget_all = budget_web + STREAM_POOL_DEFAULT + 3 * worker_pool + 2 * SMALL_POOL_DEFAULT + 1
     limit = max_connections(bench.places)
-    with phase("starting scripts/web.sh"):
+    with phase("starting scripts/web.sh and the bare baselines' server"):
         web, port = start_web(bench)
-    print(f"web: scripts/web.sh, WEB_CONCURRENCY={web_processes}, DEBUG off, port {port}")
+        bare, bare_port, bare_what = start_bare_server(bench)
+    print(
+        f"servers: under test scripts/web.sh ({web_server_line(web)}), "
+        f"WEB_CONCURRENCY={web_processes}, DEBUG off, port {port}; "
+        f"baselines: {bare_what}"
+    )
+    ports = (bare_port, port)
     peaks: list[int] = []
     try:
         if "s1" in wanted:
             with phase("S1 intake"):
-                peaks.append(bench.guard("S1", lambda: scenario_s1(bench, port)) or 0)
+                peaks.append(bench.guard("S1", lambda: scenario_s1(bench, ports)) or 0)
         if "s5" in wanted:
             with phase("S5 unread count"):
-                peaks.append(bench.guard("S5", lambda: scenario_s5(bench, port)) or 0)
+                peaks.append(bench.guard("S5", lambda: scenario_s5(bench, ports)) or 0)
         if peaks:
             print(
                 f"S1/S5 peak PostgreSQL backends: {max(peaks)} "
@@ -64,7 +87,8 @@ def http_scenarios(bench: Bench) -> None:
         if "load" in wanted:
             with phase(f"load: {bench.config.load_connections} clients"):
                 bench.guard(
-                    "load", lambda: scenario_load(bench, port, budget_web, budget_all, limit)
+                    "load", lambda: scenario_load(bench, ports, budget_web, budget_all, limit)
                 )
     finally:
+        bench.stack.stop(bare)
         bench.stack.stop(web)

@@ -31,7 +31,11 @@ def _demo_recipient_id() -> int:
 def inbox_demo_page(request: HttpRequest) -> HttpResponse:
     """A host page with `<notify-inbox>` and a freshly minted token in it."""
     token = user_token_issue(recipient_id=_demo_recipient_id())
-    context = {"user_id": settings.NOTIFY_INBOX_DEMO_USER, "token": token}
+    context = {
+        "user_id": settings.NOTIFY_INBOX_DEMO_USER,
+        "token": token,
+        "stream_base": settings.NOTIFY_INBOX_DEMO_STREAM_BASE,
+    }
     return render(request, "notify/inbox_demo.html", context)
 
 

@@ -1,4 +1,4 @@
-# Sourced by the process scripts (web.sh, worker.sh, beat.sh, manage.sh): run from the
+# Sourced by the process scripts (web.sh, stream.sh, worker.sh, beat.sh, manage.sh): run from the
 # repository root, and take programs from the repo's .venv when there is one (a local
 # checkout) or else from PATH (the Docker image, which has no .venv).
 # shellcheck shell=bash
@@ -15,5 +15,17 @@ tool() {
         echo "$(basename "$0"): $1 is not installed (no .venv/bin/$1, none on PATH);" \
             "run scripts/bootstrap.sh" >&2
         exit 127
+    fi
+}
+
+# app_loads_or_exit MODULE SERVER -> loads the app once, as each server process will; if it
+# refuses (a weak SECRET_KEY with DEBUG off, a bad setting), exits non-zero with its
+# reason instead of handing a refusing app to a process manager that would restart it.
+app_loads_or_exit() {
+    local python
+    python=$(tool python)
+    if ! "$python" -c "import $1"; then
+        echo "$(basename "$0"): the application refused to start (the reason is above); $2 not started" >&2
+        exit 1
     fi
 }

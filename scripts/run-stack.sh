@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole local stack with demo data: installs what it needs, starts the local
 # services, prepares the database, starts a dev-only SMTP sink (var/log/smtp.log), then
-# runs exactly the Procfile's processes with honcho (web, one Celery worker per queue,
-# beat, the outbox relay, the dead-letter consumer), their logs on stdout. Ctrl-C stops
+# runs exactly the Procfile's processes with honcho (web, the live stream's server, one
+# Celery worker per queue, beat, the outbox relay, the dead-letter consumer), their logs
+# on stdout. Ctrl-C stops
 # all; so does any exit.
 set -euo pipefail
 
@@ -18,7 +19,14 @@ export EMAIL_HOST=${EMAIL_HOST:-127.0.0.1}
 export EMAIL_PORT=${EMAIL_PORT:-1025}
 WEB_HOST=127.0.0.1
 WEB_PORT=8000
+# honcho gives each Procfile line PORT = the base + 100 x its index: web (the first)
+# listens on WEB_PORT, stream (the second) on WEB_PORT + 100. No proxy runs here.
+STREAM_PORT=$((WEB_PORT + 100))
 BASE_URL=http://$WEB_HOST:$WEB_PORT
+# The inbox demo page (served by web) reads the stream from its own port: the stream
+# process lets the web port's origin call it.
+export NOTIFY_INBOX_DEMO_STREAM_BASE=${NOTIFY_INBOX_DEMO_STREAM_BASE:-http://$WEB_HOST:$STREAM_PORT}
+export NOTIFY_INBOX_ALLOWED_ORIGINS=${NOTIFY_INBOX_ALLOWED_ORIGINS:-$BASE_URL}
 
 python=.venv/bin/python
 honcho=.venv/bin/honcho
@@ -40,8 +48,10 @@ manage() {
 
 bash scripts/bootstrap.sh
 bash scripts/services.sh
-port_open "$WEB_HOST" "$WEB_PORT" &&
-    die "something already listens on $WEB_HOST:$WEB_PORT; stop it first (another make run?)"
+for port in "$WEB_PORT" "$STREAM_PORT"; do
+    port_open "$WEB_HOST" "$port" &&
+        die "something already listens on $WEB_HOST:$port; stop it first (another make run?)"
+done
 
 mkdir -p "$logs"
 manage migrate --noinput
@@ -101,6 +111,8 @@ Notify is running (DJANGO_DEBUG=$DJANGO_DEBUG). Ctrl-C stops everything.
   API docs   $BASE_URL/v1/docs
   Admin      $BASE_URL/admin/   (user admin, password admin)
   Inbox demo $BASE_URL/inbox/demo   (<notify-inbox> for demo-user, docs/inbox.md)
+  Live SSE   http://$WEB_HOST:$STREAM_PORT/v1/users/<user_id>/stream   (the stream process;
+             in a deployment a proxy serves it on the API's host: docs/web-tier.md)
   API key    $api_key   (producer demo-app)
   Mail sink  $smtp_note
   Processes  $(cut -d: -f1 Procfile | paste -sd' ') (the Procfile, via honcho)

@@ -162,8 +162,9 @@ class RelayProcess:
 
 
 class WebProcess:
-    """`scripts/web.sh` (the production web command: uvicorn, ASGI) as a child process on
-    a free loopback port, logging to artifacts/."""
+    """`scripts/web.sh` (the production web command: gunicorn, WSGI; the live stream is
+    scripts/stream.sh's) as a child process on a free loopback port, logging to
+    artifacts/."""
 
     def __init__(self, env: dict[str, str], *, name: str = "web") -> None:
         with socket.socket() as probe:

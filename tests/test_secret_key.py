@@ -47,11 +47,12 @@ def test_a_weak_secret_key_is_refused_only_with_debug_off(key, debug, refused):
     assert (problem is not None) is refused
 
 
-def test_the_web_process_does_not_start_on_the_built_in_key():
+@pytest.mark.parametrize("app", ["config.wsgi", "config.asgi"])
+def test_the_web_process_does_not_start_on_the_built_in_key(app):
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
     env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_DEBUG": "0"})
     started = subprocess.run(
-        [sys.executable, "-c", "import config.asgi"],
+        [sys.executable, "-c", f"import {app}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert started.returncode != 0
@@ -59,7 +60,7 @@ def test_the_web_process_does_not_start_on_the_built_in_key():
 
     env["DJANGO_SECRET_KEY"] = "a-long-enough-key-" + "k" * 40
     assert subprocess.run(
-        [sys.executable, "-c", "import config.asgi"], cwd=ROOT, env=env, timeout=60
+        [sys.executable, "-c", f"import {app}"], cwd=ROOT, env=env, timeout=60
     ).returncode == 0  # fmt: skip
 
 
@@ -68,19 +69,26 @@ def test_the_web_process_does_not_start_on_the_built_in_key():
     [(None, "built-in development key"), ("short-key", "shorter than 50 characters")],
     ids=["built-in", "short"],
 )
-def test_the_shipped_web_command_exits_on_a_weak_key_instead_of_restarting_forever(key, named):
-    # Two server processes, as shipped: with more than one, uvicorn's process manager
-    # restarts each child that refuses to start, and would never exit by itself.
+@pytest.mark.parametrize(
+    ("script", "processes"),
+    [("scripts/web.sh", "WEB_CONCURRENCY"), ("scripts/stream.sh", "STREAM_CONCURRENCY")],
+    ids=["web", "stream"],
+)
+def test_the_shipped_web_commands_exit_on_a_weak_key_instead_of_restarting_forever(
+    script, processes, key, named
+):
+    # Two server processes each: with more than one, a process manager restarts each
+    # child that refuses to start (uvicorn's without end), and must not be left running.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
     env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_DEBUG": "0",
-                "HOST": "127.0.0.1", "PORT": str(port), "WEB_CONCURRENCY": "2"})  # fmt: skip
+                "HOST": "127.0.0.1", "PORT": str(port), processes: "2"})  # fmt: skip
     if key is not None:
         env["DJANGO_SECRET_KEY"] = key
     web = subprocess.Popen(
-        ["bash", "scripts/web.sh"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        ["bash", script], cwd=ROOT, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
@@ -88,7 +96,7 @@ def test_the_shipped_web_command_exits_on_a_weak_key_instead_of_restarting_forev
     except subprocess.TimeoutExpired:
         os.killpg(web.pid, signal.SIGKILL)  # the server and every child it restarted
         web.communicate()
-        pytest.fail("scripts/web.sh was still running 10 s after start on a weak key")
+        pytest.fail(f"{script} was still running 10 s after start on a weak key")
     assert web.returncode != 0
     assert named in stderr
 

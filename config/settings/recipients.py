@@ -45,6 +45,9 @@ NOTIFY_UNREAD_RECONCILE_WINDOW = env_float("NOTIFY_UNREAD_RECONCILE_WINDOW", 360
 # for anyone who asks: a development aid, on only with DEBUG unless set explicitly.
 NOTIFY_INBOX_DEMO = env_bool("NOTIFY_INBOX_DEMO", DEBUG)
 NOTIFY_INBOX_DEMO_USER = env_str("NOTIFY_INBOX_DEMO_USER", "demo-user")
+# Where the demo page's inbox finds the live stream when it is not on the page's own
+# origin (`make run` serves it from its own process and port); empty: the same origin.
+NOTIFY_INBOX_DEMO_STREAM_BASE = env_str("NOTIFY_INBOX_DEMO_STREAM_BASE", "")
 # Browser origins (scheme://host[:port], or *) whose pages may call the end-user API: the
 # product pages that embed the inbox from another origin. None by default.
 NOTIFY_INBOX_ALLOWED_ORIGINS = env_origins("NOTIFY_INBOX_ALLOWED_ORIGINS")

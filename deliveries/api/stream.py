@@ -15,29 +15,32 @@ token ends there). All streams of a process share one Redis pool.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db import close_old_connections, connection
 from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
-from redis.exceptions import RedisError
 
 from deliveries.api.stream_limits import (
     StreamSlot,
     TooManyStreams,
     reconnect_after_ms,
     stream_lifetime,
-    stream_redis,
     stream_slot_release,
     stream_slot_renew,
     stream_slot_take,
 )
+from deliveries.api.stream_wakeups import FeedSubscription, feed_wakeup_hub
 from deliveries.models import Device
 from deliveries.pipeline.live import device_live_clear, device_live_mark, feed_entry_mark_seen
 from notify.api.auth import api_key_scope_refusal
@@ -49,8 +52,33 @@ from notify.services import api_key_authenticate
 from notify.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
 from notify.unread import feed_channel
 
+T = TypeVar("T")
+
 # Feed entry and device ids are bigints: 1 to 18 ASCII digits always fit.
 _ID = re.compile(r"[0-9]{1,18}")
+
+
+def _in_thread(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """`fn` run off the event loop (in the request's thread, as Django runs sync code),
+    its database connection back in the pool as soon as it returns.
+
+    A stream is open for up to an hour and reads the database only now and then, while
+    Django gives a request's connection back only when the response ends: handing it
+    back after each read keeps thousands of open streams from leaning on the process's
+    few pooled connections.
+    """
+
+    def run(*args: object, **kwargs: object) -> T:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            # As at a request's end: with the pool on, handed back (CONN_MAX_AGE 0);
+            # without it, a persistent connection is kept for its age. Never inside a
+            # transaction (none in a request; a test's own, under the test client).
+            if not connection.in_atomic_block:
+                close_old_connections()
+
+    return sync_to_async(run)
 
 
 def _error(status: int, code: str, message: str, field: str | None = None) -> JsonResponse:
@@ -126,9 +154,19 @@ def _prepare(request: HttpRequest, user_id: str):
 async def stream(request: HttpRequest, user_id: str) -> HttpResponseBase:
     if request.method != "GET":
         return _error(405, "method_not_allowed", "Use GET.")
-    recipient, device, cursor, api_key_id = await sync_to_async(_prepare)(request, user_id)
+    recipient, device, cursor, api_key_id = await _in_thread(_prepare)(request, user_id)
     if isinstance(recipient, JsonResponse):
         return recipient
+    if not isinstance(request, ASGIRequest):
+        # Under a WSGI server (scripts/web.sh) a stream would hold a sync worker for its
+        # whole life until the worker's timeout killed it: the proxy sends this path to
+        # scripts/stream.sh (docs/web-tier.md), so one that arrives here was misrouted (its
+        # errors above are still answered here, as they would be there).
+        return _error(
+            503,
+            "stream_elsewhere",
+            "The live stream is served by the stream process (ASGI); route this path there.",
+        )
     connection_id = uuid.uuid4().hex
     try:
         slot = await stream_slot_take(
@@ -152,9 +190,9 @@ async def _events(
 ) -> AsyncIterator[str]:
     connection_id = slot.connection_id
     ends_at = time.monotonic() + stream_lifetime()
-    mark = sync_to_async(device_live_mark)
-    fetch = sync_to_async(_entries_after)
-    seen = sync_to_async(feed_entry_mark_seen)
+    mark = _in_thread(device_live_mark)
+    fetch = _in_thread(_entries_after)
+    seen = _in_thread(feed_entry_mark_seen)
     wakeups = _FeedWakeups(recipient_id)
     try:
         if device_id is not None:
@@ -197,42 +235,32 @@ async def _events(
 class _FeedWakeups:
     """Waits until the recipient's feed may have something new.
 
-    Woken at once by the PUBLISH that follows each new entry; without one it still
-    returns after NOTIFY_STREAM_SAFETY_POLL, and polls every NOTIFY_STREAM_POLL_INTERVAL
-    while Redis cannot be reached, so the stream never depends on pub/sub alone.
+    Woken at once by the PUBLISH that follows each new entry (through the process's one
+    shared subscriber, deliveries.api.stream_wakeups); without one it still returns
+    after NOTIFY_STREAM_SAFETY_POLL, and polls every NOTIFY_STREAM_POLL_INTERVAL while
+    Redis cannot be reached, so the stream never depends on pub/sub alone.
     """
 
     def __init__(self, recipient_id: int) -> None:
         self.channel = feed_channel(recipient_id)
-        self.pubsub = None
+        self.subscription: FeedSubscription | None = None
 
     async def open(self) -> None:
-        try:
-            # Subscribed, the connection is this stream's until close() hands it back.
-            self.pubsub = stream_redis().pubsub()
-            await self.pubsub.subscribe(self.channel)
-        except RedisError:
-            await self.close()
+        self.subscription = await feed_wakeup_hub().join(self.channel)
 
     async def wait(self, *, max_seconds: float) -> None:
-        if self.pubsub is None:
+        if self.subscription is None or not self.subscription.alive:
             await asyncio.sleep(min(max_seconds, settings.NOTIFY_STREAM_POLL_INTERVAL))
+            await self.open()  # Redis back: woken by pub/sub again
             return
-        deadline = time.monotonic() + min(max_seconds, settings.NOTIFY_STREAM_SAFETY_POLL)
-        try:
-            while (left := deadline - time.monotonic()) > 0:
-                message = await self.pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=left
-                )
-                if message is not None:
-                    return
-        except RedisError:
-            await self.close()  # fall back to polling
+        woken = self.subscription.woken
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                woken.wait(), timeout=min(max_seconds, settings.NOTIFY_STREAM_SAFETY_POLL)
+            )
+        woken.clear()
 
     async def close(self) -> None:
-        pubsub, self.pubsub = self.pubsub, None
-        try:
-            if pubsub is not None:
-                await pubsub.aclose()  # its connection goes back to the shared pool
-        except RedisError:
-            pass
+        subscription, self.subscription = self.subscription, None
+        if subscription is not None:
+            await feed_wakeup_hub().leave(subscription)

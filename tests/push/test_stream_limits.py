@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from notify.models import ApiKey, Recipient
+from notify.tokens import user_token_issue
 from tests.push.conftest import asgi_process
 
 pytestmark = pytest.mark.e2e
@@ -136,3 +137,26 @@ def test_garbage_stream_headers_and_parameters_are_refused_with_400(
             answer = client.get(url, headers={**headers, **extra}, params=params)
             assert answer.status_code == 400, (extra, params, answer.text)
             assert answer.json()["error"]["code"] == "invalid"
+
+
+def test_open_streams_are_not_bounded_by_the_database_pool(transactional_db, worker_env):
+    # A pool of 2 with a short wait: open streams must not keep a connection each, or
+    # the third would wait for the pool and then fail with a 500.
+    people = [Recipient.objects.create(user_id=f"pooled-{n}") for n in range(5)]
+    pool = {"DATABASE_POOL_MAX_SIZE": "2", "DATABASE_POOL_TIMEOUT": "2"}
+    with (
+        asgi_process(worker_env, {**STREAM_SETTINGS, **pool}) as server,
+        httpx.Client(timeout=httpx.Timeout(10.0, read=None)) as client,
+        contextlib.ExitStack() as held,
+    ):
+        for person in people:
+            token = user_token_issue(recipient_id=person.pk)
+            opened = held.enter_context(
+                client.stream(
+                    "GET",
+                    stream_url(server, person.user_id),
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+            )
+            assert opened.status_code == 200, person.user_id
+            assert next(opened.iter_lines()).startswith("retry:")

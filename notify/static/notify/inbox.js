@@ -137,7 +137,7 @@
 
   class NotifyInbox extends HTMLElement {
     static get observedAttributes() {
-      return ["token", "user-id", "api-base", "page-size", "preferences-url"];
+      return ["token", "user-id", "api-base", "stream-base", "page-size", "preferences-url"];
     }
 
     constructor() {
@@ -260,7 +260,11 @@
     // --- HTTP ------------------------------------------------------------------------
 
     _url(path) {
-      const base = (this.getAttribute("api-base") || window.location.origin).replace(/\/+$/, "");
+      // The live stream may be served apart from the API (its own process behind one
+      // proxy rule, or its own port in local development): `stream-base` says where.
+      const stream = path === "/stream" ? this.getAttribute("stream-base") : "";
+      const base = (stream || this.getAttribute("api-base") || window.location.origin)
+        .replace(/\/+$/, "");
       return `${base}/v1/users/${encodeURIComponent(this.getAttribute("user-id"))}${path}`;
     }
 
