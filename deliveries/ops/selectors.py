@@ -34,6 +34,9 @@ TRIED_FINAL_STATUSES = tuple(
             DeliveryStatus.SKIPPED_LIVE,
             DeliveryStatus.CANCELLED,
             DeliveryStatus.SUPERSEDED,
+            # Carried by another delivery (its digest's), or never sent: not a try.
+            DeliveryStatus.DIGESTED,
+            DeliveryStatus.SKIPPED_READ,
         }
     )
 )
