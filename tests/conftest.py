@@ -57,6 +57,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group(item)))
+        if group(item) == "tests/cluster":
+            item.add_marker(pytest.mark.alone)
     items.sort(key=lambda item: group(item) != "tests/cluster")
 
 

@@ -58,6 +58,7 @@ def pool_children(pid: int) -> list[int]:
     return [int(line) for line in found.stdout.split()]
 
 
+@pytest.mark.alone  # it stops the machine's RabbitMQ, which every other test uses
 def test_kill_9_and_a_broker_restart_lose_nothing(workers_with, pipeline, demo_data, beat):
     smtp = pipeline
     smtp.handler.data_delay = 0.01  # sends take a moment, so a kill lands mid-send
