@@ -50,12 +50,12 @@ _TEST_DEFAULTS = {
     "WEBPUSH_VAPID_SUBJECT": "mailto:tests@notify.example.com",
     "NOTIFY_PUSH_RETRY_BASE": "0.3",
     "NOTIFY_PUSH_RETRY_MAX": "2.4",
-    # The local push peer, listed exactly (it is loopback), and the documentation host
-    # that tests register without ever sending to it.
     # The loopback receiver, and a documentation host that tests register and never post to.
     "NOTIFY_WEBHOOK_ALLOWED_PRIVATE_ORIGINS": (
         f"http://127.0.0.1:{os.environ['NOTIFY_TEST_WEBHOOK_PORT']},https://hooks.example"
     ),
+    # The local push peer, listed exactly (it is loopback), and the documentation host
+    # that tests register without ever sending to it.
     "WEBPUSH_ALLOWED_ORIGINS": (
         f"http://127.0.0.1:{os.environ['NOTIFY_TEST_PUSH_PORT']},https://push.example"
     ),
@@ -78,11 +78,17 @@ def _own_places_for_xdist_worker() -> None:
     redis_url, _, redis_db = os.environ["REDIS_URL"].rpartition("/")
     # 15 → 13, 12, …: the database just below the suite's is the bench's (BENCH_REDIS_DB).
     os.environ["REDIS_URL"] = f"{redis_url}/{int(redis_db) - 2 - number}"
-    port = str(_free_port())
-    os.environ["WEBPUSH_ALLOWED_ORIGINS"] = os.environ["WEBPUSH_ALLOWED_ORIGINS"].replace(
-        os.environ["NOTIFY_TEST_PUSH_PORT"], port
-    )
-    os.environ["NOTIFY_TEST_PUSH_PORT"] = port
+    # Each local peer listening on a port chosen once per run gets its own per process,
+    # and the allow-list that names it follows.
+    for port_name, allowed_name in (
+        ("NOTIFY_TEST_PUSH_PORT", "WEBPUSH_ALLOWED_ORIGINS"),
+        ("NOTIFY_TEST_WEBHOOK_PORT", "NOTIFY_WEBHOOK_ALLOWED_PRIVATE_ORIGINS"),
+    ):
+        port = str(_free_port())
+        os.environ[allowed_name] = os.environ[allowed_name].replace(
+            f"127.0.0.1:{os.environ[port_name]}", f"127.0.0.1:{port}"
+        )
+        os.environ[port_name] = port
     os.environ["NOTIFY_TEST_PLACES_FOR"] = worker
 
 

@@ -346,9 +346,16 @@ def test_a_round_nobody_subscribes_to_runs_no_statement(db):
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from deliveries.webhook_events import subscribed_event_types, webhook_events_write
+    from deliveries.webhook_events import (
+        subscribed_event_types,
+        subscription_cache_clear,
+        webhook_events_write,
+    )
 
-    subscribed_event_types()  # the cache is warm, as in a running worker
+    # Warm, as in a running worker, and read from this test's database (an earlier test
+    # in this process may have left a subscription in the cache).
+    subscription_cache_clear()
+    subscribed_event_types()
     with CaptureQueriesContext(connection) as queries:
         written = webhook_events_write(
             deliveries=[(1, timezone.now(), "delivered")], notifications=[(uuid.uuid4(), None)]
