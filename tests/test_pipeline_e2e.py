@@ -89,6 +89,7 @@ def test_posting_the_same_event_again_changes_nothing(api, pipeline):
     assert api.get("/v1/users/u-dup/unread-count").json() == {"count": 1}
 
 
+@pytest.mark.alone  # it times the retry gaps, which the processes beside it would stretch
 def test_smtp_451_three_times_then_250_is_delivered_on_the_fourth_try(api, pipeline):
     smtp = pipeline
     smtp.handler.data_answers.extend(["451 4.3.0 Try again later"] * 3)
