@@ -13,7 +13,6 @@ redirect, no proxy from the environment, a total deadline, a bounded read.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from urllib.parse import urlsplit
 
 from deliveries.channels.push_origins import (
     EndpointRefused,
@@ -21,26 +20,17 @@ from deliveries.channels.push_origins import (
     allowed_origins,
     is_public_address,
     resolve_addresses,
+    url_origin,
 )
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def public_url_check(
     url: str, *, allowed_private: Sequence[str], resolve: Resolver = resolve_addresses
 ) -> None:
     """Raise EndpointRefused unless we may post to `url` (see the module docstring)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        raise EndpointRefused("is not a valid URL") from None
-    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
-    if scheme not in _DEFAULT_PORTS or not host:
-        raise EndpointRefused("must be an https URL with a host")
-    if parts.username is not None or parts.password is not None:
-        raise EndpointRefused("must not carry credentials")
-    port = port or _DEFAULT_PORTS[scheme]
+    scheme, host, port = url_origin(
+        url, invalid="is not a valid URL", no_host="must be an https URL with a host"
+    )
     listed = allowed_origins(tuple(allowed_private))
     if any(not o.wildcard and o.matches(scheme, host, port) for o in listed):
         return  # listed exactly: the operator vouches for it, local or not

@@ -98,6 +98,22 @@ def _is_public(address: str) -> bool:
 is_public_address = _is_public
 
 
+def url_origin(url: str, *, invalid: str, no_host: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of an http(s) URL without credentials, lower-cased, the port
+    filled in; EndpointRefused with `invalid` or `no_host` (each check's own words) else."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise EndpointRefused(invalid) from None
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in _DEFAULT_PORTS or not host:
+        raise EndpointRefused(no_host)
+    if parts.username is not None or parts.password is not None:
+        raise EndpointRefused("must not carry credentials")
+    return scheme, host, port or _DEFAULT_PORTS[scheme]
+
+
 def endpoint_check(
     endpoint: str,
     *,
@@ -105,17 +121,9 @@ def endpoint_check(
     resolve: Resolver = resolve_addresses,
 ) -> None:
     """Raise EndpointRefused unless we may post to `endpoint` (see the module docstring)."""
-    try:
-        parts = urlsplit(endpoint)
-        port = parts.port
-    except ValueError:
-        raise EndpointRefused("not a valid URL") from None
-    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
-    if scheme not in _DEFAULT_PORTS or not host:
-        raise EndpointRefused("must be an http(s) URL with a host")
-    if parts.username is not None or parts.password is not None:
-        raise EndpointRefused("must not carry credentials")
-    port = port or _DEFAULT_PORTS[scheme]
+    scheme, host, port = url_origin(
+        endpoint, invalid="not a valid URL", no_host="must be an http(s) URL with a host"
+    )
     entries = tuple(settings.WEBPUSH_ALLOWED_ORIGINS if origins is None else origins)
     matched = [o for o in allowed_origins(entries) if o.matches(scheme, host, port)]
     if not matched:
