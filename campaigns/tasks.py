@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from campaigns.fanout import campaign_fan_out, campaigns_start_due
 
 
-@shared_task(name="campaigns.fan_out")
-def fan_out(campaign_id: int, checkpoint: int | None = None) -> int:
+@shared_task(name="campaigns.fan_out", bind=True)
+def fan_out(self: Task, campaign_id: int, checkpoint: int | None = None) -> int:
     """One batch of the campaign's fan-out (the next is published after commit)."""
-    return campaign_fan_out(campaign_id=campaign_id, checkpoint=checkpoint).created
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    return campaign_fan_out(
+        campaign_id=campaign_id, checkpoint=checkpoint, redelivered=redelivered
+    ).created
 
 
 @shared_task(name="campaigns.start_due")

@@ -88,6 +88,40 @@ def test_an_interrupted_fan_out_resumes_from_its_checkpoint(promo_data):
     assert campaign_notifications(campaign).values("recipient").distinct().count() == 250
 
 
+def fan_out_messages_on_low(conn) -> list[list]:
+    """Take every message off `low` and return the args of the fan-out ones."""
+    import json
+
+    channel, found = conn.default_channel, []
+    while (message := channel.basic_get(queue="low", no_ack=True)) is not None:
+        if message.headers.get("task") == "campaigns.fan_out":
+            found.append(json.loads(message.body)[0])
+    return found
+
+
+def test_a_redelivered_message_whose_batch_committed_restarts_the_chain(
+    promo_data, broker, session_worker_paused, django_capture_on_commit_callbacks
+):
+    # A worker killed after its batch committed and before it published the next one:
+    # the broker redelivers its message, which finds the checkpoint moved on.
+    from tests.conftest import purge_queues
+
+    seed_recipients(50)
+    campaign = launch()
+    first = campaign_fan_out(campaign_id=campaign.pk, checkpoint=0, batch_size=20)
+    purge_queues(broker)  # the next message was never published
+
+    with django_capture_on_commit_callbacks(execute=True):  # a plain duplicate
+        campaign_fan_out(campaign_id=campaign.pk, checkpoint=0, batch_size=20)
+    assert fan_out_messages_on_low(broker) == []
+    with django_capture_on_commit_callbacks(execute=True):
+        step = campaign_fan_out(
+            campaign_id=campaign.pk, checkpoint=0, batch_size=20, redelivered=True
+        )
+    assert step.created == 0  # the batch is not made twice
+    assert fan_out_messages_on_low(broker) == [[campaign.pk, first.checkpoint]]
+
+
 def test_a_user_id_list_reaches_the_known_ones_once(promo_data):
     seed_recipients(10)
     ids = ["c-00001", "c-00003", "c-00003", "nobody"]
