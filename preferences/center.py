@@ -15,15 +15,13 @@ from datetime import UTC, datetime, time, timedelta
 from enum import Enum
 from functools import cache
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from notify.models import Category, Channel, Recipient
-from notify.services import recipient_upsert
-from preferences.models import PreferenceCenterLinks, SettingChange
-from preferences.selectors import preferences_document, quiet_window
-from preferences.services import RequestOrigin, preferences_update, quiet_hours_set
+from preferences.models import PreferenceCenterLinks
+from preferences.selectors import offered_languages, preferences_document, quiet_window
+from preferences.services import RequestOrigin, preferences_update, recipient_settings_change
 from preferences.tokens import LinkProblem, preference_center_token_read
 
 
@@ -119,14 +117,6 @@ def known_timezones() -> tuple[str, ...]:
     return tuple(sorted(zoneinfo.available_timezones()))
 
 
-def offered_languages(*, current: str) -> list[str]:
-    """The page's language choices: the configured ones, plus the person's own."""
-    languages = list(settings.NOTIFY_PREFERENCE_CENTER_LANGUAGES)
-    if current and current not in languages:
-        languages.append(current)
-    return languages
-
-
 def preference_center_view(*, recipient: Recipient) -> CenterView:
     """The page's content: categories by channels (effective values, mandatory locked),
     quiet hours, time zone and language."""
@@ -219,28 +209,13 @@ def preference_center_save(
         wanted = (key, channel) in choices.ticked
         if wanted != current[(key, channel)]:
             cells.setdefault(key, {})[channel] = wanted
-    changes: list[tuple[str, str]] = []
-    quiet = f"{choices.quiet_start:%H:%M}-{choices.quiet_end:%H:%M}"
-    if quiet != f"{view.quiet_start}-{view.quiet_end}":
-        changes.append((SettingChange.Setting.QUIET_HOURS, quiet))
-    if choices.timezone != view.timezone:
-        changes.append((SettingChange.Setting.TIMEZONE, choices.timezone))
-    if choices.locale != view.locale:
-        changes.append((SettingChange.Setting.LOCALE, choices.locale))
     with transaction.atomic():
         changed = preferences_update(recipient=recipient, cells=cells, origin=origin)
-        contact = {}
-        for setting, value in changes:
-            if setting == SettingChange.Setting.QUIET_HOURS:
-                quiet_hours_set(
-                    recipient=recipient, start=choices.quiet_start, end=choices.quiet_end
-                )
-            else:
-                contact[str(setting)] = value
-        if contact:
-            recipient_upsert(user_id=recipient.user_id, fields=contact)
-        SettingChange.objects.bulk_create(
-            SettingChange(recipient=recipient, setting=s, value=v, source=origin.source)
-            for s, v in changes
+        settings_changed = recipient_settings_change(
+            recipient=recipient,
+            source=origin.source,
+            quiet_hours=(choices.quiet_start, choices.quiet_end),
+            timezone=choices.timezone,
+            locale=choices.locale,
         )
-    return CenterSaved(cells_changed=changed, settings_changed=[str(s) for s, _ in changes])
+    return CenterSaved(cells_changed=changed, settings_changed=settings_changed)

@@ -22,13 +22,13 @@ from preferences.center import (
     CenterView,
     LinkRefusal,
     known_timezones,
-    offered_languages,
     preference_center_links_revoke,
     preference_center_recipient,
     preference_center_save,
     preference_center_view,
 )
 from preferences.models import ConsentSource
+from preferences.selectors import offered_languages
 from preferences.services import RequestOrigin
 
 _REFUSALS = {

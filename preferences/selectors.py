@@ -150,7 +150,8 @@ def category_channels(category: Category, cells: dict[str, bool]) -> list[str]:
 
 
 def preferences_document(*, recipient: Recipient) -> dict:
-    """The GET /v1/users/{id}/preferences body: effective value per cell.
+    """The GET /v1/users/{id}/preferences body: effective value per cell, quiet hours,
+    time zone, language and the languages on offer.
 
     A mandatory cell is always true; a marketing cell is true only with consent.
     """
@@ -179,7 +180,19 @@ def preferences_document(*, recipient: Recipient) -> dict:
         "categories": categories,
         "mandatory": mandatory,
         "quiet_hours": {"start": f"{window.start:%H:%M}", "end": f"{window.end:%H:%M}"},
+        "timezone": recipient.timezone or "UTC",
+        "locale": recipient.locale,
+        "languages": offered_languages(current=recipient.locale),
     }
+
+
+def offered_languages(*, current: str) -> list[str]:
+    """The language choices a person is offered (preference center, inbox): the
+    configured ones, plus the person's own."""
+    languages = list(settings.NOTIFY_PREFERENCE_CENTER_LANGUAGES)
+    if current and current not in languages:
+        languages.append(current)
+    return languages
 
 
 # --- Quiet hours ------------------------------------------------------------------------

@@ -13,8 +13,15 @@ from django.db import connection, transaction
 from notify.erasure import recipient_hold_lift
 from notify.models import Category, Channel, Recipient
 from notify.pgarrays import array_literal
-from preferences.models import ConsentRecord, ConsentSource, Preference, QuietHours
-from preferences.selectors import consent_granted
+from notify.services import recipient_upsert
+from preferences.models import (
+    ConsentRecord,
+    ConsentSource,
+    Preference,
+    QuietHours,
+    SettingChange,
+)
+from preferences.selectors import consent_granted, quiet_window
 from preferences.tokens import UnsubscribeScope
 
 logger = logging.getLogger(__name__)
@@ -318,3 +325,49 @@ def quiet_hours_set(*, recipient: Recipient, start: time, end: time) -> QuietHou
         recipient=recipient, defaults={"start": start, "end": end}
     )
     return quiet
+
+
+def recipient_settings_change(
+    *,
+    recipient: Recipient,
+    source: str,
+    quiet_hours: tuple[time, time] | None = None,
+    timezone: str | None = None,
+    locale: str | None = None,
+) -> list[str]:
+    """Change a person's quiet hours, time zone and language (None: leave it as it is).
+
+    Each value that differs from the current one is written, and recorded as a
+    `SettingChange` with `source`, in one transaction; an unchanged value writes nothing.
+    The values must already be valid (the callers' forms and serializers check them).
+    Returns the settings that changed.
+    """
+    changes: list[tuple[str, str]] = []
+    if quiet_hours is not None:
+        window = quiet_window(recipient=recipient)
+        wanted = "{:%H:%M}-{:%H:%M}".format(*quiet_hours)
+        if wanted != f"{window.start:%H:%M}-{window.end:%H:%M}":
+            changes.append((SettingChange.Setting.QUIET_HOURS, wanted))
+    if timezone is not None and timezone != (recipient.timezone or "UTC"):
+        changes.append((SettingChange.Setting.TIMEZONE, timezone))
+    if locale is not None and locale != recipient.locale:
+        changes.append((SettingChange.Setting.LOCALE, locale))
+    if not changes:
+        return []
+    with transaction.atomic():
+        contact = {}
+        for setting, value in changes:
+            if setting == SettingChange.Setting.QUIET_HOURS:
+                start, end = quiet_hours
+                quiet_hours_set(recipient=recipient, start=start, end=end)
+            else:
+                contact[str(setting)] = value
+        if contact:
+            recipient_upsert(user_id=recipient.user_id, fields=contact)
+            for name, value in contact.items():
+                setattr(recipient, name, value)  # the caller's copy reads the new values
+        SettingChange.objects.bulk_create(
+            SettingChange(recipient=recipient, setting=s, value=v, source=source)
+            for s, v in changes
+        )
+    return [str(setting) for setting, _ in changes]

@@ -181,6 +181,23 @@ class TimeZoneField(serializers.CharField):
         self.validators.append(_known_time_zone)
 
 
+class LanguageTagField(serializers.CharField):
+    """A language tag such as `en` or `ru-RU`, stored with `-` (`ru_RU` is taken as
+    `ru-RU`); blank, where allowed, means none is set."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)  # the pattern is the whole rule
+        kwargs.setdefault("max_length", 35)
+        super().__init__(**kwargs)
+        # Also what the OpenAPI schema states (pattern, maxLength).
+        self.validators.append(
+            RegexValidator(_LOCALE, "Use a language tag such as 'en' or 'ru-RU'.")
+        )
+
+    def to_internal_value(self, data) -> str:
+        return super().to_internal_value(data).replace("_", "-")
+
+
 class RecipientIn(StrictSerializer):
     # The validators are also what the OpenAPI schema states (pattern, format).
     email = serializers.EmailField(required=False, allow_blank=True)
@@ -191,17 +208,8 @@ class RecipientIn(StrictSerializer):
         max_length=32,
         validators=[RegexValidator(_PHONE, "Use E.164 format, e.g. +14155550123.")],
     )
-    locale = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        trim_whitespace=False,  # the pattern is the whole rule
-        max_length=35,
-        validators=[RegexValidator(_LOCALE, "Use a language tag such as 'en' or 'ru-RU'.")],
-    )
+    locale = LanguageTagField(required=False, allow_blank=True)
     timezone = TimeZoneField(required=False)
-
-    def validate_locale(self, value: str) -> str:
-        return value.replace("_", "-")
 
 
 class RecipientOut(serializers.Serializer):

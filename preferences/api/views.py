@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import escape
 from django.views.decorators.csrf import csrf_exempt
@@ -17,6 +18,7 @@ from notify.api.auth import UserPrincipal
 from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404
 from notify.api.schema import error_responses
+from notify.api.serializers import LanguageTagField, TimeZoneField
 from notify.api.strict import StrictSerializer
 from notify.tokens import user_token_issue
 from preferences.center import preference_center_links_revoke
@@ -27,7 +29,7 @@ from preferences.services import (
     RequestOrigin,
     UnknownCell,
     preferences_update,
-    quiet_hours_set,
+    recipient_settings_change,
     unsubscribe,
 )
 from preferences.tokens import preference_center_url, unsubscribe_token_read
@@ -68,6 +70,10 @@ class PreferencesIn(StrictSerializer):
         default=dict,
     )
     quiet_hours = QuietHoursField(required=False)
+    timezone = TimeZoneField(required=False, help_text="The time quiet hours are kept in.")
+    locale = LanguageTagField(
+        required=False, allow_blank=True, help_text="The person's language; blank: none set."
+    )
     source = serializers.ChoiceField(choices=PRODUCER_SOURCES, required=False)
     consent_text_version = serializers.CharField(max_length=50, required=False, allow_blank=True)
 
@@ -78,6 +84,13 @@ class PreferencesOut(serializers.Serializer):
     )
     mandatory = serializers.ListField(child=serializers.CharField())
     quiet_hours = QuietHoursField()
+    timezone = TimeZoneField()
+    locale = serializers.CharField(help_text="A language tag; empty when none is set.")
+    languages = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The language tags a person is offered (the preference center's and the "
+        "inbox's choices): the configured ones, plus the person's own.",
+    )
 
 
 class UserTokenOut(serializers.Serializer):
@@ -98,7 +111,8 @@ class PreferencesApi(APIView):
     @extend_schema(
         request=PreferencesIn,
         responses={200: PreferencesOut, **error_responses(409, 422)},
-        summary="Change cells (partial); a mandatory category's cell → 409.",
+        summary="Change cells, quiet hours, time zone, language (each optional); a "
+        "mandatory category's cell → 409.",
     )
     def put(self, request: Request, user_id: str) -> Response:
         recipient = recipient_or_404(user_id)
@@ -118,13 +132,16 @@ class PreferencesApi(APIView):
             ip_address=_client_ip(request),
             user_agent=request.META.get("HTTP_USER_AGENT", ""),
         )
+        quiet = data.get("quiet_hours")
         try:
-            preferences_update(recipient=recipient, cells=data["categories"], origin=origin)
-            if "quiet_hours" in data:
-                quiet_hours_set(
+            with transaction.atomic():
+                preferences_update(recipient=recipient, cells=data["categories"], origin=origin)
+                recipient_settings_change(
                     recipient=recipient,
-                    start=data["quiet_hours"]["start"],
-                    end=data["quiet_hours"]["end"],
+                    source=source,
+                    quiet_hours=(quiet["start"], quiet["end"]) if quiet else None,
+                    timezone=data.get("timezone"),
+                    locale=data.get("locale"),
                 )
         except MandatoryCategory as error:
             raise ApiError(

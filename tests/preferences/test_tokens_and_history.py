@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 from rest_framework.test import APIClient
 
 from notify.models import Category, Recipient
+from preferences.models import SettingChange
 from preferences.selectors import consent_history
 from preferences.tokens import unsubscribe_url
 from tests.preferences.conftest import register, signup_consent
@@ -52,6 +53,37 @@ def test_a_user_token_reaches_only_its_own_feed_and_preferences(api):
     forged = APIClient()
     forged.credentials(HTTP_AUTHORIZATION="Bearer ut_eyJyIjoxfQ:1xY1iL:forged")
     assert forged.get("/v1/users/u-a/feed").status_code == 401
+
+
+def test_a_user_token_reads_and_changes_time_zone_and_language_with_a_record_each(api):
+    register(api, "u-tz", timezone="UTC", locale="en")
+    person = user_client(api, "u-tz")
+    url = "/v1/users/u-tz/preferences"
+    shown = person.get(url).json()
+    assert (shown["timezone"], shown["locale"]) == ("UTC", "en")
+    assert shown["languages"][:2] == ["en", "de"]  # what the settings offer
+
+    # Checked as the user upsert checks them: an IANA name, a language tag.
+    for bad in ({"timezone": "Mars/Olympus_Mons"}, {"timezone": ""}, {"locale": "english!"}):
+        refused = person.put(url, bad, format="json")
+        assert refused.status_code == 400, refused.content
+    assert not SettingChange.objects.exists()
+
+    changed = person.put(url, {"timezone": "Asia/Tokyo", "locale": "pt_BR"}, format="json")
+    assert changed.status_code == 200, changed.content
+    assert (changed.json()["timezone"], changed.json()["locale"]) == ("Asia/Tokyo", "pt-BR")
+    assert changed.json()["languages"][-1] == "pt-BR"  # the person's own is offered too
+    recipient = Recipient.objects.get(user_id="u-tz")
+    assert (recipient.timezone, recipient.locale) == ("Asia/Tokyo", "pt-BR")
+    # Saying the same again records nothing more; a producer's change says it is the API's.
+    assert person.put(url, {"timezone": "Asia/Tokyo"}, format="json").status_code == 200
+    assert api.put(url, {"locale": "de"}, format="json").status_code == 200
+    changes = SettingChange.objects.filter(recipient=recipient).order_by("id")
+    assert [(c.setting, c.value, c.source) for c in changes] == [
+        ("timezone", "Asia/Tokyo", "preference_center"),
+        ("locale", "pt-BR", "preference_center"),
+        ("locale", "de", "api"),
+    ]
 
 
 def test_consent_history_shows_signup_api_and_email_link_in_order(api, anon_client):
