@@ -13,7 +13,7 @@ urlpatterns = [
     path("v1/", include("campaigns.api.urls")),
     path("", include("preferences.api.public_urls")),
     path("", include("deliveries.ops.urls")),
-    path("", include("notify.inbox_demo")),
+    path("", include("preferences.inbox_demo")),
     path("healthz", ops_views.healthz, name="healthz"),
     path("readyz", ops_views.readyz, name="readyz"),
 ]

@@ -14,8 +14,9 @@ from tests.push.conftest import asgi_process
 # What the server runs with: two entries a page (paging shows with a few entries), the
 # demo page on, pages on any origin allowed, and reconnect advice of exactly half a second
 # (no jitter), so a refused stream's Retry-After is 1 s. Entries reach the stream through
-# the pub/sub wake-up.
+# the pub/sub wake-up. The links it mints (the preference center's) point at itself.
 INBOX_SERVER_SETTINGS = {
+    "NOTIFY_PUBLIC_URL": "{url}",
     "NOTIFY_INBOX_DEMO": "1",
     "NOTIFY_INBOX_ALLOWED_ORIGINS": "*",  # the exact list is shown in test_cross_origin
     "NOTIFY_FEED_PAGE_SIZE": "2",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.test import Client
 
 from notify.tokens import user_token_recipient_id
+from preferences.center import preference_center_recipient
 
 
 def test_the_demo_page_is_absent_unless_turned_on(demo_data, settings):
@@ -24,6 +25,11 @@ def test_the_demo_page_embeds_the_inbox_with_a_working_token(demo_data, settings
     assert 'user-id="demo-user"' in html
     token = html.split('token="', 1)[1].split('"', 1)[0]
     assert user_token_recipient_id(token) is not None
+    # The tab links to the person's preference center, through a fresh signed link.
+    link = html.split('preferences-url="', 1)[1].split('"', 1)[0]
+    assert link.startswith(f"{settings.NOTIFY_PUBLIC_URL}/preferences/")
+    person = preference_center_recipient(token=link.rsplit("/", 1)[1])
+    assert getattr(person, "user_id", person) == "demo-user"
     # A fresh token, for the page's token-expired handler, behind the CSRF check.
     assert client.post("/inbox/demo/token").status_code == 403
     csrf = client.cookies["csrftoken"].value

@@ -19,6 +19,7 @@ from django.conf import settings
 
 from notify.models import FeedEntry, Recipient
 from notify.tokens import user_token_issue
+from preferences.models import SettingChange
 from tests.conftest import screenshot
 from tests.waiting import wait_for
 
@@ -120,6 +121,89 @@ def test_a_sent_notification_appears_live_and_the_badge_counts_down_as_it_is_rea
     page.keyboard.press("Escape")
     assert page.locator(f"{INBOX} .panel").is_hidden()
     assert page.evaluate("document.activeElement.shadowRoot.activeElement.className") == "bell"
+    assert page.console.errors == []
+
+
+def open_preferences(page) -> None:
+    """Open the panel and arrow to the Preferences tab, as a keyboard user does."""
+    bell = page.locator(f"{INBOX} .bell")
+    bell.focus()
+    page.keyboard.press("Enter")  # the panel opens with focus on its first tab
+    page.keyboard.press("ArrowRight")
+    page.locator(f"{INBOX} [role=tab][aria-selected=true]", has_text="Preferences").wait_for()
+
+
+def test_time_zone_and_language_change_in_the_tab_and_persist_with_a_record_each(
+    inbox_page, transactional_db, demo_data
+):
+    page = inbox_page
+    page.goto("/inbox/demo")
+    stream_open(page)
+    open_preferences(page)
+    zone = page.get_by_label("Time zone", exact=True)  # labelled for screen readers
+    language = page.get_by_label("Language", exact=True)
+    zone.wait_for(timeout=5000)
+    assert (zone.input_value(), language.input_value()) == ("Europe/London", "en")
+    assert "Deutsch (de)" in language.locator("option").all_inner_texts()
+
+    # A name the server does not know: refused, the typed text stays to be corrected.
+    zone.fill("Mars/Olympus_Mons")
+    zone.press("Enter")
+    status = page.locator(f"{INBOX} .prefs-status.error")
+    status.wait_for(timeout=5000)
+    assert "Unknown time zone" in status.inner_text()
+    assert zone.input_value() == "Mars/Olympus_Mons"
+    assert zone.get_attribute("aria-invalid") == "true"
+    assert not SettingChange.objects.exists()
+
+    # By keyboard: the zone, Tab to the language, Tab to the button, Enter.
+    zone.fill("America/New_York")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.shadowRoot.activeElement.className") == "lang"
+    language.select_option("de")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")
+    page.locator(f"{INBOX} .prefs-status", has_text="Saved: time zone and language").wait_for()
+    assert "save-zone" in page.evaluate(
+        "document.activeElement.shadowRoot.activeElement.className"
+    )  # redrawn, focus kept
+    recipient = Recipient.objects.get(user_id=USER)
+    assert (recipient.timezone, recipient.locale) == ("America/New_York", "de")
+    changes = SettingChange.objects.filter(recipient=recipient).order_by("id")
+    assert [(c.setting, c.value, c.source) for c in changes] == [
+        ("timezone", "America/New_York", "preference_center"),
+        ("locale", "de", "preference_center"),
+    ]
+    screenshot(page, "inbox-preferences-zone")
+
+    page.reload()
+    stream_open(page)
+    open_preferences(page)
+    zone.wait_for(timeout=5000)
+    assert (zone.input_value(), language.input_value()) == ("America/New_York", "de")
+    assert page.console.errors == [  # the browser's own network log line for the refusal
+        "Failed to load resource: the server responded with a status of 400 (Bad Request)"
+    ]
+
+
+def test_the_tab_links_to_the_persons_hosted_preference_center(
+    inbox_page, transactional_db, demo_data
+):
+    page = inbox_page
+    page.goto("/inbox/demo")
+    stream_open(page)
+    open_preferences(page)
+    link = page.get_by_role("link", name="All notification settings")
+    link.wait_for(timeout=5000)
+    link.focus()
+    with page.context.expect_page() as opened:
+        page.keyboard.press("Enter")
+    center = opened.value
+    center.wait_for_load_state()
+    assert "/preferences/" in center.url
+    assert center.get_by_role("heading", name="Notification preferences").is_visible()
+    assert center.get_by_label("Time zone", exact=True).input_value() == "Europe/London"
+    screenshot(center, "inbox-preference-center")
     assert page.console.errors == []
 
 

@@ -56,7 +56,8 @@ def asgi_server(worker_env):
 
 @contextlib.contextmanager
 def asgi_process(worker_env: dict[str, str], overrides: dict[str, str]):
-    """Run the ASGI app under uvicorn with these settings; yields its base URL."""
+    """Run the ASGI app under uvicorn with these settings ("{url}" in a value: the
+    server's own base URL); yields its base URL."""
     import socket
     import subprocess
     import sys
@@ -67,7 +68,9 @@ def asgi_process(worker_env: dict[str, str], overrides: dict[str, str]):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {**worker_env, **overrides}
+    base = f"http://127.0.0.1:{port}"
+    # An override may name the server's own address as "{url}" (its public URL, say).
+    env = {**worker_env, **{name: v.replace("{url}", base) for name, v in overrides.items()}}
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / "asgi-push.log", "ab")  # noqa: SIM115 - the child's for its life
     process = subprocess.Popen(
@@ -88,7 +91,7 @@ def asgi_process(worker_env: dict[str, str], overrides: dict[str, str]):
                 raise RuntimeError("uvicorn did not listen in 30s") from None
             time.sleep(0.1)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield base
     finally:
         process.terminate()
         try:

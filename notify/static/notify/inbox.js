@@ -7,7 +7,8 @@
  *
  * Attributes: api-base (default: this page's origin), user-id, token (an end-user token
  * the product's backend minted with POST /v1/users/{user_id}/tokens), page-size
- * (entries per page; default: the server's), preferences-url (optional link to more settings).
+ * (entries per page; default: the server's), preferences-url (optional link to the hosted
+ * preference center, shown at the foot of the preferences tab).
  *
  * Events (bubbling, composed), all named `notify-inbox:*`:
  *   token-expired  the API refused the token: set a fresh one (`el.token = ...`) and the
@@ -77,6 +78,9 @@
     .lock { font-size: 11px; color: #656d76; font-weight: normal; display: block; }
     fieldset { border: 0; margin: 8px 0; padding: 0 8px; }
     .quiet { display: flex; gap: 8px; align-items: center; flex-wrap: wrap; }
+    .pairs { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 6px 8px;
+             align-items: center; margin: 4px 0; }
+    .pairs input, .pairs select { font: inherit; min-width: 0; }
     .prefs-foot { padding: 8px; }
     .sr { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0);
           white-space: nowrap; }
@@ -510,13 +514,15 @@
       }
     }
 
-    async _savePrefs(body, what) {
+    async _savePrefs(body, what, { keepTyped = false } = {}) {
       this._prefsStatus("Saving…");
       try {
         this._prefs = await this._api("/preferences", { method: "PUT", body });
         this._prefsStatus(`Saved: ${what}.`);
       } catch (error) {
         this._prefsStatus(error.message, true);
+        // Typed text the server refused stays in its field, to be corrected.
+        if (keepTyped) return false;
       }
       // Redrawn from the server's answer (a refused change flips back); focus stays put.
       const focused = this.shadowRoot.activeElement;
@@ -808,6 +814,54 @@
           "quiet hours");
       });
       box.appendChild(fieldset);
+      box.appendChild(this._zoneAndLanguage(prefs));
+    }
+
+    /** Time zone (any IANA name, suggestions from the browser) and language (the server's list). */
+    _zoneAndLanguage(prefs) {
+      const n = this._idSeq;
+      const fieldset = document.createElement("fieldset");
+      fieldset.innerHTML = `<legend>Time zone and language</legend>
+        <div class="pairs">
+          <label for="zone-${n}">Time zone</label>
+          <input id="zone-${n}" class="zone" list="zones-${n}" autocomplete="off" spellcheck="false"
+                 required aria-describedby="zone-hint-${n}" data-focus-key="zone-name">
+          <label for="lang-${n}">Language</label>
+          <select id="lang-${n}" class="lang" data-focus-key="language"></select>
+        </div>
+        <datalist id="zones-${n}"></datalist>
+        <span class="sr" id="zone-hint-${n}">A time zone name such as Europe/Berlin</span>
+        <button type="button" class="link save-zone" data-focus-key="zone">Save time zone and language</button>`;
+      const zone = fieldset.querySelector(".zone");
+      const lang = fieldset.querySelector(".lang");
+      zone.value = prefs.timezone || "";
+      const zones = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
+      const list = fieldset.querySelector("datalist");
+      for (const name of new Set(["UTC", ...zones])) list.appendChild(new Option(name, name));
+      const named = typeof Intl.DisplayNames === "function";
+      const choices = [...new Set([...(prefs.languages || []), prefs.locale || ""])].filter(Boolean);
+      lang.appendChild(new Option("Not set", ""));
+      for (const tag of choices) {
+        let name = tag;
+        // Each language in its own words (Deutsch, Français), so a person finds theirs.
+        try { if (named) name = new Intl.DisplayNames([tag], { type: "language" }).of(tag) || tag; } catch { /* keep the tag */ }
+        lang.appendChild(new Option(name === tag ? tag : `${name} (${tag})`, tag));
+      }
+      lang.value = prefs.locale || "";
+      const save = () => {
+        const timezone = zone.value.trim();
+        if (!timezone) { this._prefsStatus("Give a time zone, such as Europe/Berlin.", true); zone.focus(); return; }
+        zone.removeAttribute("aria-invalid");
+        this._savePrefs({ timezone, locale: lang.value }, "time zone and language", { keepTyped: true })
+          .then((saved) => {
+            if (saved !== false) return;
+            const typed = this.shadowRoot.querySelector(".zone");
+            if (typed) typed.setAttribute("aria-invalid", "true");
+          });
+      };
+      fieldset.querySelector(".save-zone").addEventListener("click", save);
+      zone.addEventListener("keydown", (event) => { if (event.key === "Enter") { event.preventDefault(); save(); } });
+      return fieldset;
     }
 
     _renderPrefsLink() {

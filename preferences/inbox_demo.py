@@ -1,5 +1,7 @@
 """`/inbox/demo`: the inbox component on a page, for the demo recipient, as a product would
-embed it, and the token endpoint such a product's backend provides.
+embed it (a user token, and a preference-center link for the tab to offer), and the token
+endpoint such a product's backend provides. It lives here, not in notify, because it hands
+out both notify's token and this app's link.
 
 On only with NOTIFY_INBOX_DEMO (by default with DEBUG): the token endpoint hands the demo
 person's token to anyone who asks, which is what a demo needs and nothing else may do.
@@ -15,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from notify.selectors import recipient_get
 from notify.tokens import user_token_issue
+from preferences.tokens import preference_center_url
 
 
 def _demo_recipient_id() -> int:
@@ -29,14 +32,19 @@ def _demo_recipient_id() -> int:
 
 @require_GET
 def inbox_demo_page(request: HttpRequest) -> HttpResponse:
-    """A host page with `<notify-inbox>` and a freshly minted token in it."""
-    token = user_token_issue(recipient_id=_demo_recipient_id())
+    """A host page with `<notify-inbox>`, a freshly minted token and a fresh link to the
+    person's preference center in it."""
+    recipient_id = _demo_recipient_id()
     context = {
         "user_id": settings.NOTIFY_INBOX_DEMO_USER,
-        "token": token,
+        "token": user_token_issue(recipient_id=recipient_id),
+        "preferences_url": preference_center_url(recipient_id=recipient_id),
         "stream_base": settings.NOTIFY_INBOX_DEMO_STREAM_BASE,
     }
-    return render(request, "notify/inbox_demo.html", context)
+    # The page carries credentials (the token, the link): not for caches.
+    response = render(request, "preferences/inbox_demo.html", context)
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @require_POST
