@@ -25,6 +25,7 @@ from deliveries.models import (
     Delivery,
     DeliveryAttempt,
     DeliveryStatus,
+    EarlyProviderEvent,
     ProviderEvent,
     Reason,
 )
@@ -277,8 +278,13 @@ def test_erasure_removes_the_persons_provider_events(person, esp, client):
     post_event(client, postmark.delivery_event(message_id, person.email))
     post_event(client, postmark.open_event(message_id, person.email))
     assert ProviderEvent.objects.count() == 2
+    # An event that waits for its send's record (the sweep has not applied it yet).
+    EarlyProviderEvent.objects.create(
+        esp="postmark", key="k", kind="bounced", message_id=message_id, detail=person.email
+    )
     person_erase(user_id=person.user_id, via="api", requested_by="test")
     assert not ProviderEvent.objects.exists()
+    assert not EarlyProviderEvent.objects.exists()
 
 
 def test_the_deploy_check_wants_the_token_and_the_webhook_secret_with_an_esp(settings):
@@ -356,9 +362,7 @@ def test_a_hard_bounce_reported_later_posts_delivery_failed_to_the_producers_web
     assert event.payload["data"]["status"] == "failed"
 
 
-def test_what_the_provider_said_is_posted_to_the_producers_webhooks(
-    person, esp, client, settings
-):
+def test_what_the_provider_said_is_posted_to_the_producers_webhooks(person, esp, client, settings):
     """`reached`, a complaint, an open and a click each become the event the producer
     subscribed to, written with the news; a soft bounce (nothing changed) posts nothing."""
     from deliveries.models import WebhookEndpoint, WebhookEvent, WebhookSubscription
@@ -400,7 +404,6 @@ def test_an_event_before_its_send_is_recorded_waits_and_is_given_up_as_unmatched
     NOTIFY_PROVIDER_EVENT_WAIT: logged, the provider's text dropped, nothing changed."""
     from datetime import timedelta
 
-    from deliveries.models import EarlyProviderEvent
     from deliveries.pipeline.provider_events import early_provider_events_sweep
 
     delivery = sent(email_to(person))
