@@ -29,6 +29,7 @@ from enum import Enum
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from deliveries.models import (
@@ -156,39 +157,42 @@ def early_provider_events_sweep(*, now: datetime | None = None) -> int:
     """Beat: apply waiting provider events whose delivery is now recorded, oldest first;
     give up those waiting longer than NOTIFY_PROVIDER_EVENT_WAIT as unmatched (logged,
     the provider's text dropped); drop given-up ones after
-    NOTIFY_PROVIDER_EVENT_UNMATCHED_DAYS. Returns how many were applied."""
+    NOTIFY_PROVIDER_EVENT_UNMATCHED_DAYS. Returns how many were applied.
+
+    The waiting events are looked up by whether a delivery carries their id, not read
+    oldest first: events about messages we never sent (another sender on the same
+    provider account) cannot hold back the ones that are only early.
+    """
     now = now or timezone.now()
-    deadline = now - timedelta(seconds=settings.NOTIFY_PROVIDER_EVENT_WAIT)
+    batch = settings.NOTIFY_PROVIDER_EVENT_SWEEP_BATCH
     EarlyProviderEvent.objects.filter(
         given_up_at__lt=now - timedelta(days=settings.NOTIFY_PROVIDER_EVENT_UNMATCHED_DAYS)
     ).delete()
-    applied = 0
+    recorded = Exists(
+        Delivery.objects.filter(channel=Channel.EMAIL, provider_message_id=OuterRef("message_id"))
+    )
+    waiting = EarlyProviderEvent.objects.filter(given_up_at__isnull=True).order_by(
+        "received_at", "pk"
+    )
     with transaction.atomic():
-        waiting = list(
-            EarlyProviderEvent.objects.filter(given_up_at__isnull=True)
-            .order_by("received_at", "pk")
-            .select_for_update(skip_locked=True)[: settings.NOTIFY_PROVIDER_EVENT_SWEEP_BATCH]
+        due = list(waiting.filter(recorded).select_for_update(skip_locked=True)[:batch])
+        for early in due:
+            provider_event_apply(news=_news_of(early), wait_if_unknown=False)
+        EarlyProviderEvent.objects.filter(pk__in=[e.pk for e in due]).delete()
+    deadline = now - timedelta(seconds=settings.NOTIFY_PROVIDER_EVENT_WAIT)
+    with transaction.atomic():
+        stale = list(
+            waiting.filter(~recorded, received_at__lt=deadline)
+            .select_for_update(skip_locked=True)
+            .only("pk", "esp", "kind", "message_id")[:batch]
         )
-        if not waiting:
-            return 0
-        known = set(
-            Delivery.objects.filter(
-                channel=Channel.EMAIL, provider_message_id__in={e.message_id for e in waiting}
-            ).values_list("provider_message_id", flat=True)
+        for early in stale:
+            logger.warning("%s %s event for unknown message %s: unmatched, given up",
+                           early.esp, early.kind, early.message_id)  # fmt: skip
+        EarlyProviderEvent.objects.filter(pk__in=[e.pk for e in stale]).update(
+            given_up_at=now, detail=""
         )
-        done, given_up = [], []
-        for early in waiting:
-            if early.message_id in known:
-                provider_event_apply(news=_news_of(early), wait_if_unknown=False)
-                done.append(early.pk)
-                applied += 1
-            elif early.received_at < deadline:
-                logger.warning("%s %s event for unknown message %s: unmatched, given up",
-                               early.esp, early.kind, early.message_id)  # fmt: skip
-                given_up.append(early.pk)
-        EarlyProviderEvent.objects.filter(pk__in=done).delete()
-        EarlyProviderEvent.objects.filter(pk__in=given_up).update(given_up_at=now, detail="")
-    return applied
+    return len(due)
 
 
 def _news_of(early: EarlyProviderEvent) -> ProviderNews:
