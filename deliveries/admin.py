@@ -22,6 +22,7 @@ from deliveries.models import (
     Device,
     DigestItem,
     DigestWindow,
+    EarlyProviderEvent,
     WebhookAttempt,
     WebhookEndpoint,
     WebhookEvent,
@@ -374,6 +375,19 @@ class WebhookAttemptAdmin(admin.ModelAdmin):
     search_fields = ("=endpoint__id", "=event__msg_id")
     list_select_related = ("endpoint", "event")
     readonly_fields = [f.name for f in WebhookAttempt._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(EarlyProviderEvent)
+class EarlyProviderEventAdmin(admin.ModelAdmin):
+    """Provider events that came before their send's record: waiting, or given up."""
+
+    list_display = ("received_at", "esp", "kind", "message_id", "given_up_at")
+    list_filter = ("esp", "kind", ("given_up_at", admin.EmptyFieldListFilter))
+    search_fields = ("=message_id",)
+    readonly_fields = [f.name for f in EarlyProviderEvent._meta.fields]
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -17,6 +17,7 @@ from deliveries.models import (
     Device,
     DigestItem,
     DigestWindow,
+    EarlyProviderEvent,
     ProviderEvent,
     WebhookEvent,
 )
@@ -48,6 +49,13 @@ def deliveries_erase(*, recipient: Recipient) -> dict[str, int]:
     removed["provider_events"] = ProviderEvent.objects.filter(
         delivery_id__in=delivery_ids
     ).delete()[0]
+    # So do events still waiting for their send's record (the sweep may not have run).
+    message_ids = set(deliveries.exclude(provider_message_id="").values_list(
+        "provider_message_id", flat=True))  # fmt: skip
+    if message_ids:
+        removed["provider_events"] += EarlyProviderEvent.objects.filter(
+            message_id__in=message_ids
+        ).delete()[0]
     Delivery.objects.filter(pk__in=delivery_ids).delete()
     Device.objects.filter(pk__in=device_ids).delete()
     # Open digest windows list the person's events: they go with them (nothing is sent).

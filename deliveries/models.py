@@ -408,6 +408,39 @@ class ProviderEvent(models.Model):
         return f"{self.esp} {self.kind} for delivery {self.delivery_id}"
 
 
+class EarlyProviderEvent(models.Model):
+    """A provider event whose message id no delivery carried yet when it arrived.
+
+    A sender records its outcomes (and the provider's message id) at the end of its
+    round, so a fast provider event can overtake the record. It waits here and a beat
+    sweep applies it once its delivery is recorded; after NOTIFY_PROVIDER_EVENT_WAIT it
+    is given up as unmatched (`given_up_at` set, the provider's text dropped) and kept
+    for NOTIFY_PROVIDER_EVENT_UNMATCHED_DAYS for inspection.
+    """
+
+    esp = models.CharField(max_length=20)
+    key = models.CharField(max_length=128)
+    kind = models.CharField(max_length=12, choices=ProviderEventKind.choices)
+    hard = models.BooleanField(default=False)
+    message_id = models.CharField(max_length=255)
+    occurred_at = models.DateTimeField(null=True, blank=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+    detail = models.TextField(blank=True)
+    given_up_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it was given up as unmatched (null: waiting)."
+    )
+
+    class Meta:
+        ordering = ["received_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["esp", "key"], name="uniq_early_provider_event")
+        ]
+        indexes = [models.Index(fields=["given_up_at", "received_at"], name="early_event_due")]
+
+    def __str__(self) -> str:
+        return f"{self.esp} {self.kind} for message {self.message_id}"
+
+
 class DigestWindowState(models.TextChoices):
     OPEN = "open", "Open (collecting events)"
     SENT = "sent", "Closed: its digest was handed to the sender"
@@ -484,6 +517,10 @@ class WebhookEventType(models.TextChoices):
     DELIVERY_FAILED = "delivery.failed", "A delivery ended failed, dead or expired"
     DELIVERY_SUPPRESSED = "delivery.suppressed", "A delivery was not sent (gate, bounce list)"
     NOTIFICATION_ROUTED = "notification.routed", "A notification passed the gate"
+    DELIVERY_REACHED = "delivery.reached", "The provider handed a delivery to the person"
+    DELIVERY_COMPLAINED = "delivery.complained", "The person marked an email as spam"
+    DELIVERY_OPENED = "delivery.opened", "The provider reported an email opened"
+    DELIVERY_CLICKED = "delivery.clicked", "The provider reported a link clicked"
 
 
 class WebhookEndpoint(models.Model):

@@ -16,6 +16,7 @@ from deliveries.pipeline.digest_close import digest_windows_due_left, digests_cl
 from deliveries.pipeline.digests import CLOSE_TASK
 from deliveries.pipeline.enqueue import ROUTE_TASK, SEND_TASK, delivery_dead_letter, send_defer
 from deliveries.pipeline.outcome import AttemptReport, AttemptResult
+from deliveries.pipeline.provider_events import early_provider_events_sweep
 from deliveries.pipeline.release import deferred_release
 from deliveries.pipeline.retry import jittered, route_backoff
 from deliveries.pipeline.routing import deliveries_fallback, notifications_route
@@ -182,3 +183,9 @@ def webhooks_post(event_ids: list[int]) -> list[str]:
 def webhooks_sweep() -> int:
     """Beat: re-queue status webhook events whose retry is due."""
     return webhook_events_sweep()
+
+
+@shared_task(name="deliveries.provider_events_sweep")
+def provider_events_sweep() -> int:
+    """Beat: apply provider events that came before their send's record."""
+    return early_provider_events_sweep()

@@ -42,6 +42,7 @@ WEBHOOK_POST_TASK = "deliveries.webhooks_post"
 # A delivery's status → the event it produces (other statuses produce none).
 EVENT_BY_STATUS: dict[str, str] = {
     DeliveryStatus.DELIVERED: WebhookEventType.DELIVERY_DELIVERED,
+    DeliveryStatus.REACHED: WebhookEventType.DELIVERY_REACHED,
     DeliveryStatus.FAILED: WebhookEventType.DELIVERY_FAILED,
     DeliveryStatus.DEAD: WebhookEventType.DELIVERY_FAILED,
     DeliveryStatus.EXPIRED: WebhookEventType.DELIVERY_FAILED,
@@ -129,13 +130,15 @@ def webhook_events_write(
     *,
     deliveries: Iterable[tuple[int, datetime, str]] = (),
     notifications: Iterable[tuple[object, datetime]] = (),
+    news: Iterable[tuple[int, datetime, str]] = (),
 ) -> int:
     """Write the events of a round and publish their posts after commit; how many.
 
     `deliveries`: (id, accepted_at, status written) of deliveries whose outcome this
-    round wrote; `notifications`: (id, created_at) of notifications this round routed.
-    Call inside the round's transaction. Nothing runs when nobody subscribes to any
-    event the round could produce.
+    round wrote; `notifications`: (id, created_at) of notifications this round routed;
+    `news`: (id, accepted_at, event type) of provider news about a delivery that changes
+    no status (a spam complaint, an open, a click). Call inside the round's transaction.
+    Nothing runs when nobody subscribes to any event the round could produce.
     """
     subscribed = subscribed_event_types()
     if not subscribed:
@@ -145,6 +148,7 @@ def webhook_events_write(
         for pk, month, status in deliveries
         if status in EVENT_BY_STATUS and EVENT_BY_STATUS[status] in subscribed
     ]
+    rows += [(pk, month, kind) for pk, month, kind in news if kind in subscribed]
     routed = list(notifications) if WebhookEventType.NOTIFICATION_ROUTED in subscribed else []
     if not rows and not routed:
         return 0

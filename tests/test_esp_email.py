@@ -25,6 +25,7 @@ from deliveries.models import (
     Delivery,
     DeliveryAttempt,
     DeliveryStatus,
+    EarlyProviderEvent,
     ProviderEvent,
     Reason,
 )
@@ -277,8 +278,13 @@ def test_erasure_removes_the_persons_provider_events(person, esp, client):
     post_event(client, postmark.delivery_event(message_id, person.email))
     post_event(client, postmark.open_event(message_id, person.email))
     assert ProviderEvent.objects.count() == 2
+    # An event that waits for its send's record (the sweep has not applied it yet).
+    EarlyProviderEvent.objects.create(
+        esp="postmark", key="k", kind="bounced", message_id=message_id, detail=person.email
+    )
     person_erase(user_id=person.user_id, via="api", requested_by="test")
     assert not ProviderEvent.objects.exists()
+    assert not EarlyProviderEvent.objects.exists()
 
 
 def test_the_deploy_check_wants_the_token_and_the_webhook_secret_with_an_esp(settings):
@@ -354,3 +360,75 @@ def test_a_hard_bounce_reported_later_posts_delivery_failed_to_the_producers_web
     assert event.event_type == "delivery.failed"
     assert event.payload["data"]["delivery_id"] == first.pk, event.payload
     assert event.payload["data"]["status"] == "failed"
+
+
+def test_what_the_provider_said_is_posted_to_the_producers_webhooks(person, esp, client, settings):
+    """`reached`, a complaint, an open and a click each become the event the producer
+    subscribed to, written with the news; a soft bounce (nothing changed) posts nothing."""
+    from deliveries.models import WebhookEndpoint, WebhookEvent, WebhookSubscription
+
+    settings.NOTIFY_WEBHOOK_SUBSCRIPTION_CACHE_SECONDS = 0
+    delivery = sent(email_to(person, "promo.weekly", PROMO))
+    endpoint = WebhookEndpoint.objects.create(
+        producer=delivery.notification.producer, url="https://hooks.example.com/notify",
+        secret="whsec_" + "A" * 32,
+    )  # fmt: skip
+    wanted = ["delivery.reached", "delivery.complained", "delivery.opened", "delivery.clicked"]
+    for event_type in wanted:
+        WebhookSubscription.objects.create(
+            endpoint=endpoint, producer=endpoint.producer, event_type=event_type
+        )
+    message_id = delivery.provider_message_id
+    for body in (
+        postmark.delivery_event(message_id, person.email),
+        postmark.bounce_event(message_id, person.email, kind="SoftBounce", event_id=3),
+        postmark.complaint_event(message_id, person.email),
+        postmark.open_event(message_id, person.email),
+        postmark.click_event(message_id, person.email),
+    ):
+        assert post_event(client, body).status_code == 200
+    events = list(WebhookEvent.objects.filter(endpoint=endpoint).order_by("pk"))
+    assert [e.event_type for e in events] == wanted
+    for event in events:
+        assert event.payload["type"] == event.event_type
+        assert event.payload["data"]["delivery_id"] == delivery.pk
+        assert event.payload["data"]["status"] == "reached"
+        assert person.email not in json.dumps(event.payload)  # never the address
+
+
+def test_an_event_before_its_send_is_recorded_waits_and_is_given_up_as_unmatched_later(
+    person, esp, client, settings, caplog
+):
+    """An event no delivery carries yet is kept (answered 200, nothing changed); the
+    sweep applies it once a delivery carries its id, and gives up one that waited past
+    NOTIFY_PROVIDER_EVENT_WAIT: logged, the provider's text dropped, nothing changed."""
+    from datetime import timedelta
+
+    from deliveries.pipeline.provider_events import early_provider_events_sweep
+
+    settings.NOTIFY_PROVIDER_EVENT_SWEEP_BATCH = 1  # the stray one cannot hold it back
+    delivery = sent(email_to(person))
+    early = postmark.delivery_event("not-yet-recorded", person.email)
+    stray = postmark.bounce_event("never-sent", person.email, event_id=8)
+    assert post_event(client, stray).status_code == 200
+    assert post_event(client, stray).status_code == 200  # replayed: kept once
+    assert post_event(client, early).status_code == 200
+    assert EarlyProviderEvent.objects.count() == 2 and not ProviderEvent.objects.exists()
+    assert early_provider_events_sweep() == 0  # still nobody carries either id
+
+    Delivery.objects.filter(pk=delivery.pk).update(provider_message_id="not-yet-recorded")
+    assert early_provider_events_sweep() == 1
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.REACHED
+    [waiting] = EarlyProviderEvent.objects.all()
+    assert waiting.message_id == "never-sent" and waiting.detail
+
+    later = timezone.now() + timedelta(seconds=settings.NOTIFY_PROVIDER_EVENT_WAIT + 1)
+    with caplog.at_level(logging.WARNING, logger="deliveries.pipeline.provider_events"):
+        assert early_provider_events_sweep(now=later) == 0
+    assert "unknown message never-sent: unmatched, given up" in caplog.text
+    waiting.refresh_from_db()
+    assert waiting.given_up_at == later and waiting.detail == ""
+    assert not AddressSuppression.objects.exists()
+    assert early_provider_events_sweep(now=later + timedelta(days=8)) == 0
+    assert not EarlyProviderEvent.objects.exists()  # kept for inspection, then dropped

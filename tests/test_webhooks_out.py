@@ -358,7 +358,9 @@ def test_a_round_nobody_subscribes_to_runs_no_statement(db):
     subscribed_event_types()
     with CaptureQueriesContext(connection) as queries:
         written = webhook_events_write(
-            deliveries=[(1, timezone.now(), "delivered")], notifications=[(uuid.uuid4(), None)]
+            deliveries=[(1, timezone.now(), "delivered"), (2, timezone.now(), "reached")],
+            notifications=[(uuid.uuid4(), None)],
+            news=[(3, timezone.now(), "delivery.opened")],
         )
     assert written == 0 and len(queries) == 0
 

@@ -5,6 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config.settings.campaigns import NOTIFY_CAMPAIGN_START_INTERVAL
 from config.settings.database import REDIS_URL
 from config.settings.digests import NOTIFY_DIGEST_CLOSE_INTERVAL
+from config.settings.email import NOTIFY_PROVIDER_EVENT_SWEEP_INTERVAL
 from config.settings.history import NOTIFY_HISTORY_MAINTENANCE_INTERVAL
 from config.settings.ops import NOTIFY_METRICS_FOLD_INTERVAL
 from config.settings.queues import (
@@ -108,6 +109,17 @@ CELERY_BEAT_SCHEDULE = {
         "options": {
             "queue": "low",
             "expires": NOTIFY_DIGEST_CLOSE_INTERVAL,
+            "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT,
+        },
+    },
+    # Provider events that overtook the record of their send: applied once it is there.
+    # On `low`; a run that waited longer than one interval is dropped (the next does it).
+    "provider-events-sweep": {
+        "task": "deliveries.provider_events_sweep",
+        "schedule": NOTIFY_PROVIDER_EVENT_SWEEP_INTERVAL,
+        "options": {
+            "queue": "low",
+            "expires": NOTIFY_PROVIDER_EVENT_SWEEP_INTERVAL,
             "confirm_timeout": NOTIFY_BROKER_CONFIRM_TIMEOUT,
         },
     },

@@ -49,3 +49,14 @@ ANYMAIL = {
 }
 # Longest provider detail (bounce text, MTA answer) kept with a provider event.
 NOTIFY_PROVIDER_EVENT_DETAIL_CHARS = env_int("NOTIFY_PROVIDER_EVENT_DETAIL_CHARS", 500, minimum=50)
+# A provider event can overtake the record of its send (outcomes are recorded at the end
+# of a sender's round). It waits and is applied by a beat sweep (every
+# NOTIFY_PROVIDER_EVENT_SWEEP_INTERVAL seconds, on `low`) once its delivery is recorded;
+# one still unmatched after NOTIFY_PROVIDER_EVENT_WAIT seconds is given up (logged, its
+# text dropped) and kept NOTIFY_PROVIDER_EVENT_UNMATCHED_DAYS days for inspection.
+NOTIFY_PROVIDER_EVENT_SWEEP_INTERVAL = env_float(
+    "NOTIFY_PROVIDER_EVENT_SWEEP_INTERVAL", 5.0, minimum=0.5
+)
+NOTIFY_PROVIDER_EVENT_WAIT = env_float("NOTIFY_PROVIDER_EVENT_WAIT", 3600.0, minimum=0)
+NOTIFY_PROVIDER_EVENT_UNMATCHED_DAYS = env_int("NOTIFY_PROVIDER_EVENT_UNMATCHED_DAYS", 7, minimum=1)
+NOTIFY_PROVIDER_EVENT_SWEEP_BATCH = env_int("NOTIFY_PROVIDER_EVENT_SWEEP_BATCH", 500, minimum=1)

@@ -6,7 +6,8 @@ its events; here each normalised event is translated once and handed to
 `provider_event_apply` (no signal in between). A post that fails verification is
 answered 400 and records nothing; without a configured secret every post is refused.
 An event about a message we do not know is answered 200 (the provider must not retry
-it) and logged.
+it) and logged; it waits for its send's record (it may have overtaken it) and is applied
+then, or given up as unmatched (deliveries/pipeline/provider_events.py).
 """
 
 from __future__ import annotations

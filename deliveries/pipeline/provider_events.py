@@ -9,20 +9,38 @@ then by kind:
 - complained: marketing email to the person is withdrawn in their consent history
   (source `spam_complaint`); mandatory categories (login codes) are not affected;
 - opened, clicked, deferred: recorded (shown and counted, never required).
-An event whose message id no delivery carries is logged and changes nothing.
+What the producer subscribed to is posted to its status webhooks in the same transaction:
+`delivery.reached`, `delivery.failed` (a hard bounce), `delivery.complained`,
+`delivery.opened`, `delivery.clicked`.
+
+An event whose message id no delivery carries yet may have overtaken the record of its
+send (outcomes are recorded at the end of a sender's round): it waits as an
+`EarlyProviderEvent`, and `early_provider_events_sweep` (beat) applies it once the
+delivery is recorded, or gives it up as unmatched after NOTIFY_PROVIDER_EVENT_WAIT
+(logged; it changed nothing).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 
-from django.db import transaction
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from deliveries.models import Delivery, DeliveryStatus, ProviderEvent, ProviderEventKind, Reason
+from deliveries.models import (
+    Delivery,
+    DeliveryStatus,
+    EarlyProviderEvent,
+    ProviderEvent,
+    ProviderEventKind,
+    Reason,
+    WebhookEventType,
+)
 from deliveries.pipeline.suppression import address_suppress
 from deliveries.webhook_events import webhook_events_write
 from notify.models import Channel
@@ -48,20 +66,34 @@ class Applied(Enum):
     RECORDED = "recorded"
     REPLAY = "replay"  # the same event again: nothing changed
     UNKNOWN_MESSAGE = "unknown_message"  # no delivery carries its message id
+    WAITING = "waiting"  # unknown for now: kept until its send is recorded
 
 
-def provider_event_apply(*, news: ProviderNews) -> Applied:
+# Provider news that changes no status but is posted to the producer's status webhooks.
+_NEWS_EVENTS = {
+    ProviderEventKind.COMPLAINED: WebhookEventType.DELIVERY_COMPLAINED,
+    ProviderEventKind.OPENED: WebhookEventType.DELIVERY_OPENED,
+    ProviderEventKind.CLICKED: WebhookEventType.DELIVERY_CLICKED,
+}
+
+
+def provider_event_apply(*, news: ProviderNews, wait_if_unknown: bool = True) -> Applied:
     """Record a provider event against the email delivery that carries its message id,
-    and apply what it means (see the module doc), all in one transaction."""
+    and apply what it means (see the module doc), all in one transaction. An event for a
+    message no delivery carries is kept waiting for its send's record (`wait_if_unknown`)
+    or, when the sweep looks again, reported unknown."""
     delivery = (
         Delivery.objects.filter(channel=Channel.EMAIL, provider_message_id=news.message_id)
         .select_related("notification")
         .first()
     )
     if delivery is None:
-        logger.info("%s %s event for unknown message %s: ignored", news.esp, news.kind,
-                    news.message_id)  # fmt: skip
-        return Applied.UNKNOWN_MESSAGE
+        if not wait_if_unknown:
+            return Applied.UNKNOWN_MESSAGE
+        logger.info("%s %s event for unknown message %s: waits for its send's record",
+                    news.esp, news.kind, news.message_id)  # fmt: skip
+        _early_keep(news)
+        return Applied.WAITING
     with transaction.atomic():
         _, created = ProviderEvent.objects.get_or_create(
             esp=news.esp,
@@ -95,7 +127,84 @@ def provider_event_apply(*, news: ProviderNews) -> Applied:
                 channel=Channel.EMAIL,
                 evidence=f"{news.esp} spam complaint about message {news.message_id}",
             )
+        if news.kind in _NEWS_EVENTS:
+            webhook_events_write(
+                news=[(delivery.pk, delivery.accepted_at, _NEWS_EVENTS[news.kind])]
+            )
     return Applied.RECORDED
+
+
+def _early_keep(news: ProviderNews) -> None:
+    """Keep an event that came before its send's record (a replay of it is kept once)."""
+    try:
+        with transaction.atomic():
+            EarlyProviderEvent.objects.get_or_create(
+                esp=news.esp,
+                key=news.key,
+                defaults={
+                    "kind": news.kind,
+                    "hard": news.hard,
+                    "message_id": news.message_id,
+                    "occurred_at": news.occurred_at,
+                    "detail": news.detail,
+                },
+            )
+    except IntegrityError:  # the same event posted twice at once: the other one keeps it
+        pass
+
+
+def early_provider_events_sweep(*, now: datetime | None = None) -> int:
+    """Beat: apply waiting provider events whose delivery is now recorded, oldest first;
+    give up those waiting longer than NOTIFY_PROVIDER_EVENT_WAIT as unmatched (logged,
+    the provider's text dropped); drop given-up ones after
+    NOTIFY_PROVIDER_EVENT_UNMATCHED_DAYS. Returns how many were applied.
+
+    The waiting events are looked up by whether a delivery carries their id, not read
+    oldest first: events about messages we never sent (another sender on the same
+    provider account) cannot hold back the ones that are only early.
+    """
+    now = now or timezone.now()
+    batch = settings.NOTIFY_PROVIDER_EVENT_SWEEP_BATCH
+    EarlyProviderEvent.objects.filter(
+        given_up_at__lt=now - timedelta(days=settings.NOTIFY_PROVIDER_EVENT_UNMATCHED_DAYS)
+    ).delete()
+    recorded = Exists(
+        Delivery.objects.filter(channel=Channel.EMAIL, provider_message_id=OuterRef("message_id"))
+    )
+    waiting = EarlyProviderEvent.objects.filter(given_up_at__isnull=True).order_by(
+        "received_at", "pk"
+    )
+    with transaction.atomic():
+        due = list(waiting.filter(recorded).select_for_update(skip_locked=True)[:batch])
+        for early in due:
+            provider_event_apply(news=_news_of(early), wait_if_unknown=False)
+        EarlyProviderEvent.objects.filter(pk__in=[e.pk for e in due]).delete()
+    deadline = now - timedelta(seconds=settings.NOTIFY_PROVIDER_EVENT_WAIT)
+    with transaction.atomic():
+        stale = list(
+            waiting.filter(~recorded, received_at__lt=deadline)
+            .select_for_update(skip_locked=True)
+            .only("pk", "esp", "kind", "message_id")[:batch]
+        )
+        for early in stale:
+            logger.warning("%s %s event for unknown message %s: unmatched, given up",
+                           early.esp, early.kind, early.message_id)  # fmt: skip
+        EarlyProviderEvent.objects.filter(pk__in=[e.pk for e in stale]).update(
+            given_up_at=now, detail=""
+        )
+    return len(due)
+
+
+def _news_of(early: EarlyProviderEvent) -> ProviderNews:
+    return ProviderNews(
+        esp=early.esp,
+        key=early.key,
+        kind=ProviderEventKind(early.kind),
+        message_id=early.message_id,
+        hard=early.hard,
+        occurred_at=early.occurred_at,
+        detail=early.detail,
+    )
 
 
 def _status_move(
