@@ -17,6 +17,7 @@ from notify.models import ErasureVia
 
 class RecipientApi(RecipientUpsertApi):
     @extend_schema(
+        operation_id="erase_user",
         request=None,
         responses={204: None},
         summary="Erase the person: contact data, history, devices, caches (scope users:erase).",

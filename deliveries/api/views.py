@@ -16,11 +16,13 @@ from deliveries.selectors import notification_status
 from notify.api import serializers as notify_s
 from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404
-from notify.api.schema import error_responses
+from notify.api.schema import error_responses, linked_from
 
 
 class DeviceRegisterApi(APIView):
     @extend_schema(
+        operation_id="register_device",
+        extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
         request=s.DeviceIn,
         responses={201: s.DeviceOut},
         summary="Register a Web Push subscription or FCM token; the same browser/app "
@@ -56,7 +58,17 @@ class DeviceRegisterApi(APIView):
 
 
 class DeviceDeleteApi(APIView):
-    @extend_schema(responses={204: None}, summary="Remove a device: no more pushes to it.")
+    @extend_schema(
+        operation_id="remove_device",
+        extensions=linked_from(
+            "register_device",
+            ("201",),
+            user_id="$request.path.user_id",
+            device_id="$response.body#/device_id",
+        ),
+        responses={204: None},
+        summary="Remove a device: no more pushes to it.",
+    )
     def delete(self, request: Request, user_id: str, device_id: int) -> Response:
         recipient = recipient_or_404(user_id)
         if not device_remove(recipient=recipient, device_id=device_id):
@@ -65,7 +77,14 @@ class DeviceDeleteApi(APIView):
 
 
 class NotificationStatusApi(APIView):
-    @extend_schema(responses={200: notify_s.NotificationStatusOut}, summary="Per-channel outcome.")
+    @extend_schema(
+        operation_id="get_notification_status",
+        extensions=linked_from(
+            "send_notification", ("202",), notification_id="$response.body#/notification_id"
+        ),
+        responses={200: notify_s.NotificationStatusOut},
+        summary="Per-channel outcome.",
+    )
     def get(self, request: Request, notification_id) -> Response:
         found = notification_status(producer=request.user.producer, notification_id=notification_id)
         if found is None:
@@ -75,6 +94,10 @@ class NotificationStatusApi(APIView):
 
 class NotificationCancelApi(APIView):
     @extend_schema(
+        operation_id="cancel_notification",
+        extensions=linked_from(
+            "send_notification", ("202",), notification_id="$response.body#/notification_id"
+        ),
         responses={204: None, **error_responses(409)},
         summary="Cancel what is not sent yet of a notification.",
         description=(

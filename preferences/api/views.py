@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from notify.api.auth import UserPrincipal
 from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404
-from notify.api.schema import error_responses
+from notify.api.schema import error_responses, linked_from
 from notify.api.strict import StrictSerializer
 from notify.tokens import user_token_issue
 from preferences.center import preference_center_links_revoke
@@ -90,12 +90,19 @@ def _client_ip(request: HttpRequest) -> str | None:
 
 
 class PreferencesApi(APIView):
-    @extend_schema(responses={200: PreferencesOut}, summary="Effective preferences per cell.")
+    @extend_schema(
+        operation_id="get_preferences",
+        extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
+        responses={200: PreferencesOut},
+        summary="Effective preferences per cell.",
+    )
     def get(self, request: Request, user_id: str) -> Response:
         recipient = recipient_or_404(user_id)
         return Response(preferences_document(recipient=recipient))
 
     @extend_schema(
+        operation_id="update_preferences",
+        extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
         request=PreferencesIn,
         responses={200: PreferencesOut, **error_responses(409, 422)},
         summary="Change cells (partial); a mandatory category's cell → 409.",
@@ -141,6 +148,8 @@ class PreferencesApi(APIView):
 
 class UserTokenApi(APIView):
     @extend_schema(
+        operation_id="create_user_token",
+        extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
         request=None,
         responses={201: UserTokenOut},
         summary="A short-lived token for this user's own feed, count and preferences.",
@@ -168,6 +177,7 @@ class PreferenceCenterLinkApi(APIView):
     screen to link to (an end-user token may ask for its own), and its revocation."""
 
     @extend_schema(
+        operation_id="create_preference_center_link",
         request=None,
         responses={201: PreferenceCenterLinkOut},
         summary="A fresh signed link to this user's hosted preference center.",
@@ -183,6 +193,7 @@ class PreferenceCenterLinkApi(APIView):
         )
 
     @extend_schema(
+        operation_id="revoke_preference_center_links",
         request=None,
         responses={204: None},
         summary="Switch off every preference-center link of this user made until now.",
