@@ -28,6 +28,7 @@ from campaigns.selectors import campaign_progress
 from notify.api.errors import ApiError, first_validation_error
 from notify.api.lookups import category_allowed, category_or_422, payload_fits
 from notify.api.schema import error_responses, linked_from
+from notify.models import Scope
 
 
 def _audience_from(raw: dict) -> tuple[str, dict]:
@@ -52,6 +53,7 @@ def _audience_from(raw: dict) -> tuple[str, dict]:
 
 
 class CampaignLaunchApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
     # An audience of user ids is large: the body limit is the campaign's own.
     body_limit_setting = "NOTIFY_CAMPAIGN_MAX_BODY_BYTES"
 
@@ -122,6 +124,8 @@ def _campaign_document(campaign: Campaign) -> dict:
 
 
 class CampaignDetailApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
+
     @extend_schema(
         operation_id="get_campaign",
         extensions=linked_from(
@@ -146,6 +150,8 @@ def _control(request: Request, campaign_id: int, action: Callable[..., int]) -> 
 
 
 class CampaignPauseApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
+
     @extend_schema(
         operation_id="pause_campaign",
         extensions=linked_from(
@@ -160,6 +166,8 @@ class CampaignPauseApi(APIView):
 
 
 class CampaignResumeApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
+
     @extend_schema(
         operation_id="resume_campaign",
         extensions=linked_from(
@@ -174,6 +182,8 @@ class CampaignResumeApi(APIView):
 
 
 class CampaignCancelApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
+
     @extend_schema(
         operation_id="cancel_campaign",
         extensions=linked_from(

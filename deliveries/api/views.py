@@ -17,9 +17,13 @@ from notify.api import serializers as notify_s
 from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404
 from notify.api.schema import error_responses, linked_from
+from notify.models import Scope
 
 
 class DeviceRegisterApi(APIView):
+    required_scope = Scope.DEVICES_WRITE
+    user_token_allowed = True
+
     @extend_schema(
         operation_id="register_device",
         extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
@@ -58,6 +62,9 @@ class DeviceRegisterApi(APIView):
 
 
 class DeviceDeleteApi(APIView):
+    required_scope = Scope.DEVICES_WRITE
+    user_token_allowed = True
+
     @extend_schema(
         operation_id="remove_device",
         extensions=linked_from(
@@ -77,6 +84,8 @@ class DeviceDeleteApi(APIView):
 
 
 class NotificationStatusApi(APIView):
+    required_scope = Scope.USERS_READ
+
     @extend_schema(
         operation_id="get_notification_status",
         extensions=linked_from(
@@ -93,6 +102,8 @@ class NotificationStatusApi(APIView):
 
 
 class NotificationCancelApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
+
     @extend_schema(
         operation_id="cancel_notification",
         extensions=linked_from(

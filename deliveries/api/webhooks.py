@@ -24,6 +24,7 @@ from deliveries.webhooks.endpoints import (
 from notify.api.errors import ApiError
 from notify.api.schema import error_responses
 from notify.api.strict import StrictSerializer
+from notify.models import Scope
 
 
 class WebhookIn(StrictSerializer):
@@ -91,6 +92,8 @@ def _own_endpoint(request: Request, webhook_id: int) -> WebhookEndpoint:
 
 
 class WebhookListApi(APIView):
+    required_scope = Scope.WEBHOOKS_WRITE
+
     @extend_schema(
         operation_id="list_webhooks",
         responses={200: WebhookListOut},
@@ -127,6 +130,8 @@ class WebhookListApi(APIView):
 
 
 class WebhookDetailApi(APIView):
+    required_scope = Scope.WEBHOOKS_WRITE
+
     @extend_schema(
         operation_id="get_webhook", responses={200: WebhookOut}, summary="One webhook endpoint."
     )
@@ -166,6 +171,8 @@ class WebhookDetailApi(APIView):
 
 
 class WebhookRotateApi(APIView):
+    required_scope = Scope.WEBHOOKS_WRITE
+
     @extend_schema(
         operation_id="rotate_webhook_secret",
         request=None,
@@ -179,6 +186,8 @@ class WebhookRotateApi(APIView):
 
 
 class WebhookEnableApi(APIView):
+    required_scope = Scope.WEBHOOKS_WRITE
+
     @extend_schema(
         operation_id="enable_webhook",
         request=None,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 
-from django.urls import Resolver404, resolve
 from drf_spectacular.drainage import warn
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
@@ -26,7 +25,6 @@ from drf_spectacular.plumbing import ResolvedComponent, force_instance
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
-from notify.api.auth import USER_TOKEN_VIEWS
 from notify.api.lookups import USER_ID_MAX, USER_ID_PATTERN
 from notify.api.serializers import ErrorOut
 
@@ -125,13 +123,6 @@ def _alternative(base: dict, rule: dict) -> tuple[str, dict]:
 def _is_shape(schema: dict) -> bool:
     """An inline object or enum: a generator makes a class of it, once per place it is in."""
     return "properties" in schema or len(schema.get("enum", ())) > 1
-
-
-def _url_name(path: str) -> str | None:
-    try:
-        return resolve(re.sub(r"\{[^}]+\}", "1", path)).url_name
-    except Resolver404:
-        return None
 
 
 class NotifyAutoSchema(AutoSchema):
@@ -287,7 +278,7 @@ class UserTokenScheme(OpenApiAuthenticationExtension):
         }
 
     def get_security_requirement(self, auto_schema):
-        if _url_name(auto_schema.path) in USER_TOKEN_VIEWS:
+        if getattr(auto_schema.view, "user_token_allowed", False):
             return {self.name: []}
         return []
 

@@ -21,7 +21,7 @@ from notify.api.lookups import (
 )
 from notify.api.schema import error_responses, linked_from
 from notify.feed import feed_entry_document, feed_mark_read
-from notify.models import ApiKey
+from notify.models import ApiKey, Scope
 from notify.selectors import BadCursor, feed_page
 from notify.services import (
     Accepted,
@@ -78,6 +78,8 @@ def _refusal(event: Event, answer: IntakeConflict | UnknownRecipient) -> ApiErro
 
 
 class NotificationCreateApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
+
     @extend_schema(
         operation_id="send_notification",
         request=s.NotificationIn,
@@ -95,6 +97,7 @@ class NotificationCreateApi(APIView):
 
 
 class NotificationBatchApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
     body_limit_setting = "NOTIFY_BATCH_MAX_BODY_BYTES"
 
     @extend_schema(
@@ -138,6 +141,8 @@ def _item_error(error: ApiError) -> dict:
 
 
 class RecipientUpsertApi(APIView):
+    required_scope = {"PUT": Scope.RECIPIENTS_WRITE}
+
     @extend_schema(
         operation_id="upsert_user",
         request=s.RecipientIn,
@@ -157,6 +162,9 @@ class RecipientUpsertApi(APIView):
 
 
 class FeedListApi(APIView):
+    required_scope = Scope.USERS_READ
+    user_token_allowed = True
+
     @extend_schema(
         operation_id="list_feed",
         extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
@@ -199,6 +207,9 @@ def _feed_limit(raw: str | None) -> int:
 
 
 class FeedReadApi(APIView):
+    required_scope = Scope.USERS_READ
+    user_token_allowed = True
+
     @extend_schema(
         operation_id="mark_feed_read",
         request=s.FeedReadIn,
@@ -218,6 +229,9 @@ class FeedReadApi(APIView):
 
 
 class UnreadCountApi(APIView):
+    required_scope = Scope.USERS_READ
+    user_token_allowed = True
+
     @extend_schema(
         operation_id="get_unread_count",
         extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),

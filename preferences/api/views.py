@@ -18,6 +18,7 @@ from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404
 from notify.api.schema import error_responses, linked_from
 from notify.api.strict import StrictSerializer
+from notify.models import Scope
 from notify.tokens import user_token_issue
 from preferences.center import preference_center_links_revoke
 from preferences.models import ConsentSource
@@ -90,6 +91,9 @@ def _client_ip(request: HttpRequest) -> str | None:
 
 
 class PreferencesApi(APIView):
+    required_scope = {"GET": Scope.USERS_READ, "PUT": Scope.PREFERENCES_WRITE}
+    user_token_allowed = True
+
     @extend_schema(
         operation_id="get_preferences",
         extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
@@ -147,6 +151,8 @@ class PreferencesApi(APIView):
 
 
 class UserTokenApi(APIView):
+    required_scope = Scope.USERS_TOKENS
+
     @extend_schema(
         operation_id="create_user_token",
         extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
@@ -175,6 +181,10 @@ class PreferenceCenterLinkOut(serializers.Serializer):
 class PreferenceCenterLinkApi(APIView):
     """The hosted preference center's address for one person: for an inbox or a settings
     screen to link to (an end-user token may ask for its own), and its revocation."""
+
+    # A preference-center link is a credential to the person's settings, like a token.
+    required_scope = {"POST": Scope.USERS_TOKENS, "DELETE": Scope.PREFERENCES_WRITE}
+    user_token_allowed = True
 
     @extend_schema(
         operation_id="create_preference_center_link",
