@@ -22,6 +22,10 @@ class Channel(models.TextChoices):
     SMS = "sms", "SMS"
 
 
+# The channels that push to a device (a delivery's target is the device's id).
+PUSH_CHANNELS = frozenset({Channel.WEBPUSH, Channel.FCM})
+
+
 class QueueClass(models.TextChoices):
     HIGH = "high", "High (security, one-time codes)"
     MEDIUM = "medium", "Medium (transactional)"

@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from notify.models import Channel
+from notify.models import PUSH_CHANNELS, Channel
 from templates_admin.fields import html_to_text, render_field
 from templates_admin.mail import VersionEmailMessage
 
 if TYPE_CHECKING:
     from templates_admin.models import TemplateVersion
 
-PUSH_CHANNELS = (Channel.WEBPUSH, Channel.FCM)
 ELLIPSIS = "…"
 
 

@@ -20,6 +20,7 @@ from django.utils import timezone
 from campaigns.erasure import person_erase
 from campaigns.selectors import campaign_progress
 from deliveries.channels.email_esp import kept_session_close
+from deliveries.checks import check_email_provider
 from deliveries.models import (
     AddressSuppression,
     Delivery,
@@ -31,7 +32,6 @@ from deliveries.models import (
 )
 from deliveries.pipeline.attempt import delivery_attempt
 from deliveries.pipeline.routing import notification_route
-from notify.checks import check_email_provider
 from notify.models import Category, Notification, Producer, Recipient
 from notify.roles import support_group_ensure
 from preferences.models import ConsentRecord, ConsentSource, QuietHours

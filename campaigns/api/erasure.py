@@ -12,11 +12,14 @@ from rest_framework.response import Response
 from campaigns.erasure import person_erase
 from notify.api.lookups import user_id_checked
 from notify.api.views import RecipientUpsertApi
-from notify.models import ErasureVia
+from notify.models import ErasureVia, Scope
 
 
 class RecipientApi(RecipientUpsertApi):
+    required_scope = {"PUT": Scope.RECIPIENTS_WRITE, "DELETE": Scope.USERS_ERASE}
+
     @extend_schema(
+        operation_id="erase_user",
         request=None,
         responses={204: None},
         summary="Erase the person: contact data, history, devices, caches (scope users:erase).",

@@ -27,7 +27,8 @@ from campaigns.models import AudienceKind, Campaign
 from campaigns.selectors import campaign_progress
 from notify.api.errors import ApiError, first_validation_error
 from notify.api.lookups import category_allowed, category_or_422, payload_fits
-from notify.api.schema import error_responses
+from notify.api.schema import error_responses, linked_from
+from notify.models import Scope
 
 
 def _audience_from(raw: dict) -> tuple[str, dict]:
@@ -52,10 +53,12 @@ def _audience_from(raw: dict) -> tuple[str, dict]:
 
 
 class CampaignLaunchApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
     # An audience of user ids is large: the body limit is the campaign's own.
     body_limit_setting = "NOTIFY_CAMPAIGN_MAX_BODY_BYTES"
 
     @extend_schema(
+        operation_id="launch_campaign",
         request=s.CampaignIn,
         responses={202: s.CampaignLaunchedOut, **error_responses(422)},
         summary="Launch a campaign; answers at once, the fan-out runs as a task.",
@@ -121,7 +124,16 @@ def _campaign_document(campaign: Campaign) -> dict:
 
 
 class CampaignDetailApi(APIView):
-    @extend_schema(responses={200: s.CampaignOut}, summary="A campaign's status and progress.")
+    required_scope = Scope.NOTIFICATIONS_SEND
+
+    @extend_schema(
+        operation_id="get_campaign",
+        extensions=linked_from(
+            "launch_campaign", ("202",), campaign_id="$response.body#/campaign_id"
+        ),
+        responses={200: s.CampaignOut},
+        summary="A campaign's status and progress.",
+    )
     def get(self, request: Request, campaign_id: int) -> Response:
         campaign = _own_campaign(request, campaign_id)
         return Response(s.CampaignOut(_campaign_document(campaign)).data)
@@ -138,7 +150,13 @@ def _control(request: Request, campaign_id: int, action: Callable[..., int]) -> 
 
 
 class CampaignPauseApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
+
     @extend_schema(
+        operation_id="pause_campaign",
+        extensions=linked_from(
+            "launch_campaign", ("202",), campaign_id="$response.body#/campaign_id"
+        ),
         request=None,
         responses={200: s.CampaignOut, **error_responses(409)},
         summary="Pause a campaign.",
@@ -148,7 +166,13 @@ class CampaignPauseApi(APIView):
 
 
 class CampaignResumeApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
+
     @extend_schema(
+        operation_id="resume_campaign",
+        extensions=linked_from(
+            "launch_campaign", ("202",), campaign_id="$response.body#/campaign_id"
+        ),
         request=None,
         responses={200: s.CampaignOut, **error_responses(409)},
         summary="Resume a campaign.",
@@ -158,7 +182,13 @@ class CampaignResumeApi(APIView):
 
 
 class CampaignCancelApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
+
     @extend_schema(
+        operation_id="cancel_campaign",
+        extensions=linked_from(
+            "launch_campaign", ("202",), campaign_id="$response.body#/campaign_id"
+        ),
         request=None,
         responses={200: s.CampaignOut, **error_responses(409)},
         summary="Cancel a campaign.",

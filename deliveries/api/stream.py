@@ -47,7 +47,7 @@ from notify.api.auth import api_key_scope_refusal
 from notify.api.errors import ApiError, error_body
 from notify.api.lookups import user_id_checked
 from notify.feed import feed_entry_document
-from notify.models import FeedEntry, Recipient
+from notify.models import FeedEntry, Recipient, Scope
 from notify.services import api_key_authenticate
 from notify.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
 from notify.unread import feed_channel
@@ -107,7 +107,7 @@ def _authorized_recipient(
     api_key = api_key_authenticate(key=token)
     if api_key is None:
         return _error(401, "authentication_failed", "Unknown or revoked API key.")
-    refusal = api_key_scope_refusal(api_key, "stream", "GET")
+    refusal = api_key_scope_refusal(api_key, Scope.USERS_READ)
     if refusal is not None:
         return _error(403, "missing_scope", refusal)
     if recipient is None:

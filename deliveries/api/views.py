@@ -16,11 +16,17 @@ from deliveries.selectors import notification_status
 from notify.api import serializers as notify_s
 from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404
-from notify.api.schema import error_responses
+from notify.api.schema import error_responses, linked_from
+from notify.models import Scope
 
 
 class DeviceRegisterApi(APIView):
+    required_scope = Scope.DEVICES_WRITE
+    user_token_allowed = True
+
     @extend_schema(
+        operation_id="register_device",
+        extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
         request=s.DeviceIn,
         responses={201: s.DeviceOut},
         summary="Register a Web Push subscription or FCM token; the same browser/app "
@@ -56,7 +62,20 @@ class DeviceRegisterApi(APIView):
 
 
 class DeviceDeleteApi(APIView):
-    @extend_schema(responses={204: None}, summary="Remove a device: no more pushes to it.")
+    required_scope = Scope.DEVICES_WRITE
+    user_token_allowed = True
+
+    @extend_schema(
+        operation_id="remove_device",
+        extensions=linked_from(
+            "register_device",
+            ("201",),
+            user_id="$request.path.user_id",
+            device_id="$response.body#/device_id",
+        ),
+        responses={204: None},
+        summary="Remove a device: no more pushes to it.",
+    )
     def delete(self, request: Request, user_id: str, device_id: int) -> Response:
         recipient = recipient_or_404(user_id)
         if not device_remove(recipient=recipient, device_id=device_id):
@@ -65,7 +84,16 @@ class DeviceDeleteApi(APIView):
 
 
 class NotificationStatusApi(APIView):
-    @extend_schema(responses={200: notify_s.NotificationStatusOut}, summary="Per-channel outcome.")
+    required_scope = Scope.USERS_READ
+
+    @extend_schema(
+        operation_id="get_notification_status",
+        extensions=linked_from(
+            "send_notification", ("202",), notification_id="$response.body#/notification_id"
+        ),
+        responses={200: notify_s.NotificationStatusOut},
+        summary="Per-channel outcome.",
+    )
     def get(self, request: Request, notification_id) -> Response:
         found = notification_status(producer=request.user.producer, notification_id=notification_id)
         if found is None:
@@ -74,7 +102,13 @@ class NotificationStatusApi(APIView):
 
 
 class NotificationCancelApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
+
     @extend_schema(
+        operation_id="cancel_notification",
+        extensions=linked_from(
+            "send_notification", ("202",), notification_id="$response.body#/notification_id"
+        ),
         responses={204: None, **error_responses(409)},
         summary="Cancel what is not sent yet of a notification.",
         description=(

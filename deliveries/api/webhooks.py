@@ -24,6 +24,7 @@ from deliveries.webhooks.endpoints import (
 from notify.api.errors import ApiError
 from notify.api.schema import error_responses
 from notify.api.strict import StrictSerializer
+from notify.models import Scope
 
 
 class WebhookIn(StrictSerializer):
@@ -91,12 +92,19 @@ def _own_endpoint(request: Request, webhook_id: int) -> WebhookEndpoint:
 
 
 class WebhookListApi(APIView):
-    @extend_schema(responses={200: WebhookListOut}, summary="List your webhook endpoints.")
+    required_scope = Scope.WEBHOOKS_WRITE
+
+    @extend_schema(
+        operation_id="list_webhooks",
+        responses={200: WebhookListOut},
+        summary="List your webhook endpoints.",
+    )
     def get(self, request: Request) -> Response:
         endpoints = WebhookEndpoint.objects.filter(producer=request.user.producer)
         return Response({"results": [_shape(e) for e in endpoints]})
 
     @extend_schema(
+        operation_id="register_webhook",
         request=WebhookIn,
         responses={201: WebhookSecretOut, **error_responses(409, 422)},
         summary="Register a webhook endpoint for the event types given; its secret is "
@@ -122,11 +130,16 @@ class WebhookListApi(APIView):
 
 
 class WebhookDetailApi(APIView):
-    @extend_schema(responses={200: WebhookOut}, summary="One webhook endpoint.")
+    required_scope = Scope.WEBHOOKS_WRITE
+
+    @extend_schema(
+        operation_id="get_webhook", responses={200: WebhookOut}, summary="One webhook endpoint."
+    )
     def get(self, request: Request, webhook_id: int) -> Response:
         return Response(_shape(_own_endpoint(request, webhook_id)))
 
     @extend_schema(
+        operation_id="update_webhook",
         request=WebhookPatchIn,
         responses={200: WebhookOut, **error_responses(422)},
         summary="Change a webhook endpoint's URL, event types or description.",
@@ -147,14 +160,21 @@ class WebhookDetailApi(APIView):
             raise _refused(refused) from None
         return Response(_shape(endpoint))
 
-    @extend_schema(responses={204: None}, summary="Remove a webhook endpoint and its events.")
+    @extend_schema(
+        operation_id="remove_webhook",
+        responses={204: None},
+        summary="Remove a webhook endpoint and its events.",
+    )
     def delete(self, request: Request, webhook_id: int) -> Response:
         endpoint_delete(endpoint=_own_endpoint(request, webhook_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class WebhookRotateApi(APIView):
+    required_scope = Scope.WEBHOOKS_WRITE
+
     @extend_schema(
+        operation_id="rotate_webhook_secret",
         request=None,
         responses={200: WebhookSecretOut},
         summary="Rotate the signing secret; the old one also signs for a while "
@@ -166,7 +186,10 @@ class WebhookRotateApi(APIView):
 
 
 class WebhookEnableApi(APIView):
+    required_scope = Scope.WEBHOOKS_WRITE
+
     @extend_schema(
+        operation_id="enable_webhook",
         request=None,
         responses={200: WebhookOut, **error_responses(422)},
         summary="Re-enable an endpoint that was disabled for failing; what waited is sent.",

@@ -94,7 +94,7 @@ def _is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-# Shared with the other egress check (deliveries/channels/egress.py).
+# Shared with the other egress check (deliveries/webhooks/egress.py).
 is_public_address = _is_public
 
 

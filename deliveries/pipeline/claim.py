@@ -26,8 +26,7 @@ from deliveries.pipeline.enqueue import delivery_enqueue
 from deliveries.pipeline.fairness import push_slot_member, push_slot_release
 from deliveries.pipeline.live import device_is_live, feed_entry_seen
 from deliveries.pipeline.ordering import ORDER_CLEAR_SQL, order_wait_since
-from deliveries.pipeline.retry import PUSH_CHANNELS
-from notify.models import Category, FeedEntry, Notification, Recipient
+from notify.models import PUSH_CHANNELS, Category, FeedEntry, Notification, Recipient
 from notify.pgarrays import array_literal
 from notify.rows import ModelColumns, instances_split, related_cache
 from templates_admin.models import TemplateVersion

@@ -20,9 +20,8 @@ from deliveries.models import (
     Reason,
 )
 from deliveries.pipeline.enqueue import deliveries_enqueue
-from deliveries.pipeline.retry import PUSH_CHANNELS
 from deliveries.pipeline.routing import gate_decide_many
-from notify.models import Channel, Notification
+from notify.models import PUSH_CHANNELS, Channel, Notification
 from notify.pgarrays import array_literal
 from preferences.gate import ChannelDecision
 

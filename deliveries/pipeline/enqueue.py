@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.fairness import push_drop_record, push_slot_member, push_slot_take
-from deliveries.pipeline.retry import PUSH_CHANNELS
 from notify.broker import batch_size_for, chunked, publish_task
+from notify.models import PUSH_CHANNELS
 
 logger = logging.getLogger(__name__)
 

@@ -33,8 +33,7 @@ from django.utils import timezone
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.enqueue import delivery_enqueue
 from deliveries.pipeline.fairness import push_slot_member, push_slot_release
-from deliveries.pipeline.retry import PUSH_CHANNELS
-from notify.models import Channel
+from notify.models import PUSH_CHANNELS, Channel
 
 # What an earlier delivery may be doing for a later one to wait ("on its way"): queued,
 # sending, or put back before its first try (a rate limit or open breaker postponed it:

@@ -23,9 +23,10 @@ from deliveries.pipeline.enqueue import delivery_enqueue
 from deliveries.pipeline.fairness import push_slot_member, push_slot_release
 from deliveries.pipeline.ordering import ON_ITS_WAY_SQL, successor_enqueue
 from deliveries.pipeline.outcome_log import delivery_outcome_log
-from deliveries.pipeline.retry import PUSH_CHANNELS, RetryDecision, RetryKind, decide_retry
+from deliveries.pipeline.retry import RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
 from deliveries.webhook_events import webhook_events_write
+from notify.models import PUSH_CHANNELS
 from notify.pgarrays import array_literal
 
 logger = logging.getLogger(__name__)

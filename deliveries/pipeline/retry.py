@@ -9,6 +9,8 @@ from enum import Enum
 
 from django.conf import settings
 
+from notify.models import PUSH_CHANNELS
+
 
 class RetryKind(Enum):
     RETRY = "retry"
@@ -21,9 +23,6 @@ class RetryDecision:
     kind: RetryKind
     delay: float = 0.0
     next_attempt_at: datetime | None = None
-
-
-PUSH_CHANNELS = frozenset({"webpush", "fcm"})
 
 
 def retry_delays_for(channel: str) -> list[float]:

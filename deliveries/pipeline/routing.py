@@ -33,14 +33,13 @@ from deliveries.pipeline.digests import (
 from deliveries.pipeline.enqueue import deliveries_enqueue
 from deliveries.pipeline.fairness import push_turn_order
 from deliveries.pipeline.outcome import AttemptReport, AttemptResult
-from deliveries.pipeline.retry import PUSH_CHANNELS
 from deliveries.pipeline.route_lock import notification_lock, notifications_lock
 from deliveries.pipeline.route_write import NEW_DELIVERY, DeliveryRow, routed_write
 from deliveries.pipeline.suppression import suppression_key
 from deliveries.selectors import push_targets_by_recipient
 from deliveries.webhook_events import webhook_events_write
 from notify.deadlines import deadline_seconds
-from notify.models import Channel, Notification
+from notify.models import PUSH_CHANNELS, Channel, Notification
 from notify.rows import instance_as_saved, related_cache
 from preferences.gate import (
     ChannelDecision,

@@ -29,10 +29,9 @@ from django.utils import timezone
 from deliveries.models import Delivery, DeliveryStatus, TemplateTestSend
 from deliveries.pipeline.attempt import deliveries_attempt
 from deliveries.pipeline.enqueue import delivery_enqueue
-from deliveries.pipeline.retry import PUSH_CHANNELS
 from deliveries.pipeline.routing import delivery_deadline
 from deliveries.selectors import push_targets_by_channel
-from notify.models import Channel, Notification, Producer, Recipient
+from notify.models import PUSH_CHANNELS, Channel, Notification, Producer, Recipient
 from preferences.gate import address_targets, test_send_seal
 from templates_admin.send_to_me import SendTestRefused, SendTestRequest, send_test_register
 

@@ -1,6 +1,6 @@
 """A producer's webhook endpoints: register, change, rotate the secret, remove, re-enable.
 
-An endpoint's URL passes the egress check (deliveries/channels/egress.py) when it is
+An endpoint's URL passes the egress check (deliveries/webhooks/egress.py) when it is
 registered or changed, so a private or metadata address is refused before anything is
 ever sent there (and it is checked again before each post).
 """
@@ -14,7 +14,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from deliveries.channels.egress import public_url_check
 from deliveries.models import (
     WebhookEndpoint,
     WebhookEvent,
@@ -22,6 +21,7 @@ from deliveries.models import (
     WebhookSubscription,
 )
 from deliveries.webhook_events import subscription_cache_clear, webhook_posts_publish
+from deliveries.webhooks.egress import public_url_check
 from deliveries.webhooks.signing import secret_new
 from notify.models import Producer
 

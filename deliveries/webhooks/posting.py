@@ -29,7 +29,6 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from deliveries.channels.base import bounded_session
-from deliveries.channels.egress import public_url_check
 from deliveries.channels.push_origins import EndpointRefused
 from deliveries.models import (
     WebhookAttempt,
@@ -38,6 +37,7 @@ from deliveries.models import (
     WebhookEventStatus,
 )
 from deliveries.webhook_events import webhook_posts_publish
+from deliveries.webhooks.egress import public_url_check
 from deliveries.webhooks.signing import signed_headers
 
 logger = logging.getLogger(__name__)

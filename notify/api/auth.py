@@ -9,7 +9,7 @@ from django.conf import settings
 from redis.exceptions import RedisError
 from rest_framework import authentication, exceptions, permissions, throttling
 
-from notify.models import ApiKey, Producer, Recipient, Scope
+from notify.models import ApiKey, Producer, Recipient
 from notify.ratelimit import bucket_take, user_bucket_key
 from notify.selectors import recipient_id_get
 from notify.services import api_key_authenticate
@@ -57,27 +57,16 @@ class UserPrincipal:
     is_authenticated: bool = True
 
 
-# What an end-user token may reach, and only for its own user_id.
-# A browser or app registers and removes its own push subscription with its user token.
-USER_TOKEN_VIEWS = frozenset(
-    {
-        "feed-list",
-        "feed-read",
-        "unread-count",
-        "preferences",
-        "preference-center-link",
-        "device-register",
-        "device-delete",
-    }
-)
-
-
 class UserTokenAuthentication(authentication.BaseAuthentication):
     """`Authorization: Bearer ut_…`: a short-lived token for one recipient's own data.
 
     Any other bearer value is left to ApiKeyAuthentication. A valid token used on
     another user's data, or on a producer endpoint, is refused with 403 here, so no
     view can forget the check.
+
+    A token reaches only views that set `user_token_allowed = True` (its feed, counter,
+    preferences, preference-center link, and a browser or app registering and removing
+    its own push subscription), and only for its own user id.
 
     The token's own user id is matched through the process's cache (recipient_id_get),
     so a token polling its count costs no query; an erased person's token is refused
@@ -94,9 +83,9 @@ class UserTokenAuthentication(authentication.BaseAuthentication):
         recipient_id = user_token_recipient_id(token)
         if recipient_id is None:
             raise exceptions.AuthenticationFailed("Invalid or expired user token.")
-        match = getattr(request._request, "resolver_match", None)
-        if match is not None and match.url_name in USER_TOKEN_VIEWS:
-            user_id = match.kwargs.get("user_id")
+        context = request.parser_context or {}
+        if getattr(context.get("view"), "user_token_allowed", False):
+            user_id = context.get("kwargs", {}).get("user_id")
             if isinstance(user_id, str) and recipient_id_get(user_id=user_id) == recipient_id:
                 return UserPrincipal(recipient_id=recipient_id), token
         # Refused: 401 when the token's recipient is gone, 403 when it is someone else's
@@ -109,52 +98,24 @@ class UserTokenAuthentication(authentication.BaseAuthentication):
         return 'Bearer realm="notify"'
 
 
-# The scope an API key needs per operation (URL name, or (URL name, method)). Routes
-# are matched by name so the ground needs no import of the apps that define them. An
-# operation missing here is refused to every key narrowed by scopes (deny by default).
-SCOPE_BY_VIEW: dict[str | tuple[str, str], str] = {
-    "notification-create": Scope.NOTIFICATIONS_SEND,
-    "notification-batch": Scope.NOTIFICATIONS_SEND,
-    "notification-cancel": Scope.NOTIFICATIONS_SEND,
-    "campaign-launch": Scope.NOTIFICATIONS_SEND,
-    "campaign-detail": Scope.NOTIFICATIONS_SEND,
-    "campaign-pause": Scope.NOTIFICATIONS_SEND,
-    "campaign-resume": Scope.NOTIFICATIONS_SEND,
-    "campaign-cancel": Scope.NOTIFICATIONS_SEND,
-    ("recipient", "PUT"): Scope.RECIPIENTS_WRITE,
-    ("recipient", "DELETE"): Scope.USERS_ERASE,
-    "feed-list": Scope.USERS_READ,
-    "feed-read": Scope.USERS_READ,
-    "unread-count": Scope.USERS_READ,
-    "notification-status": Scope.USERS_READ,
-    "stream": Scope.USERS_READ,
-    ("preferences", "GET"): Scope.USERS_READ,
-    ("preferences", "PUT"): Scope.PREFERENCES_WRITE,
-    "user-tokens": Scope.USERS_TOKENS,
-    # A preference-center link is a credential to the person's settings, like a token.
-    ("preference-center-link", "POST"): Scope.USERS_TOKENS,
-    ("preference-center-link", "DELETE"): Scope.PREFERENCES_WRITE,
-    "device-register": Scope.DEVICES_WRITE,
-    "device-delete": Scope.DEVICES_WRITE,
-    "webhook-list": Scope.WEBHOOKS_WRITE,
-    "webhook-detail": Scope.WEBHOOKS_WRITE,
-    "webhook-rotate": Scope.WEBHOOKS_WRITE,
-    "webhook-enable": Scope.WEBHOOKS_WRITE,
-}
+def view_scope(view: object, method: str) -> str | None:
+    """The scope an API key needs for this view's method; None when the view states none.
+
+    Each view states its own as `required_scope`: one scope for every method, or a
+    {method: scope} map. An operation without one is refused to every key narrowed by
+    scopes (deny by default).
+    """
+    scope = getattr(view, "required_scope", None)
+    if isinstance(scope, dict):
+        return scope.get(method.upper())
+    return scope
 
 
-def required_scope(url_name: str | None, method: str) -> str | None:
-    """The scope the operation needs; None when it is not listed."""
-    if url_name is None:
-        return None
-    return SCOPE_BY_VIEW.get((url_name, method.upper())) or SCOPE_BY_VIEW.get(url_name)
-
-
-def api_key_scope_refusal(api_key: ApiKey, url_name: str | None, method: str) -> str | None:
-    """Why the key may not perform this operation (a message), or None when it may."""
+def api_key_scope_refusal(api_key: ApiKey, scope: str | None) -> str | None:
+    """Why the key may not perform an operation that needs `scope` (a message), or None
+    when it may; an operation needing no stated scope is refused to a narrowed key."""
     if not api_key.scopes:
         return None  # a key without scopes listed may do everything
-    scope = required_scope(url_name, method)
     if scope is None:
         return "This API key's scopes do not cover this operation."
     if not api_key.has_scope(scope):
@@ -172,10 +133,7 @@ class ApiKeyScopes(permissions.BasePermission):
         principal = request.user
         if not isinstance(principal, ProducerPrincipal):
             return True
-        match = getattr(request._request, "resolver_match", None)
-        refusal = api_key_scope_refusal(
-            principal.api_key, match.url_name if match else None, request.method
-        )
+        refusal = api_key_scope_refusal(principal.api_key, view_scope(view, request.method))
         if refusal is not None:
             # Not ApiError: errors.py imports DRF's views, which import this module.
             raise exceptions.PermissionDenied(refusal, code="missing_scope")

@@ -8,15 +8,16 @@ warning, and a schemathesis run against the live server (tests/contract/) checks
 the server answers only what is written here.
 
 It is also written for client generators (openapi-python-client, openapi-typescript):
-every operation has a verb id from `OPERATION_IDS`, and a "one of these shapes" rule is
-a union of whole object components rather than partial alternatives they cannot type.
+every operation has a verb id, set on its own view (`extend_schema(operation_id=...)`),
+and a "one of these shapes" rule is a union of whole object components rather than
+partial alternatives they cannot type. This module names no route: each app's views
+state their own ids, links and scopes.
 """
 
 from __future__ import annotations
 
 import re
 
-from django.urls import Resolver404, resolve
 from drf_spectacular.drainage import warn
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
@@ -24,7 +25,6 @@ from drf_spectacular.plumbing import ResolvedComponent, force_instance
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
-from notify.api.auth import USER_TOKEN_VIEWS
 from notify.api.lookups import USER_ID_MAX, USER_ID_PATTERN
 from notify.api.serializers import ErrorOut
 
@@ -83,41 +83,6 @@ def shared_error_statuses(*, method: str, path: str, has_body: bool, has_query: 
     return statuses
 
 
-# Every operation's id: a verb phrase that reads well as a generated client's function
-# name (send_notification, list_feed, ...). (path, method) -> operationId.
-OPERATION_IDS = {
-    ("/v1/notifications", "post"): "send_notification",
-    ("/v1/notifications/batch", "post"): "send_notification_batch",
-    ("/v1/notifications/{notification_id}", "delete"): "cancel_notification",
-    ("/v1/notifications/{notification_id}/status", "get"): "get_notification_status",
-    ("/v1/users/{user_id}", "put"): "upsert_user",
-    ("/v1/users/{user_id}", "delete"): "erase_user",
-    ("/v1/users/{user_id}/devices", "post"): "register_device",
-    ("/v1/users/{user_id}/devices/{device_id}", "delete"): "remove_device",
-    ("/v1/users/{user_id}/feed", "get"): "list_feed",
-    ("/v1/users/{user_id}/feed/read", "post"): "mark_feed_read",
-    ("/v1/users/{user_id}/unread-count", "get"): "get_unread_count",
-    ("/v1/users/{user_id}/stream", "get"): "stream_feed",
-    ("/v1/users/{user_id}/preferences", "get"): "get_preferences",
-    ("/v1/users/{user_id}/preferences", "put"): "update_preferences",
-    ("/v1/users/{user_id}/tokens", "post"): "create_user_token",
-    ("/v1/users/{user_id}/preference-center-link", "post"): "create_preference_center_link",
-    ("/v1/users/{user_id}/preference-center-link", "delete"): "revoke_preference_center_links",
-    ("/v1/campaigns", "post"): "launch_campaign",
-    ("/v1/campaigns/{campaign_id}", "get"): "get_campaign",
-    ("/v1/campaigns/{campaign_id}/pause", "post"): "pause_campaign",
-    ("/v1/campaigns/{campaign_id}/resume", "post"): "resume_campaign",
-    ("/v1/campaigns/{campaign_id}/cancel", "post"): "cancel_campaign",
-    ("/v1/webhooks", "get"): "list_webhooks",
-    ("/v1/webhooks", "post"): "register_webhook",
-    ("/v1/webhooks/{webhook_id}", "get"): "get_webhook",
-    ("/v1/webhooks/{webhook_id}", "patch"): "update_webhook",
-    ("/v1/webhooks/{webhook_id}", "delete"): "remove_webhook",
-    ("/v1/webhooks/{webhook_id}/rotate-secret", "post"): "rotate_webhook_secret",
-    ("/v1/webhooks/{webhook_id}/enable", "post"): "enable_webhook",
-}
-
-
 def _camel(text: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", text) if part)
 
@@ -160,13 +125,6 @@ def _is_shape(schema: dict) -> bool:
     return "properties" in schema or len(schema.get("enum", ())) > 1
 
 
-def _url_name(path: str) -> str | None:
-    try:
-        return resolve(re.sub(r"\{[^}]+\}", "1", path)).url_name
-    except Resolver404:
-        return None
-
-
 class NotifyAutoSchema(AutoSchema):
     """drf-spectacular's schema, plus the shared error answers and path id constraints."""
 
@@ -192,12 +150,10 @@ class NotifyAutoSchema(AutoSchema):
         return responses
 
     def get_operation_id(self):
-        operation_id = OPERATION_IDS.get((self.path, self.method.lower()))
-        if operation_id is None:
-            # A warning fails `check --deploy` and the schema tests: name it above.
-            warn(f"{self.method} {self.path} has no operation id in OPERATION_IDS")
-            return super().get_operation_id()
-        return operation_id
+        # Reached only when the view's `extend_schema` sets no `operation_id`. A warning
+        # fails `check --deploy` and the schema tests: name the operation with a verb.
+        warn(f"{self.method} {self.path} has no operation id: set extend_schema(operation_id=...)")
+        return super().get_operation_id()
 
     def _map_basic_serializer(self, serializer, direction):
         # What one field cannot say (e.g. "ids or all: true"): the serializer's own
@@ -322,68 +278,54 @@ class UserTokenScheme(OpenApiAuthenticationExtension):
         }
 
     def get_security_requirement(self, auto_schema):
-        if _url_name(auto_schema.path) in USER_TOKEN_VIEWS:
+        if getattr(auto_schema.view, "user_token_allowed", False):
             return {self.name: []}
         return []
 
 
 # Where an answer's id leads (OpenAPI links): a client, and the fuzzer's stateful phase,
-# follow them from a created resource to the operations on it.
-# (path, method, status) -> [(path, method, {parameter: runtime expression})]
-_LINKS = {
-    ("/v1/notifications", "post", "202"): [
-        (path, method, {"notification_id": "$response.body#/notification_id"})
-        for path, method in (
-            ("/v1/notifications/{notification_id}/status", "get"),
-            ("/v1/notifications/{notification_id}", "delete"),
-        )
-    ],
-    ("/v1/users/{user_id}/devices", "post", "201"): [
-        (
-            "/v1/users/{user_id}/devices/{device_id}",
-            "delete",
-            {"user_id": "$request.path.user_id", "device_id": "$response.body#/device_id"},
-        )
-    ],
-    ("/v1/campaigns", "post", "202"): [
-        (path, method, {"campaign_id": "$response.body#/campaign_id"})
-        for path, method in (
-            ("/v1/campaigns/{campaign_id}", "get"),
-            ("/v1/campaigns/{campaign_id}/pause", "post"),
-            ("/v1/campaigns/{campaign_id}/resume", "post"),
-            ("/v1/campaigns/{campaign_id}/cancel", "post"),
-        )
-    ],
-    **{
-        ("/v1/users/{user_id}", "put", status): [
-            (path, method, {"user_id": "$request.path.user_id"})
-            for path, method in (
-                ("/v1/users/{user_id}/feed", "get"),
-                ("/v1/users/{user_id}/unread-count", "get"),
-                ("/v1/users/{user_id}/preferences", "get"),
-                ("/v1/users/{user_id}/preferences", "put"),
-                ("/v1/users/{user_id}/devices", "post"),
-                ("/v1/users/{user_id}/tokens", "post"),
-            )
+# follow them from a created resource to the operations on it. Each operation states the
+# answers it is reached from, so it names only operations it builds on (its own app's or
+# those below), never one above.
+LINKED_FROM = "x-linked-from"
+
+
+def linked_from(operation_id: str, statuses: tuple[str, ...], **parameters: str) -> dict:
+    """`extend_schema(extensions=...)` for an operation reached from another's answer.
+
+    `operation_id`'s answers with these `statuses` link here, each parameter of this
+    operation filled by a runtime expression (`$response.body#/id`, `$request.path.x`).
+    """
+    return {
+        LINKED_FROM: [
+            {"operationId": operation_id, "status": status, "parameters": parameters}
+            for status in statuses
         ]
-        for status in ("200", "201")
-    },
-}
+    }
 
 
 def add_links(result, generator, request, public):
-    """drf-spectacular postprocessing hook: the `_LINKS` above, by operationId."""
-    paths = result.get("paths", {})
-    for (path, method, status), targets in _LINKS.items():
-        response = paths.get(path, {}).get(method, {}).get("responses", {}).get(status)
-        if response is None:
-            continue
-        links = response.setdefault("links", {})
-        for target_path, target_method, parameters in targets:
-            target = paths.get(target_path, {}).get(target_method)
-            if target is not None:
-                links[target["operationId"]] = {
-                    "operationId": target["operationId"],
-                    "parameters": parameters,
-                }
+    """drf-spectacular postprocessing hook: each operation's `linked_from` declarations
+    as links on the answers they name (and the declarations taken out of the schema)."""
+    operations = [
+        operation
+        for item in result.get("paths", {}).values()
+        for operation in item.values()
+        if isinstance(operation, dict) and "operationId" in operation
+    ]
+    by_id = {operation["operationId"]: operation for operation in operations}
+    for target in operations:
+        for source in target.pop(LINKED_FROM, []):
+            origin = by_id.get(source["operationId"], {})
+            response = origin.get("responses", {}).get(source["status"])
+            if response is None:
+                warn(
+                    f"{target['operationId']} is linked from {source['operationId']} "
+                    f"{source['status']}, which the schema does not have"
+                )
+                continue
+            response.setdefault("links", {})[target["operationId"]] = {
+                "operationId": target["operationId"],
+                "parameters": source["parameters"],
+            }
     return result

@@ -6,8 +6,8 @@ from notify.api import views
 urlpatterns = [
     path("notifications", views.NotificationCreateApi.as_view(), name="notification-create"),
     path("notifications/batch", views.NotificationBatchApi.as_view(), name="notification-batch"),
-    # `users/<user_id>` itself (PUT upserts, DELETE erases) is routed by campaigns.api.urls:
-    # erasure spans every app, so its view lives in the highest layer.
+    # `users/<user_id>` itself (PUT upserts, DELETE erases) is routed by the highest layer:
+    # erasure spans every app, so the view for both methods lives there.
     path("users/<str:user_id>/feed", views.FeedListApi.as_view(), name="feed-list"),
     path("users/<str:user_id>/feed/read", views.FeedReadApi.as_view(), name="feed-read"),
     path("users/<str:user_id>/unread-count", views.UnreadCountApi.as_view(), name="unread-count"),

@@ -19,9 +19,9 @@ from notify.api.lookups import (
     recipient_or_404,
     user_id_checked,
 )
-from notify.api.schema import error_responses
+from notify.api.schema import error_responses, linked_from
 from notify.feed import feed_entry_document, feed_mark_read
-from notify.models import ApiKey
+from notify.models import ApiKey, Scope
 from notify.selectors import BadCursor, feed_page
 from notify.services import (
     Accepted,
@@ -78,7 +78,10 @@ def _refusal(event: Event, answer: IntakeConflict | UnknownRecipient) -> ApiErro
 
 
 class NotificationCreateApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
+
     @extend_schema(
+        operation_id="send_notification",
         request=s.NotificationIn,
         responses={202: s.NotificationAcceptedOut, **error_responses(409, 422)},
         summary="Send an event; returns at once with the notification id.",
@@ -94,9 +97,11 @@ class NotificationCreateApi(APIView):
 
 
 class NotificationBatchApi(APIView):
+    required_scope = Scope.NOTIFICATIONS_SEND
     body_limit_setting = "NOTIFY_BATCH_MAX_BODY_BYTES"
 
     @extend_schema(
+        operation_id="send_notification_batch",
         request=s.NotificationBatchIn,
         responses={200: s.NotificationBatchOut},
         summary="Send up to NOTIFY_BATCH_MAX_EVENTS events; one answer per event, in order.",
@@ -136,7 +141,10 @@ def _item_error(error: ApiError) -> dict:
 
 
 class RecipientUpsertApi(APIView):
+    required_scope = {"PUT": Scope.RECIPIENTS_WRITE}
+
     @extend_schema(
+        operation_id="upsert_user",
         request=s.RecipientIn,
         responses={200: s.RecipientOut, 201: s.RecipientOut},
         summary="Create or update a recipient's contact data.",
@@ -154,7 +162,12 @@ class RecipientUpsertApi(APIView):
 
 
 class FeedListApi(APIView):
+    required_scope = Scope.USERS_READ
+    user_token_allowed = True
+
     @extend_schema(
+        operation_id="list_feed",
+        extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
         parameters=[
             OpenApiParameter(
                 "limit",
@@ -194,7 +207,15 @@ def _feed_limit(raw: str | None) -> int:
 
 
 class FeedReadApi(APIView):
-    @extend_schema(request=s.FeedReadIn, responses={200: s.FeedReadOut}, summary="Mark read.")
+    required_scope = Scope.USERS_READ
+    user_token_allowed = True
+
+    @extend_schema(
+        operation_id="mark_feed_read",
+        request=s.FeedReadIn,
+        responses={200: s.FeedReadOut},
+        summary="Mark read.",
+    )
     def post(self, request: Request, user_id: str) -> Response:
         recipient = recipient_or_404(user_id)
         data_in = s.FeedReadIn(data=request.data)
@@ -208,7 +229,15 @@ class FeedReadApi(APIView):
 
 
 class UnreadCountApi(APIView):
-    @extend_schema(responses={200: s.UnreadCountOut}, summary="Unread count, from Redis.")
+    required_scope = Scope.USERS_READ
+    user_token_allowed = True
+
+    @extend_schema(
+        operation_id="get_unread_count",
+        extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
+        responses={200: s.UnreadCountOut},
+        summary="Unread count, from Redis.",
+    )
     def get(self, request: Request, user_id: str) -> Response:
         # The id alone, cached: polling the badge costs Redis only, no query.
         count = unread_count(recipient_id=recipient_id_or_404(user_id))

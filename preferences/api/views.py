@@ -17,9 +17,10 @@ from rest_framework.views import APIView
 from notify.api.auth import UserPrincipal
 from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404
-from notify.api.schema import error_responses
+from notify.api.schema import error_responses, linked_from
 from notify.api.serializers import LanguageTagField, TimeZoneField
 from notify.api.strict import StrictSerializer
+from notify.models import Scope
 from notify.tokens import user_token_issue
 from preferences.center import preference_center_links_revoke
 from preferences.models import ConsentSource
@@ -103,12 +104,22 @@ def _client_ip(request: HttpRequest) -> str | None:
 
 
 class PreferencesApi(APIView):
-    @extend_schema(responses={200: PreferencesOut}, summary="Effective preferences per cell.")
+    required_scope = {"GET": Scope.USERS_READ, "PUT": Scope.PREFERENCES_WRITE}
+    user_token_allowed = True
+
+    @extend_schema(
+        operation_id="get_preferences",
+        extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
+        responses={200: PreferencesOut},
+        summary="Effective preferences per cell.",
+    )
     def get(self, request: Request, user_id: str) -> Response:
         recipient = recipient_or_404(user_id)
         return Response(preferences_document(recipient=recipient))
 
     @extend_schema(
+        operation_id="update_preferences",
+        extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
         request=PreferencesIn,
         responses={200: PreferencesOut, **error_responses(409, 422)},
         summary="Change cells, quiet hours, time zone, language (each optional); a "
@@ -157,7 +168,11 @@ class PreferencesApi(APIView):
 
 
 class UserTokenApi(APIView):
+    required_scope = Scope.USERS_TOKENS
+
     @extend_schema(
+        operation_id="create_user_token",
+        extensions=linked_from("upsert_user", ("200", "201"), user_id="$request.path.user_id"),
         request=None,
         responses={201: UserTokenOut},
         summary="A short-lived token for this user's own feed, count and preferences.",
@@ -184,7 +199,12 @@ class PreferenceCenterLinkApi(APIView):
     """The hosted preference center's address for one person: for an inbox or a settings
     screen to link to (an end-user token may ask for its own), and its revocation."""
 
+    # A preference-center link is a credential to the person's settings, like a token.
+    required_scope = {"POST": Scope.USERS_TOKENS, "DELETE": Scope.PREFERENCES_WRITE}
+    user_token_allowed = True
+
     @extend_schema(
+        operation_id="create_preference_center_link",
         request=None,
         responses={201: PreferenceCenterLinkOut},
         summary="A fresh signed link to this user's hosted preference center.",
@@ -200,6 +220,7 @@ class PreferenceCenterLinkApi(APIView):
         )
 
     @extend_schema(
+        operation_id="revoke_preference_center_links",
         request=None,
         responses={204: None},
         summary="Switch off every preference-center link of this user made until now.",

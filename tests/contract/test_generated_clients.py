@@ -132,12 +132,24 @@ def typescript_client(generated) -> Generated:
     return generated["typescript"]
 
 
-def test_the_schema_states_every_operation_id_as_a_verb(served_schema):
-    from notify.api.schema import OPERATION_IDS
+# Every operation's id, as the generated clients name their functions: a change here is
+# a change to every client.
+OPERATION_IDS = {
+    "send_notification", "send_notification_batch", "cancel_notification",
+    "get_notification_status", "upsert_user", "erase_user", "register_device",
+    "remove_device", "list_feed", "mark_feed_read", "get_unread_count", "stream_feed",
+    "get_preferences", "update_preferences", "create_user_token",
+    "create_preference_center_link", "revoke_preference_center_links", "launch_campaign",
+    "get_campaign", "pause_campaign", "resume_campaign", "cancel_campaign", "list_webhooks",
+    "register_webhook", "get_webhook", "update_webhook", "remove_webhook",
+    "rotate_webhook_secret", "enable_webhook",
+}  # fmt: skip
 
+
+def test_the_schema_states_every_operation_id_as_a_verb(served_schema):
     _, schema = served_schema
     ids = _operation_ids(schema)
-    assert ids == set(OPERATION_IDS.values())
+    assert ids == OPERATION_IDS
     assert {"send_notification", "get_notification_status", "upsert_user", "list_feed",
             "mark_feed_read", "get_unread_count"} <= ids  # fmt: skip
     assert not [i for i in ids if re.search(r"_(create|retrieve|update|destroy|list)$", i)]

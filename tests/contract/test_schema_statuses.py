@@ -48,3 +48,31 @@ def test_the_live_stream_is_in_the_schema_with_every_status_it_answers(api):
     assert_error(api.get("/v1/users/demo-user/stream?device_id=abc"), 400, "invalid")
     assert_error(api.get("/v1/users/nobody-at-all/stream"), 404, "unknown_recipient")
     assert APIClient().get("/v1/users/demo-user/stream").status_code == 401
+
+
+def test_a_created_resource_links_to_the_operations_on_it(db):
+    def links(path: str, method: str, status: str) -> dict:
+        return _operation(path, method)["responses"][status]["links"]
+
+    campaign = links("/v1/campaigns", "post", "202")
+    assert set(campaign) == {"get_campaign", "pause_campaign", "resume_campaign", "cancel_campaign"}
+    assert campaign["pause_campaign"] == {
+        "operationId": "pause_campaign",
+        "parameters": {"campaign_id": "$response.body#/campaign_id"},
+    }
+    assert set(links("/v1/notifications", "post", "202")) == {
+        "get_notification_status",
+        "cancel_notification",
+    }
+    device = links("/v1/users/{user_id}/devices", "post", "201")["remove_device"]
+    assert device["parameters"] == {
+        "user_id": "$request.path.user_id",
+        "device_id": "$response.body#/device_id",
+    }
+    for status in ("200", "201"):
+        assert set(links("/v1/users/{user_id}", "put", status)) == {
+            "list_feed", "get_unread_count", "get_preferences", "update_preferences",
+            "register_device", "create_user_token",
+        }  # fmt: skip
+    schema = yaml.safe_load(APIClient().get("/v1/schema").content)
+    assert "x-linked-from" not in str(schema)  # the declarations are not served
