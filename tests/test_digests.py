@@ -23,7 +23,11 @@ from notify.feed import feed_mark_read
 from notify.models import Category, Recipient
 from preferences.services import RequestOrigin, marketing_consent_grant, preferences_update
 from templates_admin.models import Template
-from templates_admin.services import TemplateInvalid, template_version_draft
+from templates_admin.services import (
+    TemplateInvalid,
+    template_version_draft,
+    template_version_publish,
+)
 from tests.digest_data import DIGEST_EMAIL, ONE_EMAIL, comment_category, comment_event
 
 pytestmark = pytest.mark.django_db
@@ -205,6 +209,34 @@ def test_a_campaign_never_opens_a_digest(person):
     assert not DigestWindow.objects.exists()
 
 
+def test_a_category_may_digest_in_app_too_one_entry_per_window(person):
+    from deliveries.pipeline.attempt import deliveries_attempt
+
+    comments = comment_category(digest_windows={"inapp": 60})
+    comments.full_clean()  # (an admin save takes it)
+    template = Template.objects.get(category=comments, channel="inapp")
+    digest_inapp = {
+        "title": "{{ digest.count }} new comments",
+        "body": "{% for event in digest.events %}[{{ event.payload.comment_id }}]{% endfor %}",
+        "url": "",
+    }
+    template_version_publish(version=template_version_draft(template=template, fields=digest_inapp))
+    events = [comment_event(comments, person, n) for n in range(1, 4)]
+    routed_at = timezone.now() - timedelta(seconds=61)  # so the window is due now
+    notifications_route(notification_ids=[str(e.pk) for e in events], now=routed_at)
+    assert person.feed.count() == 0  # (email is not digested: it went at once)
+    assert {d.status for d in email_rows(*events)} == {"queued"}
+
+    assert digests_close() == 1
+    carrier = Delivery.objects.get(channel="inapp", status="queued")
+    deliveries_attempt(delivery_ids=[carrier.pk])
+    entry = person.feed.get()
+    assert (entry.notification_id, entry.title) == (events[-1].pk, "3 new comments")
+    assert entry.body == "[c1][c2][c3]"
+    others = Delivery.objects.filter(channel="inapp").exclude(pk=carrier.pk)
+    assert {(d.status, d.reason) for d in others} == {("digested", "in_digest")}
+
+
 def test_delay_if_unread_skips_a_read_entry_and_sends_an_unread_one(person):
     comments = comment_category(delays_if_unread={"email": 10})
     read, unread = comment_event(comments, person, 1), comment_event(comments, person, 2)
@@ -228,7 +260,12 @@ def test_delay_if_unread_skips_a_read_entry_and_sends_an_unread_one(person):
         ({"digest_windows": {"email": 0}}, "digest_windows", "above 0"),
         ({"digest_windows": {"email": -30}}, "digest_windows", "above 0"),
         ({"digest_windows": {"email": "soon"}}, "digest_windows", "above 0"),
-        ({"digest_windows": {"inapp": 60}}, "digest_windows", "applies to"),
+        ({"delays_if_unread": {"inapp": 60}}, "delays_if_unread", "applies to"),
+        (
+            {"digest_windows": {"inapp": 60}, "delays_if_unread": {"email": 60}},
+            "delays_if_unread",
+            "in-app digested",
+        ),
         ({"digest_windows": {"email": 60}, "mandatory": True}, "digest_windows", "mandatory"),
         ({"delays_if_unread": {"email": 0}}, "delays_if_unread", "above 0"),
         ({"delays_if_unread": {"sms": 60}, "mandatory": True}, "delays_if_unread", "mandatory"),
