@@ -22,7 +22,7 @@ from deliveries.models import (
     WebhookEvent,
 )
 from deliveries.pipeline.fairness import push_slots_key
-from deliveries.pipeline.live import live_key, seen_key
+from deliveries.pipeline.live import feed_seen_key, live_key, seen_key
 from notify.erasure import admin_log_forget
 from notify.models import Channel, Recipient
 
@@ -78,7 +78,7 @@ def deliveries_erase(*, recipient: Recipient) -> dict[str, int]:
     )
     admin_log_forget(model=Delivery, pks=delivery_ids)
     admin_log_forget(model=Device, pks=device_ids)
-    keys = [push_slots_key(recipient.pk)]
+    keys = [push_slots_key(recipient.pk), feed_seen_key(recipient.pk)]
     for device_id in device_ids:
         keys += [live_key(device_id), seen_key(device_id)]
     get_redis_connection("default").delete(*keys)

@@ -86,6 +86,10 @@ class Reason(models.TextChoices):
         "Waits, and goes only if the in-app entry is still unread then",
     )
     READ_IN_APP = "read_in_app", "The person read the in-app entry before the delay ended"
+    SEEN_LIVE = (
+        "seen_live",
+        "The live stream showed the person the in-app entry before the delay ended",
+    )
     NEWER_DELIVERED = (
         "newer_delivered",
         "A newer event about the same subject already reached the person on this channel",

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from deliveries.counts import delivery_counts_retire
 from deliveries.models import Delivery
+from deliveries.pipeline.digests import digests_retire
 from history.archive import (
     ArchiveFile,
     ArchiveMismatch,
@@ -183,6 +184,11 @@ def month_archive(month: date, *, now: datetime) -> MonthArchived:
                 written.append(url)
                 files[t.table] = _partition_archive(t.table, partition, url, cursor)
             _references_delete(month)
+            # Digest windows hold delivery ids, not keys: they go with the deliveries.
+            digests_retire(
+                deliveries_partition=partition_name(Delivery._meta.db_table, month),
+                month_end=month_bounds(month)[1],
+            )
             _partitions_drop(cursor, partitions)
             ArchivedMonth.objects.update_or_create(
                 month=month,
@@ -276,6 +282,11 @@ def _restored_copy_release(month: date, *, now: datetime) -> bool:
                 return False
             _counts_settle(month, cursor)
             _references_delete(month)
+            # Digest windows hold delivery ids, not keys: they go with the deliveries.
+            digests_retire(
+                deliveries_partition=partition_name(Delivery._meta.db_table, month),
+                month_end=month_bounds(month)[1],
+            )
             _partitions_drop(cursor, [partition_name(t.table, month) for t in HISTORY_TABLES])
             record.restored_at = None
             record.save(update_fields=["restored_at"])

@@ -96,10 +96,13 @@ MARKETING_QUEUE_MESSAGE = (
 )
 
 
-def channel_seconds_problems(value: object, *, what: str, mandatory: bool) -> list[str]:
+def channel_seconds_problems(
+    value: object, *, what: str, mandatory: bool, inapp: bool = False
+) -> list[str]:
     """What is wrong with a {channel: seconds} setting of a category (empty: nothing).
     Mandatory categories (login codes, payments) may be neither digested nor delayed:
-    they go at once, every time; in-app is one entry per event."""
+    they go at once, every time. `inapp`: whether the setting applies to in-app (a
+    digest may: one entry per window; a delay may not: it waits for that entry)."""
     if value in (None, {}, ""):
         return []
     if not isinstance(value, dict):
@@ -108,8 +111,8 @@ def channel_seconds_problems(value: object, *, what: str, mandatory: bool) -> li
         return [f"a mandatory category goes at once on every channel: it cannot have {what}."]
     problems = []
     for channel, seconds in value.items():
-        if channel not in Channel.values or channel == Channel.INAPP:
-            usable = ", ".join(c for c in Channel.values if c != Channel.INAPP)
+        if channel not in Channel.values or (channel == Channel.INAPP and not inapp):
+            usable = ", ".join(c for c in Channel.values if inapp or c != Channel.INAPP)
             problems.append(f"“{channel}”: {what} applies to {usable}.")
         elif isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
             problems.append(f"“{channel}”: {what} is a whole number of seconds above 0.")
@@ -155,7 +158,8 @@ class Category(models.Model):
         default=dict,
         blank=True,
         help_text='Seconds per channel, e.g. {"email": 1800}: at most one notification on '
-        "that channel per window and recipient, listing the window's events. Not in-app.",
+        "that channel per window and recipient, listing the window's events (in-app too: "
+        "one entry per window instead of one per event).",
     )
     digest_key = models.CharField(
         max_length=100,
@@ -192,12 +196,23 @@ class Category(models.Model):
             raise ValidationError({"queue": MARKETING_QUEUE_MESSAGE})
         problems = {
             "digest_windows": channel_seconds_problems(
-                self.digest_windows, what="a digest window", mandatory=self.mandatory
+                self.digest_windows,
+                what="a digest window",
+                mandatory=self.mandatory,
+                inapp=True,
             ),
             "delays_if_unread": channel_seconds_problems(
                 self.delays_if_unread, what="a delay", mandatory=self.mandatory
             ),
         }
+        if (
+            Channel.INAPP in (self.digest_windows or {})
+            and self.delays_if_unread
+            and not problems["delays_if_unread"]
+        ):
+            problems["delays_if_unread"] = [
+                "a delay waits for each event's in-app entry: not with in-app digested."
+            ]
         both = set(self.digest_windows or {}) & set(self.delays_if_unread or {})
         if both and not problems["delays_if_unread"]:
             problems["delays_if_unread"] = [

@@ -112,7 +112,8 @@ def _gate_inputs_built(
         },
         consents=[Consent(c, ch, granted) for c, ch, granted in _json(consents)],
         quiet_window=(
-            QuietWindow(_parse_hhmm(quiet[0][:5]), _parse_hhmm(quiet[1][:5]))
+            # As stored (to the second), as `quiet_window` reads it one by one.
+            QuietWindow(time.fromisoformat(quiet[0]), time.fromisoformat(quiet[1]))
             if quiet
             else default_quiet_window()
         )

@@ -5,12 +5,15 @@ and a worker killed with SIGKILL while a window is open."""
 from __future__ import annotations
 
 import re
+import time
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from deliveries.models import DigestItem, DigestWindow
-from notify.models import FeedEntry
+from notify.models import FeedEntry, Recipient
+from preferences.services import RequestOrigin, marketing_consent_grant, quiet_hours_set
 from tests.digest_data import comment_category
 from tests.statuses import settled
 from tests.waiting import wait_for
@@ -133,3 +136,43 @@ def test_email_delayed_if_unread_goes_only_when_the_entry_was_not_read(api, pipe
     assert skipped["email"]["reason"] == "read_in_app"
     assert sent["email"]["status"] == "delivered"
     assert [mail.subject for mail in smtp.received] == ["New comment [c2]"]
+
+
+def test_a_digest_that_closes_in_quiet_hours_is_held_and_sent_when_they_end(api, pipeline):
+    smtp = pipeline
+    news = comment_category(
+        "news.windowed", digest_windows={"email": 5}, marketing=True, queue="low"
+    )
+    news.default_channels = ["email"]  # (in-app would count against the daily cap at once)
+    news.save()
+    register(api, "sleeper")
+    sleeper = Recipient.objects.get(user_id="sleeper")  # (no time zone: UTC)
+    marketing_consent_grant(recipient=sleeper, origin=RequestOrigin(source="signup"))
+    for number in range(1, 4):
+        post_comment(api, "sleeper", "news.windowed", number)
+    wait_for(
+        lambda: DigestWindow.objects.filter(state="open", items_count=3).exists(),
+        timeout=30,
+        what="the three events in an open window",
+    )
+    # Quiet hours (to the second) that began a minute ago and end in 8 s: the window,
+    # open for 5 s, closes inside them.
+    now = datetime.now(UTC).replace(microsecond=0)
+    quiet_end = now + timedelta(seconds=8)
+    quiet_hours_set(
+        recipient=sleeper,
+        start=(now - timedelta(minutes=1)).time().replace(tzinfo=None),
+        end=quiet_end.time().replace(tzinfo=None),
+    )
+
+    window = wait_for(
+        lambda: DigestWindow.objects.exclude(state="open").first(), what="the window's close"
+    )
+    assert window.state == "deferred", window.state
+    assert time.time() < quiet_end.timestamp(), "closed after quiet hours: nothing tested"
+    assert smtp.received == []
+    mail = wait_for(lambda: smtp.received and smtp.received[0], timeout=30, what="the digest")
+    assert mail.received_at >= quiet_end.timestamp()
+    time.sleep(1)  # (one digest, not one per event)
+    assert len(smtp.received) == 1
+    assert (mail.subject, listed(mail)) == ("3 new comments", ["c1", "c2", "c3"])

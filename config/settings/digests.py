@@ -19,3 +19,7 @@ NOTIFY_DIGEST_EVENTS_MAX = env_int("NOTIFY_DIGEST_EVENTS_MAX", 100, minimum=1)
 # A scale for every category's digest window and delay (1 = as the category says): a
 # test or a demo shortens them all at once without editing categories.
 NOTIFY_DIGEST_TIME_SCALE = env_float("NOTIFY_DIGEST_TIME_SCALE", 1.0, minimum=0.0001)
+# How long the live stream remembers which feed entries it wrote to a person (seconds):
+# a delay if unread ends unsent (`skipped_read`, reason `seen_live`) when the entry was
+# written to one of the person's streams within it. Keep it above the longest delay.
+NOTIFY_FEED_SEEN_TTL = env_int("NOTIFY_FEED_SEEN_TTL", 86400, minimum=1)

@@ -42,7 +42,12 @@ from deliveries.api.stream_limits import (
 )
 from deliveries.api.stream_wakeups import FeedSubscription, feed_wakeup_hub
 from deliveries.models import Device
-from deliveries.pipeline.live import device_live_clear, device_live_mark, feed_entry_mark_seen
+from deliveries.pipeline.live import (
+    device_live_clear,
+    device_live_mark,
+    feed_entries_mark_seen_by,
+    feed_entry_mark_seen,
+)
 from notify.api.auth import api_key_scope_refusal
 from notify.api.errors import ApiError, error_body
 from notify.api.lookups import user_id_checked
@@ -193,6 +198,7 @@ async def _events(
     mark = _in_thread(device_live_mark)
     fetch = _in_thread(_entries_after)
     seen = _in_thread(feed_entry_mark_seen)
+    seen_by = _in_thread(feed_entries_mark_seen_by)
     wakeups = _FeedWakeups(recipient_id)
     try:
         if device_id is not None:
@@ -202,6 +208,7 @@ async def _events(
         yield f"retry: {reconnect_after_ms()}\n\n"
         beat = time.monotonic()
         while True:
+            written = []
             for entry in await fetch(recipient_id, cursor):
                 cursor = entry["id"]
                 data = json.dumps(entry, cls=DjangoJSONEncoder, ensure_ascii=False)
@@ -210,6 +217,10 @@ async def _events(
                     # Resumed only once the server took the event: the device has it, and
                     # the push sender may skip this notification's push.
                     await seen(device_id=device_id, entry_id=entry["id"])
+                written.append(entry["id"])
+            if written:
+                # The person has seen these (a delay if unread no longer sends them).
+                await seen_by(recipient_id=recipient_id, entry_ids=written)
             if time.monotonic() >= ends_at:
                 # The client reconnects after `retry` with Last-Event-ID, and that new
                 # request is authenticated again.

@@ -19,6 +19,7 @@ from deliveries.models import (
     DigestWindowState,
     Reason,
 )
+from deliveries.pipeline.digests import wakeups_publish
 from deliveries.pipeline.enqueue import deliveries_enqueue
 from deliveries.pipeline.routing import gate_decide_many
 from notify.models import PUSH_CHANNELS, Channel, Notification
@@ -65,6 +66,7 @@ def digests_close(*, now: datetime | None = None) -> int:
     """
     now = now or timezone.now()
     enqueue: list[tuple[int, str, str]] = []
+    deferred: dict[str, list[datetime]] = {}  # queue → when quiet hours end
     owners: dict[int, tuple[int, object]] = {}
     with transaction.atomic():
         windows = list(
@@ -125,6 +127,7 @@ def digests_close(*, now: datetime | None = None) -> int:
                 owners[carrier_id] = (window.recipient_id, found[-1][1])
             elif verdict.status == DeliveryStatus.DEFERRED:
                 state = DigestWindowState.DEFERRED
+                deferred.setdefault(live[carrier_id][1], []).append(verdict.not_before)
                 rows.append((carrier_id, carrier_month, DeliveryStatus.DEFERRED, verdict.reason,
                              verdict.not_before, None, None))  # fmt: skip
             else:
@@ -149,6 +152,9 @@ def digests_close(*, now: datetime | None = None) -> int:
         push_owners={pk: owners[pk] for pk, channel, _ in enqueue if channel in PUSH_CHANNELS},
         push_devices={pk: live[pk][0] for pk, channel, _ in enqueue if channel == Channel.WEBPUSH},
     )
+    # A digest held by quiet hours goes when they end, not at beat's next release.
+    for queue, ends in deferred.items():
+        wakeups_publish(closes=[], delayed=ends, queue=queue)
     logger.info("closed %s digest windows, %s sent now", len(windows), len(enqueue))
     return len(windows)
 

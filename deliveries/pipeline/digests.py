@@ -32,8 +32,10 @@ from deliveries.models import (
     DeliveryStatus,
     DigestItem,
     DigestWindow,
+    DigestWindowState,
     Reason,
 )
+from deliveries.pipeline.live import feed_entries_seen_by
 from notify.broker import publish_task
 from notify.models import Category, FeedEntry, Notification
 from notify.pgarrays import array_literal
@@ -213,21 +215,59 @@ def digest_contexts_attach(deliveries: Sequence[Delivery]) -> None:
 # --- Delays if unread --------------------------------------------------------------------
 
 
-def read_before_delay_end(deliveries: Sequence[Delivery]) -> set[int]:
-    """Of these deliveries delayed until their in-app entry is read, the ids whose entry
-    was read by now (one query)."""
+def read_before_delay_end(deliveries: Sequence[Delivery]) -> dict[int, str]:
+    """Of these deliveries delayed until their in-app entry is read, those whose entry
+    the person read by now, with the reason to record: marked read (`read_in_app`, one
+    query), or shown to them on the live stream (`seen_live`, one Redis round trip for
+    the entries not marked read)."""
     delayed = {
         d.pk: (d.notification_id, d.accepted_at)
         for d in deliveries
         if d.reason == Reason.DELAYED_IF_UNREAD
     }
     if not delayed:
-        return set()
-    read = set(
-        FeedEntry.objects.filter(
+        return {}
+    entries = {
+        notification_id: (entry_id, recipient_id, read_at)
+        for entry_id, notification_id, recipient_id, read_at in FeedEntry.objects.filter(
             notification_id__in=[n for n, _ in delayed.values()],
             accepted_at__in=list({m for _, m in delayed.values()}),
-            read_at__isnull=False,
-        ).values_list("notification_id", flat=True)
-    )
-    return {pk for pk, (notification_id, _) in delayed.items() if notification_id in read}
+        ).values_list("pk", "notification_id", "recipient_id", "read_at")
+    }
+    seen = feed_entries_seen_by(
+        [(recipient_id, entry_id) for entry_id, recipient_id, read_at in entries.values()
+         if read_at is None]
+    )  # fmt: skip
+    found: dict[int, str] = {}
+    for pk, (notification_id, _) in delayed.items():
+        entry_id, _, read_at = entries.get(notification_id, (None, None, None))
+        if read_at is not None:
+            found[pk] = Reason.READ_IN_APP
+        elif entry_id in seen:
+            found[pk] = Reason.SEEN_LIVE
+    return found
+
+
+# --- Retention ---------------------------------------------------------------------------
+
+
+def digests_retire(*, deliveries_partition: str, month_end: datetime) -> tuple[int, int]:
+    """Before a month of deliveries is dropped (history retention): the digest items of
+    its deliveries go, and so does every closed window closed before the month's end that
+    is left with no item — two statements, whatever the month's size. A window whose
+    other items are in a later month stays until that month goes; an open window is the
+    close's to end. Returns (items, windows) deleted."""
+    items_table, windows_table = DigestItem._meta.db_table, DigestWindow._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {items_table} i USING {deliveries_partition} d "
+            "WHERE i.delivery_id = d.id AND i.accepted_at = d.accepted_at"
+        )
+        items = cursor.rowcount
+        cursor.execute(
+            f"DELETE FROM {windows_table} w WHERE w.state <> %(open)s "
+            "AND w.closed_at < %(end)s "
+            f"AND NOT EXISTS (SELECT 1 FROM {items_table} i WHERE i.window_id = w.id)",
+            {"open": DigestWindowState.OPEN.value, "end": month_end},
+        )
+        return items, cursor.rowcount

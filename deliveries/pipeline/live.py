@@ -41,6 +41,11 @@ def seen_key(device_id: object) -> str:
     return f"notify:live:device:{device_id}:seen"
 
 
+def feed_seen_key(recipient_id: object) -> str:
+    """The feed entries the stream wrote to any of this person's streams (device or not)."""
+    return f"notify:feed:{recipient_id}:seen"
+
+
 def _redis():
     return get_redis_connection("default")
 
@@ -80,6 +85,38 @@ def feed_entry_mark_seen(*, device_id: int, entry_id: int) -> None:
     except RedisError:
         logger.warning("live registry: could not record entry %s on device %s", entry_id,
                        device_id)  # fmt: skip
+
+
+def feed_entries_mark_seen_by(*, recipient_id: int, entry_ids: list[int]) -> None:
+    """The stream wrote these feed entries to one of the person's streams (called after
+    each batch it writes): a delay if unread counts them as read (docs/digests.md)."""
+    if not entry_ids:
+        return
+    key = feed_seen_key(recipient_id)
+    try:
+        with _redis().pipeline(transaction=False) as pipe:
+            pipe.sadd(key, *entry_ids)
+            pipe.expire(key, settings.NOTIFY_FEED_SEEN_TTL)
+            pipe.execute()
+    except RedisError:
+        logger.warning("live registry: could not record entries seen by %s", recipient_id)
+
+
+def feed_entries_seen_by(entries: list[tuple[int, int]]) -> set[int]:
+    """Of these (recipient id, feed entry id), the entry ids the stream wrote to the
+    person within NOTIFY_FEED_SEEN_TTL — one round trip. Unknown (Redis down) counts as
+    not seen: what waited for it goes out."""
+    if not entries:
+        return set()
+    try:
+        with _redis().pipeline(transaction=False) as pipe:
+            for recipient_id, entry_id in entries:
+                pipe.sismember(feed_seen_key(recipient_id), entry_id)
+            answers = pipe.execute()
+    except RedisError:
+        logger.warning("live registry: could not read entries seen; treated as unseen")
+        return set()
+    return {entry_id for (_, entry_id), seen in zip(entries, answers, strict=True) if seen}
 
 
 def feed_entry_seen(*, device_id: object, entry_id: int, wait_seconds: float = 0.0) -> bool:

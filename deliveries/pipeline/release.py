@@ -26,7 +26,8 @@ def deferred_release(*, now: datetime | None = None) -> int:
     """Beat: deferred deliveries whose quiet window (or delay) ended pass the gate again.
 
     A delivery delayed until its in-app entry is read ends `skipped_read` when the
-    entry was read by then (docs/digests.md); the others go on as below.
+    entry was read (or shown on the live stream) by then (docs/digests.md); the others
+    go on as below.
 
     Past its deadline → `expired` (never sent late); allowed but to an address on the
     hard-bounce list (it may have bounced while this one waited) → `suppressed`; allowed →
@@ -47,7 +48,7 @@ def deferred_release(*, now: datetime | None = None) -> int:
         for delivery in due:
             if delivery.pk in read:
                 delivery.status = DeliveryStatus.SKIPPED_READ
-                delivery.reason = Reason.READ_IN_APP
+                delivery.reason = read[delivery.pk]
                 delivery.next_attempt_at = None
                 delivery.finished_at = now
                 delivery.updated_at = now

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from deliveries.models import Delivery, DeliveryAttempt, DeliveryRedrive
+from deliveries.models import Delivery, DeliveryAttempt, DeliveryRedrive, DigestItem, DigestWindow
 from deliveries.ops.metrics import metrics_render
 from history.models import ArchivedMonth, MonthState
 from history.partitions import (
@@ -26,7 +26,7 @@ from history.retention import retention_run, retention_status
 from history.tasks import retention_run_task
 from notify.models import EventKey, FeedEntry, Notification, Outbox
 from tests.history.conftest import months_back
-from tests.history.factories import notifications_in, partition_rows, person
+from tests.history.factories import month_day, notifications_in, partition_rows, person
 
 TABLES = [t.table for t in HISTORY_TABLES]
 
@@ -90,6 +90,51 @@ def test_the_oldest_month_is_in_parquet_with_its_counts_and_gone_from_the_databa
     # A second run finds nothing to do.
     again = retention_run(now=clock)
     assert (again.archived, again.failed) == ({}, {})
+
+
+def _digest_of(deliveries: list[Delivery], *, closed_at, state: str = "sent") -> DigestWindow:
+    """A digest window holding these deliveries (as the route files them)."""
+    first = deliveries[0]
+    window = DigestWindow.objects.create(
+        recipient_id=first.recipient_id, category=first.notification.category,
+        channel=first.channel, state=state, opened_at=closed_at, closes_at=closed_at,
+        closed_at=closed_at if state != "open" else None, items_count=len(deliveries),
+    )  # fmt: skip
+    for delivery in deliveries:
+        DigestItem.objects.create(
+            window=window, delivery_id=delivery.pk, notification_id=delivery.notification_id,
+            accepted_at=delivery.accepted_at, occurred_at=delivery.accepted_at,
+        )  # fmt: skip
+    return window
+
+
+def test_digest_windows_and_items_go_with_the_month_of_their_deliveries(db, archive, clock):
+    ada = person("ada")
+    oldest, recent = months_back(clock, 4), months_back(clock, 1)
+    notifications_in(ada, oldest, count=3)
+    notifications_in(ada, recent, count=2)
+    emails = {
+        month: list(Delivery.objects.filter(channel="email", accepted_at=month_day(month)))
+        for month in (oldest, recent)
+    }
+    old_digest = _digest_of(emails[oldest][:2], closed_at=month_day(oldest))
+    empty_dropped = DigestWindow.objects.create(
+        recipient=ada, category=old_digest.category, channel="email", state="dropped",
+        opened_at=month_day(oldest), closes_at=month_day(oldest), closed_at=month_day(oldest),
+    )  # fmt: skip
+    across = _digest_of([emails[oldest][2], emails[recent][0]], closed_at=month_day(recent))
+    kept = _digest_of(emails[recent][1:], closed_at=month_day(recent), state="open")
+
+    report = retention_run(now=clock)
+
+    assert list(report.archived) == [f"{oldest:%Y-%m}"]
+    assert not DigestWindow.objects.filter(pk__in=[old_digest.pk, empty_dropped.pk]).exists()
+    # A window with an item in a later month stays, holding only that item.
+    assert sorted(DigestWindow.objects.values_list("pk", flat=True)) == [across.pk, kept.pk]
+    assert sorted(DigestItem.objects.values_list("window_id", "delivery_id")) == [
+        (across.pk, emails[recent][0].pk),
+        (kept.pk, emails[recent][1].pk),
+    ]
 
 
 def test_an_empty_month_is_dropped_and_recorded_with_empty_files(db, archive, clock):
