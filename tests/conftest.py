@@ -141,8 +141,14 @@ def smtp_peer():
 
 @pytest.fixture
 def smtp(smtp_peer):
+    """The SMTP peer, reset; this process's kept SMTP session is closed before and after,
+    so a test counts the sessions it opens itself, not one an earlier test left open."""
+    from deliveries.channels.smtp import kept_session_close
+
+    kept_session_close()
     smtp_peer.handler.reset()
     yield smtp_peer
+    kept_session_close()
     smtp_peer.handler.reset()
 
 
