@@ -298,8 +298,8 @@ class TemplateAdmin(admin.ModelAdmin):
         )
 
     def send_test_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        """ "Send test to me" on the version's channel (see `send_to_me`): email to the
-        staff member's address, the other channels to the recipient linked to them."""
+        """ "Send test to me" on the version's channel (see `send_to_me`): to the recipient
+        linked to the staff member, through the delivery pipeline."""
         if request.method != "POST":
             return HttpResponse(status=405)
         # Authors only (editors and publishers), not every reader of the admin.

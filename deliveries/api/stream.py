@@ -190,6 +190,11 @@ async def stream(request: HttpRequest, user_id: str) -> HttpResponseBase:
     return response
 
 
+# An end-user token reaches the stream, as it reaches views that declare so: the
+# cross-origin middleware reads this flag to answer the inbox's browsers here.
+stream.user_token_allowed = True  # type: ignore[attr-defined]
+
+
 async def _events(
     recipient_id: int, device_id: int | None, cursor: int, slot: StreamSlot
 ) -> AsyncIterator[str]:

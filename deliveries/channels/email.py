@@ -2,12 +2,9 @@
 an email service provider's API: email_esp.py; both send what `message_build` makes).
 
 Classification: a recipient refused with 5xx (a hard bounce: the address is suppressed)
-or a 5xx at DATA is permanent;
-4xx answers, disconnects, timeouts and refusals of our own sender or login are
-transient (they are about our side or the relay, not about this message). The whole
-call, connecting included, ends at NOTIFY_CALL_DEADLINE_SMTP however slowly the relay
-answers (a transient `timeout`). The SMTP session itself, kept open per sender thread,
-is deliveries/channels/smtp.py.
+or a 5xx at DATA is permanent; 4xx answers, disconnects, timeouts and refusals of our own
+sender or login are transient (about our side or the relay, not about this message). The
+whole call ends at NOTIFY_CALL_DEADLINE_SMTP (a transient `timeout`); smtp.py keeps the session.
 """
 
 from __future__ import annotations
@@ -74,6 +71,12 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
     if watch.expired:  # accepted just as the deadline fired: the session is cut, not reused
         kept_session_close()
     return SendResult.delivered(provider_message_id=message_id, status_code="250")
+
+
+def sessions_close() -> None:
+    """Close this thread's kept SMTP and ESP sessions (a web request's test send keeps none)."""
+    kept_session_close()
+    email_esp.kept_session_close()
 
 
 def message_build(

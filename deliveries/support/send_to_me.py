@@ -1,14 +1,16 @@
-""" "Send test to me" for in-app, push and SMS templates: the version goes to the staff
-member through the real pipeline, under a test seal instead of the gate's.
+""" "Send test to me" for every channel: the version goes to the staff member through
+the real pipeline, under a test seal instead of the gate's.
 
 Which recipient is "me": the one whose email equals the staff account's email (case
 aside). Exactly one must match; the admin says what to do when none or several do. The
 version itself (a draft too) is pinned on the delivery, so what is tested is what the
-author is looking at. In-app is sent at once, in the request, through the attempt
-every send takes; the in-app channel starts its title with "[Test] " (a test seal says
-it is one), so a test never passes for a real notification in the feed. Push and SMS
-are queued for the workers and sent as users would get them, to the recipient's
-registered devices of that kind or their phone.
+author is looking at. In-app and email are sent at once, in the request, through the
+attempt every send takes: the in-app channel starts its title with "[Test] " (a test
+seal says it is one), so a test never passes for a real notification in the feed; the
+email is the one the recipient would get (the same footers, through SMTP or the email
+service provider as configured), and the admin shows the provider's refusal when there
+is one. Push and SMS are queued for the workers and sent as users would get them, to
+the recipient's registered devices of that kind or their phone.
 
 A test send skips the gate (preferences, quiet hours, the daily marketing cap: it is
 not counted against the cap) and nothing else: the sender checks the test seal as it
@@ -26,6 +28,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from deliveries.channels import provider_for
 from deliveries.models import Delivery, DeliveryStatus, TemplateTestSend
 from deliveries.pipeline.attempt import deliveries_attempt
 from deliveries.pipeline.enqueue import delivery_enqueue
@@ -36,6 +39,8 @@ from preferences.gate import address_targets, test_send_seal
 from templates_admin.send_to_me import SendTestRefused, SendTestRequest, send_test_register
 
 TEST_PRODUCER = "template-test-sends"
+# Sent in the request (so the page can say what happened), not queued for the workers.
+_SENT_AT_ONCE = (Channel.INAPP, Channel.EMAIL)
 _WHERE = {
     Channel.INAPP: "the feed",
     Channel.SMS: "the phone",
@@ -43,6 +48,7 @@ _WHERE = {
     Channel.FCM: "the FCM devices",
 }
 _MISSING = {
+    Channel.EMAIL: "no email address",
     Channel.SMS: "no phone number",
     Channel.WEBPUSH: "no registered Web Push device",
     Channel.FCM: "no registered FCM device",
@@ -100,14 +106,38 @@ def template_version_send_to_staff(request: SendTestRequest) -> str:
         rows = Delivery.objects.bulk_create(
             _delivery(notification, channel, target, version, now) for target in targets
         )
-        if channel != Channel.INAPP:
+        if channel not in _SENT_AT_ONCE:
             queued = [(row.pk, row.queue) for row in rows]
             owner = (recipient.pk, notification.pk)
             transaction.on_commit(lambda: _start(queued, channel, owner))
+    if channel == Channel.EMAIL:
+        return _email_send(rows[0])
     if channel == Channel.INAPP:  # sent here, so it is in the feed when the page answers
         deliveries_attempt(delivery_ids=[row.pk for row in rows])
     verb = "written to" if channel == Channel.INAPP else "queued for"
     return f"Test {channel} {verb} {_WHERE[channel]} of recipient {recipient.user_id}."
+
+
+def _email_send(delivery: Delivery) -> str:
+    """One attempt at the test email, here; what the relay or provider said, in words."""
+    email = provider_for(Channel.EMAIL)
+    # A web thread sends rarely: a fresh SMTP or provider session each time, none kept.
+    email.sessions_close()  # type: ignore[attr-defined]
+    try:
+        deliveries_attempt(delivery_ids=[delivery.pk])
+    finally:
+        email.sessions_close()  # type: ignore[attr-defined]
+    delivery.refresh_from_db(fields=["status", "last_error"])
+    if delivery.status == DeliveryStatus.DELIVERED:
+        return f"Test email sent to {delivery.target}."
+    why = delivery.last_error or delivery.get_status_display()
+    later = " (it will be tried again)" if _will_retry(delivery.status) else ""
+    raise SendTestRefused(f"The test email was not sent: {why}{later}")
+
+
+def _will_retry(status: str) -> bool:
+    """The attempt left the delivery to the workers (a transient failure, a breaker)."""
+    return status in (DeliveryStatus.QUEUED, DeliveryStatus.RETRYING)
 
 
 def _delivery(notification, channel, target, version, now) -> Delivery:
@@ -137,7 +167,7 @@ def _start(queued: list[tuple[int, str]], channel: str, owner: tuple[int, object
 
 
 def send_to_me_register() -> None:
-    """Give the template admin its "Send test to me" for every channel but email (which
-    it sends itself); called as deliveries' admin loads."""
-    for channel in (Channel.INAPP, Channel.SMS, Channel.WEBPUSH, Channel.FCM):
+    """Give the template admin its "Send test to me" for every channel; called as
+    deliveries' admin loads."""
+    for channel in (Channel.INAPP, Channel.EMAIL, Channel.SMS, Channel.WEBPUSH, Channel.FCM):
         send_test_register(channel, template_version_send_to_staff)

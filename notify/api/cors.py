@@ -2,25 +2,21 @@
 origin) can embed the inbox component and call Notify from the browser.
 
 Only for origins listed in NOTIFY_INBOX_ALLOWED_ORIGINS, and only on the operations an
-end-user token may reach (feed, mark read, unread count, stream, preferences, devices):
-producer endpoints never answer a browser from elsewhere. Tokens travel in the
+end-user token may reach: those whose view says `user_token_allowed = True`, the flag
+UserTokenAuthentication reads too (so this module names no route of any app). Producer
+endpoints never answer a browser from elsewhere. Tokens travel in the
 Authorization header, never in cookies, so no credentials mode is offered. A request
 without an Origin header (every server-to-server call) passes through untouched.
 """
 
 from __future__ import annotations
 
-import re
-
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.urls import Resolver404, resolve
 from django.utils.cache import patch_vary_headers
 
-# The paths UserTokenAuthentication (and the stream) accept a user token on.
-END_USER_PATH = re.compile(
-    r"^/v1/users/[^/]+/(feed|feed/read|unread-count|stream|preferences|devices(/[0-9]+)?)$"
-)
 ALLOW_METHODS = "GET, POST, PUT, DELETE"
 ALLOW_HEADERS = "Authorization, Content-Type, Last-Event-ID"
 EXPOSE_HEADERS = "Retry-After"  # a 429's advice, which the component waits by
@@ -32,12 +28,24 @@ def cors_origin_allowed(origin: str) -> bool:
     return "*" in allowed or origin in allowed
 
 
+def user_token_path(path_info: str) -> bool:
+    """Whether the view at this path accepts an end-user token (`user_token_allowed`
+    on its class, or on the function of a plain view such as the stream)."""
+    try:
+        match = resolve(path_info)
+    except Resolver404:
+        return False
+    view = getattr(match.func, "view_class", match.func)  # as_view() keeps its class there
+    return getattr(view, "user_token_allowed", False) is True
+
+
 def _cross_origin(request: HttpRequest) -> str | None:
     """The request's Origin when it is an allowed one on an end-user path, else None."""
     origin = request.META.get("HTTP_ORIGIN")  # META: no headers mapping built for it
-    if not origin or not END_USER_PATH.match(request.path):
+    # The origin first: resolving the path is only paid by browsers of listed origins.
+    if not origin or not cors_origin_allowed(origin):
         return None
-    return origin if cors_origin_allowed(origin) else None
+    return origin if user_token_path(request.path_info) else None
 
 
 def _preflight(origin: str) -> HttpResponse:

@@ -45,10 +45,23 @@ def test_a_listed_origin_gets_a_preflight_and_its_answers_marked(demo_data, allo
     assert "Origin" in feed["Vary"]
 
 
+def test_every_operation_a_user_token_may_reach_answers_a_preflight(demo_data, allowed):
+    for operation in ("feed/read", "unread-count", "preferences", "devices", "devices/7"):
+        answer = preflight(f"/v1/users/demo-user/{operation}", PRODUCT)
+        assert (answer.status_code, answer["Access-Control-Allow-Origin"]) == (204, PRODUCT)
+    # The inbox may ask for the person's preference-center link with their token.
+    answer = preflight("/v1/users/demo-user/preference-center-link", PRODUCT)
+    assert answer.status_code == 204
+    assert answer["Access-Control-Allow-Origin"] == PRODUCT
+    assert "POST" in answer["Access-Control-Allow-Methods"]
+
+
 def test_other_origins_and_producer_endpoints_get_no_cross_origin_answer(demo_data, allowed):
     assert "Access-Control-Allow-Origin" not in preflight(FEED, "https://evil.example")
     assert "Access-Control-Allow-Origin" not in preflight("/v1/notifications", PRODUCT)
     assert "Access-Control-Allow-Origin" not in preflight("/v1/users/demo-user/tokens", PRODUCT)
+    assert "Access-Control-Allow-Origin" not in preflight("/v1/users/demo-user", PRODUCT)
+    assert "Access-Control-Allow-Origin" not in preflight("/v1/no-such-path", PRODUCT)
 
 
 def test_no_origin_is_allowed_by_default(demo_data):
