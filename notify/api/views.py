@@ -209,23 +209,25 @@ class FeedReadApi(APIView):
 
 
 class UnreadCountApi(APIView):
-    # Left by ApiRateThrottle: the counter, read in the rate limit's round trip.
+    # Set by read_along_key when this process knows the path's user id, and by
+    # ApiRateThrottle with the counter it read in the rate limit's round trip.
+    known_recipient_id: int | None = None
     read_along: ReadAlong | None = None
 
     def read_along_key(self, request: Request) -> str | None:
         """The counter's key, for the rate limit to read in its round trip, when this
         process knows the path's user id; else None (the view looks it up, as before)."""
-        recipient_id = recipient_id_cached(user_id=self.kwargs.get("user_id", ""))
-        return None if recipient_id is None else unread_key(recipient_id)
+        self.known_recipient_id = recipient_id_cached(user_id=self.kwargs.get("user_id", ""))
+        return None if self.known_recipient_id is None else unread_key(self.known_recipient_id)
 
     @extend_schema(responses={200: s.UnreadCountOut}, summary="Unread count, from Redis.")
     def get(self, request: Request, user_id: str) -> Response:
-        # The id alone, cached: polling the badge costs one Redis round trip, no query
-        # (the rate limit's, which read the counter too).
-        recipient_id = recipient_id_or_404(user_id)
-        read = self.read_along
-        known = read.value if read is not None and read.key == unread_key(recipient_id) else None
-        count = unread_count(recipient_id=recipient_id, read=known)
+        # Warm, polling the badge costs one Redis round trip (the rate limit's, which read
+        # the counter too) and no query; cold, the id is looked up (then cached) first.
+        if self.read_along is not None and self.known_recipient_id is not None:
+            count = unread_count(recipient_id=self.known_recipient_id, read=self.read_along.value)
+        else:
+            count = unread_count(recipient_id=recipient_id_or_404(user_id))
         if count is None:
             return Response({"count": None, "available": False})
         return Response({"count": count})
