@@ -40,6 +40,13 @@ class TtlCache(Generic[V]):
                 self._entries[key] = (now, value)
         return value
 
+    def peek(self, key: Hashable) -> V | None:
+        """The value cached for `key` if still fresh, else None; never loads."""
+        found = self._entries.get(key)
+        if found is not None and time.monotonic() - found[0] < self._ttl():
+            return found[1]
+        return None
+
     def _prune(self, oldest: float) -> None:
         # Expired entries first; when every entry is fresh, all of them (crude, and rare:
         # it takes max_entries distinct keys within one TTL).

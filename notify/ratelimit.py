@@ -6,9 +6,11 @@ still share one bucket fairly.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from django_redis import get_redis_connection
+from redis.exceptions import NoScriptError
 
 # The bucket's take, shared with the admission of a round of provider sends
 # (deliveries/pipeline/pressure.py). Expects `now` and the locals bucket (its key), rate
@@ -39,8 +41,10 @@ redis.call('HSET', bucket, 'tokens', tokens, 'at', now)
 redis.call('EXPIRE', bucket, ttl)
 """
 
-# KEYS[1]: bucket. ARGV: rate (tokens/s), burst (capacity), cost, ttl (s), floor.
-# Returns {allowed (0/1), seconds to wait for `cost` tokens as a string, tokens left}.
+# KEYS[1]: bucket; KEYS[2], when given: a string key read in the same call. ARGV: rate
+# (tokens/s), burst (capacity), cost, ttl (s), floor. Returns {allowed (0/1), seconds to
+# wait for `cost` tokens as a string, tokens left, KEYS[2]'s value (nil when absent or
+# not asked for)}.
 _TAKE = (
     """
 local now_parts = redis.call('TIME')
@@ -53,9 +57,15 @@ local ttl, floor, partial = tonumber(ARGV[4]), tonumber(ARGV[5]) or 0, false
     + """
 local allowed = 0
 if granted > 0 then allowed = 1 end
-return {allowed, tostring(wait), tostring(tokens)}
+local read = false
+if KEYS[2] then read = redis.call('GET', KEYS[2]) end
+return {allowed, tostring(wait), tostring(tokens), read}
 """
 )
+
+
+# Hashed once here: redis-py's register_script would hash the source on every request.
+_TAKE_SHA = hashlib.sha1(_TAKE.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,8 @@ class Take:
     allowed: bool
     wait_seconds: float
     tokens_left: float = 0.0
+    # The value of the key asked for with `read_along` (None when absent or not asked).
+    read_along: bytes | None = None
 
 
 def user_bucket_key(recipient_id: int) -> str:
@@ -70,13 +82,27 @@ def user_bucket_key(recipient_id: int) -> str:
     return f"notify:ratelimit:user:{recipient_id}"
 
 
-def bucket_take(*, key: str, rate: float, burst: float, cost: int = 1, floor: float = 0.0) -> Take:
+def bucket_take(
+    *,
+    key: str,
+    rate: float,
+    burst: float,
+    cost: int = 1,
+    floor: float = 0.0,
+    read_along: str | None = None,
+) -> Take:
     """Take `cost` tokens from bucket `key` if it has them above `floor`; else say how
-    long to wait. Raises redis errors to the caller, which decides whether to fail open
-    or closed.
+    long to wait. With `read_along`, that string key's value comes back in the same round
+    trip (whether or not the take succeeds), so a request whose answer is one Redis read
+    pays one round trip for its rate limit and its answer. Raises redis errors to the
+    caller, which decides whether to fail open or closed.
     """
     client = get_redis_connection("default")
-    script = client.register_script(_TAKE)
     ttl = max(1, int(burst / rate) + 1)
-    allowed, wait, left = script(keys=[key], args=[rate, burst, cost, ttl, floor])
-    return Take(bool(int(allowed)), float(wait), float(left))
+    keys = [key] if read_along is None else [key, read_along]
+    args = (*keys, rate, burst, cost, ttl, floor)
+    try:
+        allowed, wait, left, read = client.evalsha(_TAKE_SHA, len(keys), *args)
+    except NoScriptError:  # a new or flushed Redis: EVAL runs it and caches it there
+        allowed, wait, left, read = client.eval(_TAKE, len(keys), *args)
+    return Take(bool(int(allowed)), float(wait), float(left), read)

@@ -115,6 +115,11 @@ def recipient_id_get(*, user_id: str) -> int | None:
     )
 
 
+def recipient_id_cached(*, user_id: str) -> int | None:
+    """recipient_id_get's answer when this process has it cached, else None; no query."""
+    return _recipient_ids.peek(user_id)
+
+
 def recipient_id_forget(*, user_id: str) -> None:
     """This process stops answering recipient_id_get from its cache for this user id."""
     _recipient_ids.forget(user_id)

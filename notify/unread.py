@@ -54,12 +54,18 @@ def unread_decrement(*, recipient_id: int, by: int) -> None:
         logger.warning("unread counter: DECRBY failed for recipient %s", recipient_id)
 
 
-def unread_count(*, recipient_id: int) -> int | None:
-    """The unread count from Redis; None when Redis cannot be reached."""
-    try:
-        value = _redis().get(unread_key(recipient_id))
-    except RedisError:
-        return None
+def unread_count(*, recipient_id: int, read: bytes | None = None) -> int | None:
+    """The unread count from Redis; None when Redis cannot be reached.
+
+    `read`: the counter's value when the caller already read its key (`unread_key`) in
+    a round trip of its own; None reads it here.
+    """
+    value = read
+    if value is None:
+        try:
+            value = _redis().get(unread_key(recipient_id))
+        except RedisError:
+            return None
     if value is None:
         # A flushed or never-seen key: seed it from PostgreSQL, once.
         value = _unread_in_database([recipient_id]).get(recipient_id, 0)

@@ -179,9 +179,22 @@ class RateLimiterUnavailable(exceptions.APIException):
     wait = 1  # DRF's handler turns it into Retry-After
 
 
+@dataclass(frozen=True)
+class ReadAlong:
+    """A Redis string read in the rate limit's round trip: its key and its value (None
+    when the key is absent)."""
+
+    key: str
+    value: bytes | None
+
+
 class ApiRateThrottle(throttling.BaseThrottle):
     """Every API operation draws from its caller's bucket (`request_bucket`): 429 with
     Retry-After when empty.
+
+    A view whose answer is one Redis read may define `read_along_key(request)` (the key,
+    or None); the throttle then reads that key in the same round trip as the take and
+    leaves it in the view's `read_along` (a ReadAlong), so the view asks Redis nothing more.
 
     With Redis unreachable NOTIFY_API_RATE_LIMIT_FAIL_OPEN decides: let the request
     through (the default: Redis holds only the buckets, so its outage must not stop
@@ -195,13 +208,19 @@ class ApiRateThrottle(throttling.BaseThrottle):
         bucket = request_bucket(request.user)
         if bucket is None:
             return True
+        key_of = getattr(view, "read_along_key", None)
+        read_key = key_of(request) if key_of is not None else None
         try:
-            take = bucket_take(key=bucket.key, rate=bucket.rate, burst=bucket.burst)
+            take = bucket_take(
+                key=bucket.key, rate=bucket.rate, burst=bucket.burst, read_along=read_key
+            )
         except RedisError:
             if settings.NOTIFY_API_RATE_LIMIT_FAIL_OPEN:
                 logger.warning("API rate limit skipped: Redis unavailable")
                 return True
             raise RateLimiterUnavailable() from None
+        if read_key is not None:
+            view.read_along = ReadAlong(key=read_key, value=take.read_along)
         self._wait = take.wait_seconds
         return take.allowed
 

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from notify.api import serializers as s
+from notify.api.auth import ReadAlong
 from notify.api.errors import ApiError, error_body, first_validation_error
 from notify.api.lookups import (
     category_allowed,
@@ -22,7 +23,7 @@ from notify.api.lookups import (
 from notify.api.schema import error_responses, linked_from
 from notify.feed import feed_entry_document, feed_mark_read
 from notify.models import ApiKey, Scope
-from notify.selectors import BadCursor, feed_page
+from notify.selectors import BadCursor, feed_page, recipient_id_cached
 from notify.services import (
     Accepted,
     Event,
@@ -31,7 +32,7 @@ from notify.services import (
     notifications_accept,
     recipient_upsert,
 )
-from notify.unread import unread_count
+from notify.unread import unread_count, unread_key
 
 
 def _event_from(raw: object, api_key: ApiKey) -> Event:
@@ -231,6 +232,16 @@ class FeedReadApi(APIView):
 class UnreadCountApi(APIView):
     required_scope = Scope.USERS_READ
     user_token_allowed = True
+    # Set by read_along_key when this process knows the path's user id, and by
+    # ApiRateThrottle with the counter it read in the rate limit's round trip.
+    known_recipient_id: int | None = None
+    read_along: ReadAlong | None = None
+
+    def read_along_key(self, request: Request) -> str | None:
+        """The counter's key, for the rate limit to read in its round trip, when this
+        process knows the path's user id; else None (the view looks it up, as before)."""
+        self.known_recipient_id = recipient_id_cached(user_id=self.kwargs.get("user_id", ""))
+        return None if self.known_recipient_id is None else unread_key(self.known_recipient_id)
 
     @extend_schema(
         operation_id="get_unread_count",
@@ -239,8 +250,12 @@ class UnreadCountApi(APIView):
         summary="Unread count, from Redis.",
     )
     def get(self, request: Request, user_id: str) -> Response:
-        # The id alone, cached: polling the badge costs Redis only, no query.
-        count = unread_count(recipient_id=recipient_id_or_404(user_id))
+        # Warm, polling the badge costs one Redis round trip (the rate limit's, which read
+        # the counter too) and no query; cold, the id is looked up (then cached) first.
+        if self.read_along is not None and self.known_recipient_id is not None:
+            count = unread_count(recipient_id=self.known_recipient_id, read=self.read_along.value)
+        else:
+            count = unread_count(recipient_id=recipient_id_or_404(user_id))
         if count is None:
             return Response({"count": None, "available": False})
         return Response({"count": count})
