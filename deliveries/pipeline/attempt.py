@@ -126,14 +126,15 @@ def deliveries_attempt(
 
 
 def _round_size_next(size: int, elapsed: float) -> int:
-    """The next round's size: doubled while a round takes under half its time, cut in
-    proportion when it takes longer, never under one member."""
+    """The next round's size: what would have taken the round's time at this round's
+    pace, at most double (a fast round says little about a larger one), never under
+    one member. A round that took between half its time and all of it still grows a
+    little: left as it was, a slow provider kept rounds at half their time, and every
+    round costs its claim, its record and its Redis round trips whatever its size."""
     target = settings.NOTIFY_BATCH_ROUND_SECONDS
-    if elapsed < target / 2:
+    if elapsed <= 0:
         return size * 2
-    if elapsed > target:
-        return max(1, int(size * target / elapsed))
-    return size
+    return max(1, min(size * 2, int(size * target / elapsed)))
 
 
 def _round(

@@ -196,6 +196,17 @@ def test_a_pause_during_a_send_batch_stops_the_rest_of_it(promo_data, quiet_queu
     assert (delivered, held) == (sent, 60 - sent)
 
 
+def test_a_round_grows_toward_its_time_never_past_double_and_shrinks_when_slow(settings):
+    from deliveries.pipeline.attempt import _round_size_next
+
+    settings.NOTIFY_BATCH_ROUND_SECONDS = 0.5
+    assert _round_size_next(8, 0.1) == 16  # fast: doubled, no more
+    assert _round_size_next(2, 0.3) == 3  # between half its time and all of it: grows a little
+    assert _round_size_next(10, 0.5) == 10  # on time: kept
+    assert _round_size_next(10, 2.0) == 2  # slow: cut in proportion
+    assert _round_size_next(1, 5.0) == 1  # never under one member
+
+
 def test_a_round_that_is_one_statement_opens_no_transaction_of_its_own(
     promo_data, quiet_queues, smtp_here
 ):
