@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -21,13 +22,14 @@ from notify.api.lookups import (
 )
 from notify.api.schema import error_responses, linked_from
 from notify.feed import feed_entry_document, feed_mark_read
-from notify.models import ApiKey, Scope
+from notify.models import ApiKey, Category, Scope
 from notify.selectors import BadCursor, feed_page
 from notify.services import (
     Accepted,
     Event,
     IntakeConflict,
     UnknownRecipient,
+    category_digests_update,
     notifications_accept,
     recipient_upsert,
 )
@@ -244,3 +246,68 @@ class UnreadCountApi(APIView):
         if count is None:
             return Response({"count": None, "available": False})
         return Response({"count": count})
+
+
+def _category_or_404(key: str) -> Category:
+    category = Category.objects.filter(key=key).first()
+    if category is None:
+        raise ApiError(404, "not_found", f"No category {key!r}.")
+    return category
+
+
+class CategoryListApi(APIView):
+    required_scope = Scope.CATEGORIES_READ
+
+    @extend_schema(
+        operation_id="list_categories",
+        responses={200: s.CategoryListOut},
+        summary="Every category: its queue class, flags, channels, TTL and digest settings.",
+    )
+    def get(self, request: Request) -> Response:
+        categories = Category.objects.order_by("key")
+        return Response(s.CategoryListOut({"results": categories}).data)
+
+
+class CategoryApi(APIView):
+    required_scope = {"GET": Scope.CATEGORIES_READ, "PATCH": Scope.CATEGORIES_WRITE}
+
+    @extend_schema(
+        operation_id="get_category",
+        responses={200: s.CategoryOut},
+        summary="One category, by key.",
+    )
+    def get(self, request: Request, key: str) -> Response:
+        return Response(s.CategoryOut(_category_or_404(key)).data)
+
+    @extend_schema(
+        operation_id="update_category_digests",
+        request=s.CategoryDigestsIn,
+        responses={200: s.CategoryOut},
+        summary="Change a category's digest and delay settings (only those).",
+        description=(
+            "Fields left out stay as they are. Validated as an admin save is: a window or "
+            "delay of 0 or less, a digest or delay on a mandatory category, a channel both "
+            "digested and delayed, a digest key that is not a payload field, or a change "
+            "that would break a published template is a 400 naming the field, and nothing "
+            "changes. The next notification routed uses the new settings."
+        ),
+    )
+    def patch(self, request: Request, key: str) -> Response:
+        data_in = s.CategoryDigestsIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        category_allowed(request.user.api_key, _category_or_404(key))
+        try:
+            category = category_digests_update(key=key, fields=dict(data_in.validated_data))
+        except ValidationError as refused:
+            raise _category_refusal(refused) from None
+        if category is None:
+            raise ApiError(404, "not_found", f"No category {key!r}.")
+        return Response(s.CategoryOut(category).data)
+
+
+def _category_refusal(refused: ValidationError) -> ApiError:
+    """The category's own validation error as a 400 `invalid` naming its first field."""
+    problems = refused.message_dict
+    field = next(iter(problems))
+    message = " ".join(problems[field])
+    return ApiError(400, "invalid", message, field=None if field == NON_FIELD_ERRORS else field)
