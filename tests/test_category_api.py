@@ -4,6 +4,7 @@ same validation as the admin, and see the change in the next route."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -11,7 +12,7 @@ from rest_framework.test import APIClient
 
 from deliveries.models import Delivery, DeliveryStatus, DigestWindow
 from deliveries.pipeline.routing import notification_route
-from notify.models import Category, Recipient
+from notify.models import Category, Recipient, Scope
 from notify.services import api_key_issue
 from notify.tokens import user_token_issue
 from tests.digest_data import comment_category, comment_event
@@ -85,30 +86,35 @@ def test_a_30_minute_email_window_set_through_the_api_is_the_admins_and_the_rout
     assert digest_settings("comment.posted") == ({}, "thread_id", {})
 
 
+# A value the schema already refuses is a 400; a well-formed one that this category's
+# rules refuse is a 422. Each names the field, with the admin's own message.
 BAD_INPUTS = [
-    ({"digest_windows": {"email": 0}}, "digest_windows", "above 0"),
-    ({"digest_windows": {"email": -1800}}, "digest_windows", "above 0"),
-    ({"digest_windows": {"email": "soon"}}, "digest_windows", "above 0"),
-    ({"digest_windows": {"pigeon": 60}}, "digest_windows", "applies to"),
-    ({"digest_windows": ["email"]}, "digest_windows", "per channel"),
-    ({"delays_if_unread": {"inapp": 60}}, "delays_if_unread", "applies to"),
-    ({"delays_if_unread": {"email": 60}}, "delays_if_unread", "not both"),
-    ({"digest_key": "no_such_field"}, "digest_key", "not a field of this category's payload"),
+    ({"digest_windows": {"email": 0}}, 400, "digest_windows", "above 0"),
+    ({"digest_windows": {"email": -1800}}, 400, "digest_windows", "above 0"),
+    ({"digest_windows": {"email": "soon"}}, 400, "digest_windows", "above 0"),
+    ({"digest_windows": {"pigeon": 60}}, 400, "digest_windows", "applies to"),
+    ({"digest_windows": ["email"]}, 400, "digest_windows", "per channel"),
+    ({"delays_if_unread": {"inapp": 60}}, 400, "delays_if_unread", "applies to"),
+    ({"delays_if_unread": {"email": 60}}, 422, "delays_if_unread", "not both"),
+    ({"digest_key": "no_such_field"}, 422, "digest_key", "not a field of this category's"),
     # Email's published template lists `digest`: email cannot stop being digested.
-    ({"digest_windows": {"webpush": 60}}, "digest_windows", "exists only on a channel"),
+    ({"digest_windows": {"webpush": 60}}, 422, "digest_windows", "exists only on a channel"),
 ]
 
 
-@pytest.mark.parametrize(("body", "field", "says"), BAD_INPUTS)
-def test_bad_digest_settings_are_a_400_naming_the_field_and_change_nothing(api, body, field, says):
+@pytest.mark.parametrize(("body", "status", "field", "says"), BAD_INPUTS)
+def test_bad_digest_settings_are_refused_naming_the_field_and_change_nothing(
+    api, body, status, field, says
+):
     comment_category(digest_windows={"email": 600})
     before = digest_settings("comment.posted")
 
     refused = api.patch("/v1/categories/comment.posted", body, format="json")
 
-    assert refused.status_code == 400, refused.content
+    assert refused.status_code == status, refused.content
     error = refused.json()["error"]
-    assert (error["code"], error["field"]) == ("invalid", field)
+    code = "invalid" if status == 400 else "invalid_settings"
+    assert (error["code"], error["field"]) == (code, field)
     assert says in error["message"], error["message"]
     assert digest_settings("comment.posted") == before
 
@@ -120,9 +126,9 @@ def test_a_mandatory_category_cannot_be_digested_or_delayed(api):
         ({"delays_if_unread": {"sms": 60}}, "delays_if_unread"),
     ):
         refused = api.patch("/v1/categories/login.code", body, format="json")
-        assert refused.status_code == 400, refused.content
+        assert refused.status_code == 422, refused.content
         error = refused.json()["error"]
-        assert error["field"] == field
+        assert (error["code"], error["field"]) == ("invalid_settings", field)
         assert "a mandatory category goes at once" in error["message"]
     assert digest_settings("login.code") == ({}, "", {})
 
@@ -166,3 +172,8 @@ def test_an_unknown_category_is_a_404(api):
             "code": "not_found",
             "message": "No category 'no.such'.",
         }
+
+
+def test_the_readme_lists_every_scope():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert [scope for scope in Scope.values if f"`{scope}`" not in readme] == []

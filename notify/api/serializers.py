@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
+from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
 from notify.api.strict import StrictSerializer
@@ -279,28 +280,38 @@ def _channel_seconds_schema(channels: list[str], meaning: str) -> dict:
     }
 
 
-@extend_schema_field(
-    _channel_seconds_schema(
+CATEGORY_SETTING_SCHEMAS = {
+    "digest_windows": _channel_seconds_schema(
         Channel.values,
         "Seconds per channel: at most one notification on that channel per window and "
         "recipient, listing the window's events (in-app: one entry per window). Empty: "
         "none digested. Refused on a mandatory category.",
-    )
-)
-class DigestWindowsField(serializers.JSONField):
-    """`digest_windows`: taken as sent; the category's own validation decides (400)."""
-
-
-@extend_schema_field(
-    _channel_seconds_schema(
+    ),
+    "delays_if_unread": _channel_seconds_schema(
         [c for c in Channel.values if c != Channel.INAPP],
         "Seconds per channel: that channel waits, and goes only if the in-app entry is "
         "still unread then. Not on a digested channel, nor while in-app is digested, nor "
         "on a mandatory category.",
-    )
-)
+    ),
+}
+
+
+def category_setting_fits_schema(field: str, value: object) -> bool:
+    """Whether a digest setting as sent fits what the schema publishes for it (a client
+    could have known a value that does not: a 400; one that fits but the category refuses
+    is a 422)."""
+    schema = CATEGORY_SETTING_SCHEMAS.get(field)
+    return schema is None or Draft202012Validator(schema).is_valid(value)
+
+
+@extend_schema_field(CATEGORY_SETTING_SCHEMAS["digest_windows"])
+class DigestWindowsField(serializers.JSONField):
+    """`digest_windows`: taken as sent; the category's own validation decides."""
+
+
+@extend_schema_field(CATEGORY_SETTING_SCHEMAS["delays_if_unread"])
 class DelaysIfUnreadField(serializers.JSONField):
-    """`delays_if_unread`: taken as sent; the category's own validation decides (400)."""
+    """`delays_if_unread`: taken as sent; the category's own validation decides."""
 
 
 class CategoryOut(serializers.Serializer):

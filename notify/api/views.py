@@ -282,32 +282,42 @@ class CategoryApi(APIView):
     @extend_schema(
         operation_id="update_category_digests",
         request=s.CategoryDigestsIn,
-        responses={200: s.CategoryOut},
+        responses={200: s.CategoryOut, **error_responses(422)},
         summary="Change a category's digest and delay settings (only those).",
         description=(
-            "Fields left out stay as they are. Validated as an admin save is: a window or "
-            "delay of 0 or less, a digest or delay on a mandatory category, a channel both "
-            "digested and delayed, a digest key that is not a payload field, or a change "
-            "that would break a published template is a 400 naming the field, and nothing "
-            "changes. The next notification routed uses the new settings."
+            "Fields left out stay as they are. Validated as an admin save is, and a "
+            "refusal names the field and changes nothing: a value outside this schema (a "
+            "window or delay of 0 or less, an unknown channel) is a 400 `invalid`; a "
+            "well-formed one that this category refuses (a digest or delay on a mandatory "
+            "category, a channel both digested and delayed, a digest key that is not a "
+            "payload field, a change that would break a published template) is a 422 "
+            "`invalid_settings`. The next notification routed uses the new settings."
         ),
     )
     def patch(self, request: Request, key: str) -> Response:
         data_in = s.CategoryDigestsIn(data=request.data)
         data_in.is_valid(raise_exception=True)
         category_allowed(request.user.api_key, _category_or_404(key))
+        fields = dict(data_in.validated_data)
         try:
-            category = category_digests_update(key=key, fields=dict(data_in.validated_data))
+            category = category_digests_update(key=key, fields=fields)
         except ValidationError as refused:
-            raise _category_refusal(refused) from None
+            raise _category_refusal(refused, fields) from None
         if category is None:
             raise ApiError(404, "not_found", f"No category {key!r}.")
         return Response(s.CategoryOut(category).data)
 
 
-def _category_refusal(refused: ValidationError) -> ApiError:
-    """The category's own validation error as a 400 `invalid` naming its first field."""
+def _category_refusal(refused: ValidationError, sent: dict) -> ApiError:
+    """The category's own validation error, naming its first field: a 400 `invalid` when
+    the value sent for that field breaks its published schema (a window of 0, an unknown
+    channel), else a 422 `invalid_settings` (well-formed, but this category refuses it:
+    it is mandatory, a channel would be both digested and delayed, the digest key is not
+    one of its payload fields, or a published template would break)."""
     problems = refused.message_dict
     field = next(iter(problems))
     message = " ".join(problems[field])
-    return ApiError(400, "invalid", message, field=None if field == NON_FIELD_ERRORS else field)
+    named = None if field == NON_FIELD_ERRORS else field
+    if field in sent and not s.category_setting_fits_schema(field, sent[field]):
+        return ApiError(400, "invalid", message, field=named)
+    return ApiError(422, "invalid_settings", message, field=named)
