@@ -3,6 +3,7 @@ same validation as the admin, and see the change in the next route."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from deliveries.pipeline.routing import notification_route
 from notify.models import Category, Recipient, Scope
 from notify.services import api_key_issue
 from notify.tokens import user_token_issue
-from tests.digest_data import comment_category, comment_event
+from tests.digest_data import COMMENT_SAMPLES, COMMENT_SCHEMA, comment_category, comment_event
 from tests.test_api_key_scopes import assert_missing_scope, client_for
 
 DIGEST_FIELDS = ("digest_windows", "digest_key", "delays_if_unread")
@@ -177,3 +178,23 @@ def test_an_unknown_category_is_a_404(api):
 def test_the_readme_lists_every_scope():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert [scope for scope in Scope.values if f"`{scope}`" not in readme] == []
+
+
+def test_the_admin_form_refuses_removing_a_window_that_a_published_template_lists(db):
+    from templates_admin.admin import CategoryTemplatesForm
+
+    comments = comment_category(digest_windows={"email": 600})
+    data = {
+        "key": comments.key, "queue": "medium", "payload_schema": json.dumps(COMMENT_SCHEMA),
+        "sample_payloads": json.dumps(COMMENT_SAMPLES), "default_channels": '["inapp", "email"]',
+        "fallback_channel": "", "ttl_seconds": "", "digest_key": "", "delays_if_unread": "{}",
+    }  # fmt: skip
+    form = CategoryTemplatesForm(
+        data={**data, "digest_windows": '{"webpush": 60}'}, instance=comments
+    )
+    assert not form.is_valid()
+    assert "exists only on a channel" in " ".join(form.errors["digest_windows"])
+    form = CategoryTemplatesForm(
+        data={**data, "digest_windows": '{"email": 1800}'}, instance=comments
+    )
+    assert form.is_valid(), form.errors
