@@ -33,12 +33,6 @@ class CategoryForm(forms.ModelForm):
         problem = schema_problem(data.get("payload_schema") or {}, data.get("sample_payloads"))
         if problem is not None:
             self.add_error(problem.field, problem.message)
-        key = data.get("digest_key")
-        fields = (data.get("payload_schema") or {}).get("properties") or {}
-        if key and key not in fields:
-            self.add_error(
-                "digest_key", f"“{key}” is not a field of this category's payload schema."
-            )
         return data
 
 

@@ -43,6 +43,8 @@ class Scope(models.TextChoices):
     DEVICES_WRITE = "devices:write", "Register and remove push devices"
     USERS_ERASE = "users:erase", "Erase a person's data on request"
     WEBHOOKS_WRITE = "webhooks:write", "Register and manage status webhook endpoints"
+    CATEGORIES_READ = "categories:read", "Read categories and their digest settings"
+    CATEGORIES_WRITE = "categories:write", "Change categories' digest and delay settings"
 
 
 class Producer(models.Model):
@@ -190,7 +192,8 @@ class Category(models.Model):
 
     def clean(self) -> None:
         """Refuse a marketing category on any queue but `low`, on the queue field (the
-        database constraint says the same, but not next to the field)."""
+        database constraint says the same, but not next to the field), and digest or delay
+        settings that cannot work. The admin form and the category API both validate here."""
         super().clean()
         if self.marketing and self.queue != QueueClass.LOW:
             raise ValidationError({"queue": MARKETING_QUEUE_MESSAGE})
@@ -205,18 +208,23 @@ class Category(models.Model):
                 self.delays_if_unread, what="a delay", mandatory=self.mandatory
             ),
         }
-        if (
-            Channel.INAPP in (self.digest_windows or {})
-            and self.delays_if_unread
-            and not problems["delays_if_unread"]
-        ):
+        # The cross-field rules read only settings of the right shape (the rest is refused above).
+        windows = self.digest_windows if isinstance(self.digest_windows, dict) else {}
+        delays = self.delays_if_unread if isinstance(self.delays_if_unread, dict) else {}
+        if Channel.INAPP in windows and delays and not problems["delays_if_unread"]:
             problems["delays_if_unread"] = [
                 "a delay waits for each event's in-app entry: not with in-app digested."
             ]
-        both = set(self.digest_windows or {}) & set(self.delays_if_unread or {})
+        both = set(windows) & set(delays)
         if both and not problems["delays_if_unread"]:
             problems["delays_if_unread"] = [
                 f"{', '.join(sorted(both))}: a channel is either digested or delayed, not both."
+            ]
+        schema = self.payload_schema if isinstance(self.payload_schema, dict) else {}
+        fields = schema.get("properties") or {}
+        if self.digest_key and (not isinstance(fields, dict) or self.digest_key not in fields):
+            problems["digest_key"] = [
+                f"“{self.digest_key}” is not a field of this category's payload schema."
             ]
         problems = {field: found for field, found in problems.items() if found}
         if problems:

@@ -8,12 +8,13 @@ import json
 import logging
 import secrets
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -132,6 +133,53 @@ def api_key_may_send(*, api_key: ApiKey, category: Category) -> bool:
 def category_by_key(*, key: str) -> Category | None:
     """A category by its key, cached in the process for NOTIFY_AUTH_CACHE_SECONDS."""
     return _categories.get(key, lambda: Category.objects.filter(key=key).first())
+
+
+# What the category API may change: how a category's channels are digested or delayed.
+CATEGORY_DIGEST_FIELDS = ("digest_windows", "digest_key", "delays_if_unread")
+
+# Rules about a category that the apps above the core keep (the templates app: a change
+# must not break a published template). Each returns problems by field, as clean() does.
+CategoryCheck = Callable[[Category], dict[str, list[str]]]
+_category_checks: list[CategoryCheck] = []
+
+
+def category_check_add(check: CategoryCheck) -> None:
+    """Have category_digests_update refuse what `check` finds wrong (an app's ready())."""
+    if check not in _category_checks:
+        _category_checks.append(check)
+
+
+def category_digests_update(*, key: str, fields: dict[str, Any]) -> Category | None:
+    """Change a category's digest settings (some of CATEGORY_DIGEST_FIELDS), validated as
+    an admin save validates them (Category.full_clean, and the checks other apps added
+    with category_check_add); None when there is no such category. Raises django's
+    ValidationError, by field, and then changes nothing.
+
+    The pipeline reads a category with each notification it routes, closes or sends, so
+    the next route uses the new settings; windows already open close at the time they
+    were opened with.
+    """
+    unknown = set(fields) - set(CATEGORY_DIGEST_FIELDS)
+    if unknown:
+        raise ValueError(f"not digest settings: {', '.join(sorted(unknown))}")
+    with transaction.atomic():
+        category = Category.objects.select_for_update().filter(key=key).first()
+        if category is None:
+            return None
+        for name, value in fields.items():
+            setattr(category, name, value)
+        category.full_clean()
+        problems: dict[str, list[str]] = {}
+        for check in _category_checks:
+            for field, found in check(category).items():
+                problems.setdefault(field, []).extend(found)
+        if problems:
+            raise ValidationError(problems)
+        if fields:
+            category.save(update_fields=list(fields))
+    _categories.forget(key)  # this process's intake at once; others within the cache's time
+    return category
 
 
 # --- Recipients -----------------------------------------------------------------------

@@ -7,6 +7,7 @@ Publishing is a separate permission, `templates_admin.publish_templateversion`: 
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 from typing import Any
@@ -377,13 +378,23 @@ class CategoryTemplatesForm(CategoryForm):
         data = super().clean()
         if self.instance.pk is None or self.errors:
             return data
+        # Checked with the digest settings as they will be saved: a window removed from
+        # a channel must not leave its template listing `digest`.
+        candidate = copy.copy(self.instance)
+        candidate.mandatory = data.get("mandatory", candidate.mandatory)
+        if isinstance(data.get("digest_windows"), dict):
+            candidate.digest_windows = data["digest_windows"]
+        schema_changed = any(
+            data.get(name) != getattr(self.instance, name)
+            for name in ("payload_schema", "sample_payloads")
+        )
         for template, problems in published_templates_broken_by(
-            category=self.instance,
+            category=candidate,
             schema=data.get("payload_schema") or {},
             sample_payloads=data.get("sample_payloads") or [],
         ):
             self.add_error(
-                "payload_schema",
+                "payload_schema" if schema_changed else "digest_windows",
                 f"The published template {template} would break: {problems[0]}",
             )
         return data

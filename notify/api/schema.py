@@ -37,7 +37,8 @@ _ERROR_DESCRIPTIONS = {
     409: "Conflicts with the resource's state.",
     413: "The request body is larger than the operation's limit.",
     422: "Well-formed, but names something that does not exist (a category, a recipient, "
-    "a preference cell) or a time outside the window allowed from now (`out_of_window`).",
+    "a preference cell), a time outside the window allowed from now (`out_of_window`), "
+    "or settings the category's own rules refuse (`invalid_settings`).",
     429: "Over the caller's rate limit; retry after Retry-After seconds.",
     503: "The rate limiter cannot reach Redis and is set to fail closed "
     "(NOTIFY_API_RATE_LIMIT_FAIL_OPEN=0); retry after Retry-After seconds.",

@@ -10,10 +10,11 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
+from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
 from notify.api.strict import StrictSerializer
-from notify.models import Channel
+from notify.models import Channel, QueueClass
 
 # Empty clears the value; \Z (not $, which also takes a final newline) ends the text.
 _PHONE = re.compile(r"^(?:\+[1-9][0-9]{6,14})?\Z")
@@ -267,3 +268,82 @@ class FeedReadOut(serializers.Serializer):
 class UnreadCountOut(serializers.Serializer):
     count = serializers.IntegerField(allow_null=True)
     available = serializers.BooleanField(required=False)
+
+
+def _channel_seconds_schema(channels: list[str], meaning: str) -> dict:
+    """A {channel: seconds} setting as the schema states it (Category.clean refuses the rest)."""
+    return {
+        "type": "object",
+        "properties": {channel: {"type": "integer", "minimum": 1} for channel in channels},
+        "additionalProperties": False,
+        "description": meaning,
+    }
+
+
+CATEGORY_SETTING_SCHEMAS = {
+    "digest_windows": _channel_seconds_schema(
+        Channel.values,
+        "Seconds per channel: at most one notification on that channel per window and "
+        "recipient, listing the window's events (in-app: one entry per window). Empty: "
+        "none digested. Refused on a mandatory category.",
+    ),
+    "delays_if_unread": _channel_seconds_schema(
+        [c for c in Channel.values if c != Channel.INAPP],
+        "Seconds per channel: that channel waits, and goes only if the in-app entry is "
+        "still unread then. Not on a digested channel, nor while in-app is digested, nor "
+        "on a mandatory category.",
+    ),
+}
+
+
+def category_setting_fits_schema(field: str, value: object) -> bool:
+    """Whether a digest setting as sent fits what the schema publishes for it (a client
+    could have known a value that does not: a 400; one that fits but the category refuses
+    is a 422)."""
+    schema = CATEGORY_SETTING_SCHEMAS.get(field)
+    return schema is None or Draft202012Validator(schema).is_valid(value)
+
+
+@extend_schema_field(CATEGORY_SETTING_SCHEMAS["digest_windows"])
+class DigestWindowsField(serializers.JSONField):
+    """`digest_windows`: taken as sent; the category's own validation decides."""
+
+
+@extend_schema_field(CATEGORY_SETTING_SCHEMAS["delays_if_unread"])
+class DelaysIfUnreadField(serializers.JSONField):
+    """`delays_if_unread`: taken as sent; the category's own validation decides."""
+
+
+class CategoryOut(serializers.Serializer):
+    key = serializers.CharField()
+    description = serializers.CharField()
+    queue = serializers.ChoiceField(choices=QueueClass.choices)
+    mandatory = serializers.BooleanField()
+    marketing = serializers.BooleanField()
+    default_channels = serializers.ListField(child=serializers.ChoiceField(choices=Channel.choices))
+    fallback_channel = serializers.CharField(help_text="A channel, or empty for none.")
+    ttl_seconds = serializers.IntegerField(allow_null=True)
+    digest_windows = DigestWindowsField()
+    digest_key = serializers.CharField(
+        help_text="A payload field whose value splits digests; empty: one window per "
+        "recipient and channel."
+    )
+    delays_if_unread = DelaysIfUnreadField()
+
+
+class CategoryListOut(serializers.Serializer):
+    results = CategoryOut(many=True)
+
+
+class CategoryDigestsIn(StrictSerializer):
+    """The digest settings to change; those left out stay as they are."""
+
+    digest_windows = DigestWindowsField(required=False)
+    digest_key = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=100,
+        help_text="A field of the category's payload schema, or empty.",
+    )
+    delays_if_unread = DelaysIfUnreadField(required=False)

@@ -11,6 +11,8 @@ urlpatterns = [
     path("users/<str:user_id>/feed", views.FeedListApi.as_view(), name="feed-list"),
     path("users/<str:user_id>/feed/read", views.FeedReadApi.as_view(), name="feed-read"),
     path("users/<str:user_id>/unread-count", views.UnreadCountApi.as_view(), name="unread-count"),
+    path("categories", views.CategoryListApi.as_view(), name="category-list"),
+    path("categories/<str:key>", views.CategoryApi.as_view(), name="category"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -22,13 +23,14 @@ from notify.api.lookups import (
 )
 from notify.api.schema import error_responses, linked_from
 from notify.feed import feed_entry_document, feed_mark_read
-from notify.models import ApiKey, Scope
+from notify.models import ApiKey, Category, Scope
 from notify.selectors import BadCursor, feed_page, recipient_id_cached
 from notify.services import (
     Accepted,
     Event,
     IntakeConflict,
     UnknownRecipient,
+    category_digests_update,
     notifications_accept,
     recipient_upsert,
 )
@@ -259,3 +261,78 @@ class UnreadCountApi(APIView):
         if count is None:
             return Response({"count": None, "available": False})
         return Response({"count": count})
+
+
+def _category_or_404(key: str) -> Category:
+    category = Category.objects.filter(key=key).first()
+    if category is None:
+        raise ApiError(404, "not_found", f"No category {key!r}.")
+    return category
+
+
+class CategoryListApi(APIView):
+    required_scope = Scope.CATEGORIES_READ
+
+    @extend_schema(
+        operation_id="list_categories",
+        responses={200: s.CategoryListOut},
+        summary="Every category: its queue class, flags, channels, TTL and digest settings.",
+    )
+    def get(self, request: Request) -> Response:
+        categories = Category.objects.order_by("key")
+        return Response(s.CategoryListOut({"results": categories}).data)
+
+
+class CategoryApi(APIView):
+    required_scope = {"GET": Scope.CATEGORIES_READ, "PATCH": Scope.CATEGORIES_WRITE}
+
+    @extend_schema(
+        operation_id="get_category",
+        responses={200: s.CategoryOut},
+        summary="One category, by key.",
+    )
+    def get(self, request: Request, key: str) -> Response:
+        return Response(s.CategoryOut(_category_or_404(key)).data)
+
+    @extend_schema(
+        operation_id="update_category_digests",
+        request=s.CategoryDigestsIn,
+        responses={200: s.CategoryOut, **error_responses(422)},
+        summary="Change a category's digest and delay settings (only those).",
+        description=(
+            "Fields left out stay as they are. Validated as an admin save is, and a "
+            "refusal names the field and changes nothing: a value outside this schema (a "
+            "window or delay of 0 or less, an unknown channel) is a 400 `invalid`; a "
+            "well-formed one that this category refuses (a digest or delay on a mandatory "
+            "category, a channel both digested and delayed, a digest key that is not a "
+            "payload field, a change that would break a published template) is a 422 "
+            "`invalid_settings`. The next notification routed uses the new settings."
+        ),
+    )
+    def patch(self, request: Request, key: str) -> Response:
+        data_in = s.CategoryDigestsIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        category_allowed(request.user.api_key, _category_or_404(key))
+        fields = dict(data_in.validated_data)
+        try:
+            category = category_digests_update(key=key, fields=fields)
+        except ValidationError as refused:
+            raise _category_refusal(refused, fields) from None
+        if category is None:
+            raise ApiError(404, "not_found", f"No category {key!r}.")
+        return Response(s.CategoryOut(category).data)
+
+
+def _category_refusal(refused: ValidationError, sent: dict) -> ApiError:
+    """The category's own validation error, naming its first field: a 400 `invalid` when
+    the value sent for that field breaks its published schema (a window of 0, an unknown
+    channel), else a 422 `invalid_settings` (well-formed, but this category refuses it:
+    it is mandatory, a channel would be both digested and delayed, the digest key is not
+    one of its payload fields, or a published template would break)."""
+    problems = refused.message_dict
+    field = next(iter(problems))
+    message = " ".join(problems[field])
+    named = None if field == NON_FIELD_ERRORS else field
+    if field in sent and not s.category_setting_fits_schema(field, sent[field]):
+        return ApiError(400, "invalid", message, field=named)
+    return ApiError(422, "invalid_settings", message, field=named)
