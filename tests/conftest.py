@@ -87,6 +87,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
 
 
+@pytest.fixture(autouse=True)
+def _no_cached_webhook_subscriptions():
+    """Each test starts with this process's webhook subscription cache empty: the database
+    an earlier test subscribed in was rolled back, but the cache would still answer from
+    it (and a test counting a round's statements would find a webhook write in it)."""
+    from deliveries.webhook_events import subscription_cache_clear
+
+    subscription_cache_clear()
+
+
 # --- Broker ---------------------------------------------------------------------------
 
 
