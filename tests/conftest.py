@@ -149,6 +149,17 @@ def smtp_peer():
     peer.stop()
 
 
+@pytest.fixture(scope="session")
+def postmark_peer():
+    """A local Postmark API (tests/peers/postmark.py), one per test process."""
+    from tests.peers.postmark import PostmarkPeer
+
+    peer = PostmarkPeer()
+    peer.start()
+    yield peer
+    peer.stop()
+
+
 @pytest.fixture
 def smtp(smtp_peer):
     """The SMTP peer, reset; this process's kept SMTP session is closed before and after,

@@ -31,7 +31,6 @@ from notify.roles import support_group_ensure
 from preferences.models import ConsentSource, QuietHours
 from preferences.services import RequestOrigin, marketing_consent_grant
 from tests.peers import postmark
-from tests.peers.postmark import PostmarkPeer
 from tests.peers.webhooks import WebhookReceiver
 from tests.waiting import wait_for
 
@@ -39,14 +38,6 @@ SECRET = "postmark-hooks:s3cret-in-the-url"
 HOOK = "/v1/webhooks/email/postmark/tracking/"
 ORDER = {"order_number": "A-1", "delivery_date": "2026-12-03", "items_count": 1}
 PROMO = {"headline": "Winter sale", "url": "https://shop.example/sale"}
-
-
-@pytest.fixture(scope="module")
-def postmark_peer():
-    peer = PostmarkPeer()
-    peer.start()
-    yield peer
-    peer.stop()
 
 
 @pytest.fixture(scope="module")

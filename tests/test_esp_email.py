@@ -38,7 +38,7 @@ from preferences.models import ConsentRecord, ConsentSource, QuietHours
 from preferences.services import RequestOrigin, marketing_consent_grant
 from tests.campaigns.conftest import fan_out_all, launch, seed_recipients
 from tests.peers import postmark
-from tests.peers.postmark import PostmarkPeer
+from tests.peers.postmark import PostmarkPeer, email_through_peer
 
 ORDER = {"order_number": "A-1", "delivery_date": "2026-12-03", "items_count": 1}
 PROMO = {"headline": "Winter sale", "url": "https://shop.example/sale"}
@@ -46,27 +46,11 @@ SECRET = "postmark-hooks:s3cret-in-the-url"
 HOOK = "/v1/webhooks/email/postmark/tracking/"
 
 
-@pytest.fixture(scope="module")
-def postmark_peer():
-    peer = PostmarkPeer()
-    peer.start()
-    yield peer
-    peer.stop()
-
-
 @pytest.fixture
 def esp(postmark_peer, settings, clean_breakers):
     """Email goes through the Postmark peer; its webhooks authenticate with SECRET."""
-    postmark_peer.reset()
-    settings.NOTIFY_EMAIL_ESP = "postmark"
-    settings.NOTIFY_CHANNEL_PROVIDERS = {**settings.NOTIFY_CHANNEL_PROVIDERS, "email": "postmark"}
+    email_through_peer(settings, postmark_peer, WEBHOOK_SECRET=[SECRET])
     settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email"]
-    settings.ANYMAIL = {
-        **settings.ANYMAIL,
-        "POSTMARK_SERVER_TOKEN": postmark.TOKEN,
-        "POSTMARK_API_URL": postmark_peer.url,
-        "WEBHOOK_SECRET": [SECRET],
-    }
     kept_session_close()
     yield postmark_peer
     kept_session_close()

@@ -194,3 +194,18 @@ def click_event(message_id: str, recipient: str, link: str = "https://example.co
 def basic_auth(user_password: str) -> str:
     """The Authorization header Postmark sends for a webhook URL with user:password@."""
     return "Basic " + base64.b64encode(user_password.encode()).decode()
+
+
+def email_through_peer(settings: Any, peer: PostmarkPeer, **anymail: Any) -> PostmarkPeer:
+    """Point this process's email at `peer` (reset), as NOTIFY_EMAIL_ESP=postmark does;
+    `anymail` adds settings such as WEBHOOK_SECRET. `settings` is pytest-django's."""
+    peer.reset()
+    settings.NOTIFY_EMAIL_ESP = "postmark"
+    settings.NOTIFY_CHANNEL_PROVIDERS = {**settings.NOTIFY_CHANNEL_PROVIDERS, "email": "postmark"}
+    settings.ANYMAIL = {
+        **settings.ANYMAIL,
+        "POSTMARK_SERVER_TOKEN": TOKEN,
+        "POSTMARK_API_URL": peer.url,
+        **anymail,
+    }
+    return peer

@@ -13,33 +13,16 @@ import pytest
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus, TemplateTestSend
 from notify.models import FeedEntry, Notification, Recipient
 from preferences.models import MarketingDayCount
-from tests.peers import postmark
-from tests.peers.postmark import PostmarkPeer
+from tests.peers.postmark import PostmarkPeer, email_through_peer
 from tests.templates.conftest import published_template, send_test
 
 PROMO = {"headline": "Winter sale", "url": "https://shop.example/sale"}
 
 
-@pytest.fixture(scope="module")
-def postmark_peer():
-    peer = PostmarkPeer()
-    peer.start()
-    yield peer
-    peer.stop()
-
-
 @pytest.fixture
 def esp(postmark_peer, settings, clean_breakers):
     """Email goes through the Postmark peer, as with NOTIFY_EMAIL_ESP=postmark."""
-    postmark_peer.reset()
-    settings.NOTIFY_EMAIL_ESP = "postmark"
-    settings.NOTIFY_CHANNEL_PROVIDERS = {**settings.NOTIFY_CHANNEL_PROVIDERS, "email": "postmark"}
-    settings.ANYMAIL = {
-        **settings.ANYMAIL,
-        "POSTMARK_SERVER_TOKEN": postmark.TOKEN,
-        "POSTMARK_API_URL": postmark_peer.url,
-    }
-    return postmark_peer
+    return email_through_peer(settings, postmark_peer)
 
 
 def test_an_inapp_test_lands_in_my_feed_marked_as_a_test_and_past_the_cap(
