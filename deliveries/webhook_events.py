@@ -126,13 +126,6 @@ _EVENTS_SQL = f"""
 """
 
 
-def webhook_events_wanted(*, statuses: Iterable[str]) -> bool:
-    """Whether some active endpoint subscribes to an event of these delivery statuses
-    (the cached subscriptions, as `webhook_events_write` reads them)."""
-    subscribed = subscribed_event_types()
-    return any(EVENT_BY_STATUS.get(status) in subscribed for status in statuses)
-
-
 def webhook_events_write(
     *,
     deliveries: Iterable[tuple[int, datetime, str]] = (),

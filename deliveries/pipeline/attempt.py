@@ -126,15 +126,14 @@ def deliveries_attempt(
 
 
 def _round_size_next(size: int, elapsed: float) -> int:
-    """The next round's size: what would have taken the round's time at this round's
-    pace, at most double (a fast round says little about a larger one), never under
-    one member. A round that took between half its time and all of it still grows a
-    little: left as it was, a slow provider kept rounds at half their time, and every
-    round costs its claim, its record and its Redis round trips whatever its size."""
+    """The next round's size: doubled while a round takes under half its time, cut in
+    proportion when it takes longer, never under one member."""
     target = settings.NOTIFY_BATCH_ROUND_SECONDS
-    if elapsed <= 0:
+    if elapsed < target / 2:
         return size * 2
-    return max(1, min(size * 2, int(size * target / elapsed)))
+    if elapsed > target:
+        return max(1, int(size * target / elapsed))
+    return size
 
 
 def _round(
@@ -430,16 +429,14 @@ def _classify_raised(error: Exception, delivery: Delivery) -> tuple[SendResult, 
 def campaign_yield_due() -> Callable[[], object]:
     """A `between` for a low batch: at most every NOTIFY_CAMPAIGN_YIELD_CHECK seconds,
     give the turn back and wait again while login codes are in flight, so a long
-    campaign batch yields inside as a short task would between tasks. The process's
-    sender threads share one reading of Redis per check interval."""
+    campaign batch yields inside as a short task would between tasks."""
     last = [time.monotonic()]
 
     def between() -> None:
-        check = settings.NOTIFY_CAMPAIGN_YIELD_CHECK
-        if time.monotonic() - last[0] < check:
+        if time.monotonic() - last[0] < settings.NOTIFY_CAMPAIGN_YIELD_CHECK:
             return
         low_work_done()
-        low_work_yield(fresh=check)
+        low_work_yield()
         last[0] = time.monotonic()
 
     return between

@@ -5,7 +5,6 @@ channel (`deliveries_fallback` in deliveries/pipeline/routing.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from deliveries.pipeline.ordering import ON_ITS_WAY_SQL, successor_enqueue
 from deliveries.pipeline.outcome_log import delivery_outcome_log
 from deliveries.pipeline.retry import RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
-from deliveries.webhook_events import webhook_events_wanted, webhook_events_write
+from deliveries.webhook_events import webhook_events_write
 from notify.models import PUSH_CHANNELS
 from notify.pgarrays import array_literal
 
@@ -91,21 +90,17 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
     now = timezone.now()
     planned = [(tried, *_next_state(tried, now)) for tried in tries]
     _push_slots_release([t.delivery for t in tries if t.delivery.channel in PUSH_CHANNELS])
-    alone = _record_alone(planned)
-    # A record that is one statement is atomic by itself: no transaction of its own,
-    # which spares the round two round trips (BEGIN, COMMIT).
-    with contextlib.nullcontext() if alone else transaction.atomic():
+    with transaction.atomic():
         woken, updated = _record(tries, planned, now)
-        if not alone:
-            # Status webhooks of the round's final outcomes: one statement, none when
-            # nobody subscribes (deliveries/webhook_events.py).
-            webhook_events_write(
-                deliveries=[(t.delivery.pk, t.delivery.accepted_at, changes["status"])
-                            for t, _, changes, _ in planned if t.delivery.pk in updated]
-            )  # fmt: skip
-            # A device the provider proved gone is deactivated whoever holds the claim now.
-            devices_gone_deactivate(answers=[(t.delivery.channel, t.delivery.target, t.result)
-                                             for t in tries])  # fmt: skip
+        # Status webhooks of the round's final outcomes: one statement, none when nobody
+        # subscribes (deliveries/webhook_events.py).
+        webhook_events_write(
+            deliveries=[(t.delivery.pk, t.delivery.accepted_at, changes["status"])
+                        for t, _, changes, _ in planned if t.delivery.pk in updated]
+        )  # fmt: skip
+        # A device the provider proved gone is deactivated whoever holds the claim now.
+        devices_gone_deactivate(answers=[(t.delivery.channel, t.delivery.target, t.result)
+                                         for t in tries])  # fmt: skip
         for queue, channel, woken_id in woken:
             transaction.on_commit(
                 lambda w=woken_id, q=queue, c=channel: successor_enqueue(
@@ -148,15 +143,6 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
             )
         )
     return reports
-
-
-def _record_alone(planned: Sequence[tuple]) -> bool:
-    """Whether a round's record is its one statement: no status webhook is wanted for
-    its outcomes, no device was reported gone and no address bounced for good (each of
-    those writes beside the record, in its transaction)."""
-    if any(tried.result.device_gone or tried.result.hard_bounce for tried, *_ in planned):
-        return False
-    return not webhook_events_wanted(statuses=[changes["status"] for _, _, changes, _ in planned])
 
 
 def _push_slots_release(deliveries: Sequence[Delivery]) -> None:

@@ -194,32 +194,3 @@ def test_a_pause_during_a_send_batch_stops_the_rest_of_it(promo_data, quiet_queu
     held = emails.filter(status="deferred", reason="campaign_paused").count()
     delivered = emails.filter(status="delivered").count()
     assert (delivered, held) == (sent, 60 - sent)
-
-
-def test_a_round_grows_toward_its_time_never_past_double_and_shrinks_when_slow(settings):
-    from deliveries.pipeline.attempt import _round_size_next
-
-    settings.NOTIFY_BATCH_ROUND_SECONDS = 0.5
-    assert _round_size_next(8, 0.1) == 16  # fast: doubled, no more
-    assert _round_size_next(2, 0.3) == 3  # between half its time and all of it: grows a little
-    assert _round_size_next(10, 0.5) == 10  # on time: kept
-    assert _round_size_next(10, 2.0) == 2  # slow: cut in proportion
-    assert _round_size_next(1, 5.0) == 1  # never under one member
-
-
-def test_a_round_that_is_one_statement_opens_no_transaction_of_its_own(
-    promo_data, quiet_queues, smtp_here
-):
-    # Nobody subscribes to status webhooks, no bounce, no device gone: each round's
-    # record is its one statement, atomic by itself (no BEGIN, no COMMIT round trips).
-    campaign = promo_campaign(20, prefix="t")
-    for name, args, _ in published_routes(campaign):
-        if name == ROUTE_TASK:
-            notifications_route(notification_ids=args[0])
-    [batch] = [args[0] for name, args, _ in taken_from_low() if name == SEND_TASK]
-    with CaptureQueriesContext(connection) as sending:
-        deliveries_attempt(delivery_ids=batch)
-    statements = [query["sql"].strip().upper() for query in sending.captured_queries]
-    assert not [s for s in statements if s.startswith(("BEGIN", "COMMIT"))], statements
-    assert Delivery.objects.filter(channel="email", status="delivered").count() == 20
-    assert DeliveryAttempt.objects.filter(delivery__channel="email").count() == 20
