@@ -67,6 +67,8 @@ def test_a_delivered_receipt_marks_the_sms_reached_and_tells_the_producer_once(
         "reached",
         "sms",
     )
+    # Reported by the SMSC, whose receipt gives no time we can place (no time zone).
+    assert event.payload["data"]["provider_occurred_at"] is None
 
 
 def test_a_receipt_never_reopens_a_delivery_and_a_failed_part_fails_a_reached_one(smsc, login_code):

@@ -119,7 +119,9 @@ def _rows_move(rows: QuerySet[Delivery], from_statuses: set[str], to: str, **cha
         Delivery.objects.filter(pk__in=[pk for pk, _ in changed]).update(
             status=to, updated_at=timezone.now(), **changes
         )
-        webhook_events_write(deliveries=[(pk, month, to) for pk, month in changed])
+        # Reported by the SMSC, but with no time to pass on: a receipt's `done date` has
+        # no time zone (the SMSC's own, which we do not know).
+        webhook_events_write(deliveries=[(pk, month, to) for pk, month in changed], reported=True)
     return len(changed)
 
 
