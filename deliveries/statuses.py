@@ -13,8 +13,9 @@ class DeliveryStatus(models.TextChoices):
     SENDING = "sending", "Sending"
     RETRYING = "retrying", "Retrying"
     DELIVERED = "delivered", "Delivered"
-    # The provider said it handed the message to the person's mailbox (an email
-    # provider's `delivered` event): further than `delivered`, which is its acceptance.
+    # The provider said it handed the message to the person (an email provider's
+    # `delivered` event, an SMSC's DELIVRD receipt): further than `delivered`, which is
+    # its acceptance.
     REACHED = "reached", "Reached the person (the provider delivered it)"
     FAILED = "failed", "Failed (permanent)"
     DEAD = "dead", "Dead (retries exhausted)"

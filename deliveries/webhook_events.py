@@ -70,8 +70,9 @@ def subscription_cache_clear() -> None:
     _cache["at"] = float("-inf")
 
 
-def _timestamp_sql() -> str:
-    return "to_char(%(now)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+def _timestamp_sql(value: str = "%(now)s") -> str:
+    """ISO 8601 in UTC, as text, of a timestamptz expression (NULL stays NULL)."""
+    return f"to_char({value} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
 
 def _common_data_sql() -> str:
@@ -90,10 +91,14 @@ _EVENTS_SQL = f"""
            jsonb_build_object('type', s.event_type, 'timestamp', {_timestamp_sql()},
                'data', jsonb_build_object({_common_data_sql()},
                    'delivery_id', d.id, 'channel', d.channel, 'status', d.status,
-                   'reason', d.reason, 'attempts', d.attempts)),
+                   'reason', d.reason, 'attempts', d.attempts)
+                 || CASE WHEN v.reported THEN jsonb_build_object(
+                        'provider_occurred_at', {_timestamp_sql("v.reported_at")})
+                    ELSE '{{}}'::jsonb END),
            n.recipient_id, '{WebhookEventStatus.PENDING.value}', 0, %(now)s, %(now)s, %(now)s, ''
-      FROM unnest(%(d_id)s::bigint[], %(d_month)s::timestamptz[], %(d_type)s::text[])
-           AS v(id, month, event_type)
+      FROM unnest(%(d_id)s::bigint[], %(d_month)s::timestamptz[], %(d_type)s::text[],
+                  %(d_reported)s::boolean[], %(d_reported_at)s::timestamptz[])
+           AS v(id, month, event_type, reported, reported_at)
       JOIN {Delivery._meta.db_table} d ON d.id = v.id AND d.accepted_at = v.month
       JOIN {Notification._meta.db_table} n ON n.id = d.notification_id
                                           AND n.created_at = d.accepted_at
@@ -131,6 +136,8 @@ def webhook_events_write(
     deliveries: Iterable[tuple[int, datetime, str]] = (),
     notifications: Iterable[tuple[object, datetime]] = (),
     news: Iterable[tuple[int, datetime, str]] = (),
+    reported: bool = False,
+    reported_at: datetime | None = None,
 ) -> int:
     """Write the events of a round and publish their posts after commit; how many.
 
@@ -139,6 +146,11 @@ def webhook_events_write(
     `news`: (id, accepted_at, event type) of provider news about a delivery that changes
     no status (a spam complaint, an open, a click). Call inside the round's transaction.
     Nothing runs when nobody subscribes to any event the round could produce.
+
+    `reported`: the provider told us what these delivery events say (its webhook, an
+    SMS receipt); their `data` then has `provider_occurred_at`, when the provider says
+    it happened (`reported_at`, None when it gave no time). Provider news comes one
+    event at a time, so the time is the call's, not a row's.
     """
     subscribed = subscribed_event_types()
     if not subscribed:
@@ -156,6 +168,9 @@ def webhook_events_write(
         "d_id": array_literal([r[0] for r in rows]),
         "d_month": array_literal([r[1] for r in rows]),
         "d_type": array_literal([str(r[2]) for r in rows]),
+        # An outcome round passes these empty: unnest pads them with NULLs (not reported).
+        "d_reported": array_literal([True] * len(rows) if reported else []),
+        "d_reported_at": array_literal([reported_at] * len(rows) if reported else []),
         "n_id": array_literal([str(n[0]) for n in routed]),
         "n_month": array_literal([n[1] for n in routed]),
         "now": timezone.now(),

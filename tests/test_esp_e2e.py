@@ -102,15 +102,20 @@ def settled(delivery: Delivery, *statuses: str) -> Delivery:
     return wait_for(check, timeout=30, what=f"delivery {delivery.pk} in {statuses}")
 
 
-def posted_types(receiver: WebhookReceiver, secret: str, delivery_id: int) -> list[str]:
-    """The event types the producer's endpoint took about one delivery, each verified."""
+def posted(receiver: WebhookReceiver, secret: str, delivery_id: int) -> list[dict]:
+    """The events the producer's endpoint took about one delivery, each verified."""
     verifier = Webhook(secret)
-    types = []
+    payloads = []
     for headers, body in receiver.accepted():
         payload = verifier.verify(body, {k.lower(): v for k, v in headers.items()})
         if payload["data"].get("delivery_id") == delivery_id:
-            types.append(payload["type"])
-    return types
+            payloads.append(payload)
+    return payloads
+
+
+def posted_types(receiver: WebhookReceiver, secret: str, delivery_id: int) -> list[str]:
+    """The event types the producer's endpoint took about one delivery, each verified."""
+    return [payload["type"] for payload in posted(receiver, secret, delivery_id)]
 
 
 def test_delivered_then_a_hard_bounce_from_the_provider_on_real_processes(
@@ -134,10 +139,12 @@ def test_delivered_then_a_hard_bounce_from_the_provider_on_real_processes(
     assert first.attempt_log.get().provider_message_id == message_id
 
     delivered = postmark.delivery_event(message_id, pat.email)
+    delivered["DeliveredAt"] = "2026-12-01T10:00:01.5Z"  # the provider's time, not ours
     assert postmark_peer.post_webhook(url, delivered, user_password=SECRET) == 200
     assert settled(first, DeliveryStatus.REACHED)
 
     bounce = postmark.bounce_event(message_id, pat.email, event_id=5)
+    bounce["BouncedAt"] = "2026-12-01T12:00:02+02:00"
     forged = postmark_peer.post_webhook(url, bounce, user_password="postmark-hooks:forged")
     assert 400 <= forged < 500
     assert ProviderEvent.objects.count() == 1  # the forged post recorded nothing
@@ -159,6 +166,10 @@ def test_delivered_then_a_hard_bounce_from_the_provider_on_real_processes(
     secret = created.json()["secret"]
     wait_for(lambda: len(posted_types(receiver_peer, secret, first.pk)) >= 3, what="3 posts")
     assert posted_types(receiver_peer, secret, first.pk) == wanted
+    # The provider's own time of what it reported; our send has none.
+    assert [p["data"].get("provider_occurred_at") for p in posted(receiver_peer, secret, first.pk)
+            ] == [None, "2026-12-01T10:00:01.500000Z", "2026-12-01T10:00:02.000000Z"]  # fmt: skip
+    assert "provider_occurred_at" not in posted(receiver_peer, secret, first.pk)[0]["data"]
 
     staff = User.objects.create_user("sam", password="x", is_staff=True)
     staff.groups.add(support_group_ensure())

@@ -335,6 +335,7 @@ def test_a_hard_bounce_reported_later_posts_delivery_failed_to_the_producers_web
         endpoint=endpoint, producer=endpoint.producer, event_type="delivery.failed"
     )
     bounce = postmark.bounce_event(first.provider_message_id, person.email, event_id=9)
+    bounce["BouncedAt"] = "2026-12-01T05:15:30.25-05:00"  # the provider's time, not ours
     auth = "Basic " + base64.b64encode(SECRET.encode()).decode()
     answer = client.post(
         HOOK, json.dumps(bounce), content_type="application/json", HTTP_AUTHORIZATION=auth
@@ -344,6 +345,7 @@ def test_a_hard_bounce_reported_later_posts_delivery_failed_to_the_producers_web
     assert event.event_type == "delivery.failed"
     assert event.payload["data"]["delivery_id"] == first.pk, event.payload
     assert event.payload["data"]["status"] == "failed"
+    assert event.payload["data"]["provider_occurred_at"] == "2026-12-01T10:15:30.250000Z"
 
 
 def test_what_the_provider_said_is_posted_to_the_producers_webhooks(person, esp, client, settings):
@@ -363,13 +365,18 @@ def test_what_the_provider_said_is_posted_to_the_producers_webhooks(person, esp,
             endpoint=endpoint, producer=endpoint.producer, event_type=event_type
         )
     message_id = delivery.provider_message_id
-    for body in (
-        postmark.delivery_event(message_id, person.email),
-        postmark.bounce_event(message_id, person.email, kind="SoftBounce", event_id=3),
-        postmark.complaint_event(message_id, person.email),
-        postmark.open_event(message_id, person.email),
-        postmark.click_event(message_id, person.email),
-    ):
+    # Each with a time of the provider's (its own key per event), a minute apart.
+    for minute, (body, key) in enumerate(
+        (
+            (postmark.delivery_event(message_id, person.email), "DeliveredAt"),
+            (postmark.bounce_event(message_id, person.email, kind="SoftBounce", event_id=3),
+             "BouncedAt"),
+            (postmark.complaint_event(message_id, person.email), "BouncedAt"),
+            (postmark.open_event(message_id, person.email), "ReceivedAt"),
+            (postmark.click_event(message_id, person.email), "ReceivedAt"),
+        )
+    ):  # fmt: skip
+        body[key] = f"2026-12-01T09:0{minute}:00Z"
         assert post_event(client, body).status_code == 200
     events = list(WebhookEvent.objects.filter(endpoint=endpoint).order_by("pk"))
     assert [e.event_type for e in events] == wanted
@@ -378,6 +385,9 @@ def test_what_the_provider_said_is_posted_to_the_producers_webhooks(person, esp,
         assert event.payload["data"]["delivery_id"] == delivery.pk
         assert event.payload["data"]["status"] == "reached"
         assert person.email not in json.dumps(event.payload)  # never the address
+    assert [e.payload["data"]["provider_occurred_at"] for e in events] == [
+        f"2026-12-01T09:0{minute}:00.000000Z" for minute in (0, 2, 3, 4)
+    ]
 
 
 def test_an_event_before_its_send_is_recorded_waits_and_is_given_up_as_unmatched_later(

@@ -11,7 +11,7 @@ then by kind:
 - opened, clicked, deferred: recorded (shown and counted, never required).
 What the producer subscribed to is posted to its status webhooks in the same transaction:
 `delivery.reached`, `delivery.failed` (a hard bounce), `delivery.complained`,
-`delivery.opened`, `delivery.clicked`.
+`delivery.opened`, `delivery.clicked`, each with the provider's time of the event.
 
 An event whose message id no delivery carries yet may have overtaken the record of its
 send (outcomes are recorded at the end of a sender's round): it waits as an
@@ -110,7 +110,7 @@ def provider_event_apply(*, news: ProviderNews, wait_if_unknown: bool = True) ->
         if not created:
             return Applied.REPLAY
         if news.kind == ProviderEventKind.DELIVERED:
-            _status_move(delivery, {DeliveryStatus.DELIVERED}, DeliveryStatus.REACHED)
+            _status_move(delivery, {DeliveryStatus.DELIVERED}, DeliveryStatus.REACHED, news=news)
         elif news.kind == ProviderEventKind.BOUNCED and news.hard:
             evidence = f"{news.esp} hard bounce: {news.detail}".strip()
             address_suppress(channel=Channel.EMAIL, address=delivery.target, evidence=evidence)
@@ -118,6 +118,7 @@ def provider_event_apply(*, news: ProviderNews, wait_if_unknown: bool = True) ->
                 delivery,
                 {DeliveryStatus.DELIVERED, DeliveryStatus.REACHED},
                 DeliveryStatus.FAILED,
+                news=news,
                 reason=Reason.BOUNCED,
                 last_error=evidence,
             )
@@ -129,7 +130,9 @@ def provider_event_apply(*, news: ProviderNews, wait_if_unknown: bool = True) ->
             )
         if news.kind in _NEWS_EVENTS:
             webhook_events_write(
-                news=[(delivery.pk, delivery.accepted_at, _NEWS_EVENTS[news.kind])]
+                news=[(delivery.pk, delivery.accepted_at, _NEWS_EVENTS[news.kind])],
+                reported=True,
+                reported_at=news.occurred_at,
             )
     return Applied.RECORDED
 
@@ -208,7 +211,13 @@ def _news_of(early: EarlyProviderEvent) -> ProviderNews:
 
 
 def _status_move(
-    delivery: Delivery, from_statuses: set[str], to: str, *, reason: str = "", last_error=""
+    delivery: Delivery,
+    from_statuses: set[str],
+    to: str,
+    *,
+    news: ProviderNews,
+    reason: str = "",
+    last_error: str = "",
 ) -> None:
     """Move the delivery to `to` if it is in one of `from_statuses` (a later event never
     reopens or undoes a further one: a bounce after `reached` still fails it, a late
@@ -222,4 +231,8 @@ def _status_move(
         pk=delivery.pk, accepted_at=delivery.accepted_at, status__in=from_statuses
     ).update(**changes)
     if moved:  # a hard bounce fails a delivered email: the producer's webhooks hear it
-        webhook_events_write(deliveries=[(delivery.pk, delivery.accepted_at, to)])
+        webhook_events_write(
+            deliveries=[(delivery.pk, delivery.accepted_at, to)],
+            reported=True,
+            reported_at=news.occurred_at,
+        )

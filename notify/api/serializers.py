@@ -123,12 +123,12 @@ class DeliveryStatusOut(serializers.Serializer):
     status = serializers.ChoiceField(
         choices=DELIVERY_STATUSES,
         help_text="Where the delivery stands; `delivered`: accepted by the provider (or "
-        "written to the feed); `reached`: the email provider reports it handed the message "
-        "to the person's mailbox; `superseded`: not sent, because a newer event "
-        "about the same subject already reached the person on this channel; `digesting`: "
-        "waiting in an open digest window; `digested`: listed in the digest its window sent "
-        "(another delivery carried it); `skipped_read`: delayed until the in-app entry was "
-        "read, and it was.",
+        "written to the feed); `reached`: the provider reports it handed the message to the "
+        "person (an email to their mailbox, an SMS to their phone); `superseded`: not sent, "
+        "because a newer event about the same subject already reached the person on this "
+        "channel; `digesting`: waiting in an open digest window; `digested`: listed in the "
+        "digest its window sent (another delivery carried it); `skipped_read`: delayed until "
+        "the in-app entry was read, and it was.",
     )
     reason = serializers.CharField()
     attempts = serializers.IntegerField()

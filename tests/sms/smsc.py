@@ -4,7 +4,8 @@ Written against the specification, not with the client library, so the tests che
 real PDUs on the wire: bind_transceiver(_resp), submit_sm(_resp) with message ids or a
 scripted command_status (0x58, 0x0B, …), enquire_link(_resp), unbind(_resp), and
 deliver_sm delivery receipts (resent, like a real SMSC, when we answer them with an
-error). Everything it sees is recorded with the time it saw it.
+error; sent again after an acknowledgement when told to, as a real SMSC does when our
+answer was lost or late). Everything it sees is recorded with the time it saw it.
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ class Smsc:
         self.receipt_delay = 0.05
         self.receipt_tlvs = True
         self.resend_after = 0.3  # an unanswered/refused receipt comes again after this
+        # Each receipt is sent this many times even when acknowledged (a duplicate, as a
+        # real SMSC sends when our deliver_sm_resp was lost or came too late).
+        self.receipt_copies = 1
         # Like a real SMSC, drop a connection that sends nothing for this long (None: never).
         self.idle_timeout: float | None = None
         self.idle_drops = 0
@@ -219,6 +223,8 @@ class Smsc:
                 receipt.answers.append(status)
                 if status != 0 and len(receipt.sent_at) < self.resend_limit:
                     self._later(self.resend_after, writer, sequences, receipt)
+                elif status == 0 and receipt.answers.count(0) < self.receipt_copies:
+                    self._later(self.receipt_delay, writer, sequences, receipt)
         elif not command_id & RESP:
             writer.write(_pdu(GENERIC_NACK, 0x03, sequence))
 

@@ -21,6 +21,7 @@ def test_sms_is_a_registered_channel():
 
 
 def test_login_code_sms_reaches_the_smsc_and_keeps_its_message_id(smsc, login_code):
+    smsc.receipt_state = None  # no receipt: it would race this test to `reached`
     delivery = route_and_send(login_code("424242"))
 
     assert delivery.status == DeliveryStatus.DELIVERED
@@ -34,14 +35,63 @@ def test_login_code_sms_reaches_the_smsc_and_keeps_its_message_id(smsc, login_co
     assert submit.registered_delivery & 0x01  # a receipt was asked for
 
 
-def test_a_delivered_receipt_is_acknowledged_and_the_sms_stays_delivered(smsc, login_code):
+def test_a_delivered_receipt_marks_the_sms_reached_and_tells_the_producer_once(
+    smsc, login_code, settings
+):
+    """DELIVRD: the SMSC handed it to the phone. The delivery becomes `reached` and the
+    producer's `delivery.reached` endpoint gets one event, though the SMSC sends the
+    receipt twice (as it does when our acknowledgement was lost)."""
+    from deliveries.models import WebhookEvent
+    from deliveries.webhooks.endpoints import endpoint_create
+    from notify.models import Producer
+
+    # The session's receipt thread reads the subscriptions afresh each time: a late receipt
+    # of an earlier test must not leave it a cached "nobody subscribes" for this one.
+    settings.NOTIFY_WEBHOOK_SUBSCRIPTION_CACHE_SECONDS = 0
+    producer, _ = Producer.objects.get_or_create(name="sms-tests")
+    wants = endpoint_create(
+        producer=producer, url="https://hooks.example/a", event_types=["delivery.reached"]
+    )
+    smsc.receipt_copies = 2
     delivery = route_and_send(login_code())
 
     receipt = smsc.receipts[delivery.provider_message_id]
-    wait_for(lambda: 0 in receipt.answers, what="the receipt acknowledged with ESME_ROK")
+    wait_for(lambda: receipt.answers == [0, 0], what="both copies acknowledged with ESME_ROK")
     delivery.refresh_from_db()
-    assert delivery.status == DeliveryStatus.DELIVERED
+    assert delivery.status == DeliveryStatus.REACHED
     assert delivery.last_error == ""
+    [event] = WebhookEvent.objects.filter(event_type="delivery.reached")
+    assert event.endpoint == wants
+    assert event.payload["data"]["delivery_id"] == delivery.pk
+    assert (event.payload["data"]["status"], event.payload["data"]["channel"]) == (
+        "reached",
+        "sms",
+    )
+    # Reported by the SMSC, whose receipt gives no time we can place (no time zone).
+    assert event.payload["data"]["provider_occurred_at"] is None
+
+
+def test_a_receipt_never_reopens_a_delivery_and_a_failed_part_fails_a_reached_one(smsc, login_code):
+    """A long SMS's parts report one by one: the first DELIVRD makes it `reached`, a part
+    reported failed after it still fails it, and a DELIVRD after that changes nothing."""
+    from deliveries.channels.sms.smpp.receipts import Receipt, receipt_apply
+
+    smsc.receipt_state = None  # the receipts are applied here, one at a time
+    delivery = route_and_send(login_code())
+    Delivery.objects.filter(pk=delivery.pk).update(provider_message_id="p1 p2 p3")
+
+    def status_after(message_id: str, state: str) -> str:
+        receipt_apply(receipt=Receipt(message_id, state, "", f"id:{message_id} stat:{state}"))
+        delivery.refresh_from_db()
+        return delivery.status
+
+    assert status_after("p1", "DELIVRD") == DeliveryStatus.REACHED
+    assert status_after("p1", "DELIVRD") == DeliveryStatus.REACHED
+    assert status_after("p3", "UNDELIV") == DeliveryStatus.FAILED
+    assert "stat:UNDELIV" in delivery.last_error
+    assert status_after("p2", "DELIVRD") == DeliveryStatus.FAILED
+    assert status_after("p2", "REJECTD") == DeliveryStatus.FAILED
+    assert "stat:UNDELIV" in delivery.last_error  # the first failure's text is kept
 
 
 @pytest.mark.parametrize("state", ["UNDELIV", "REJECTD", "EXPIRED"])
@@ -95,6 +145,7 @@ def test_smsc_throttling_3_of_4_submits_slows_down_retries_with_growing_pauses_a
     smsc, login_code, sms_session, sms_settings
 ):
     smsc.answer_next(0x58, 0x58, 0x58)
+    smsc.receipt_state = None  # no receipt: it would race this test to `reached`
     delivery = route_and_send(login_code())
 
     assert delivery.status == DeliveryStatus.DELIVERED
@@ -209,13 +260,16 @@ def test_an_sms_throttled_to_death_falls_back_to_the_categorys_fallback_channel(
              what="the fallback to be recorded")  # fmt: skip
 
 
-def test_a_failed_receipt_tells_the_producer_by_status_webhook(smsc, login_code):
+def test_a_failed_receipt_tells_the_producer_by_status_webhook(smsc, login_code, settings):
     """The receipt that turns a delivered SMS failed writes its `delivery.failed` event
     for the producer's subscribed endpoint (one per endpoint; none for the others)."""
     from deliveries.models import WebhookEvent
     from deliveries.webhooks.endpoints import endpoint_create
     from notify.models import Producer
 
+    # The session's receipt thread reads the subscriptions afresh each time: a late receipt
+    # of an earlier test must not leave it a cached "nobody subscribes" for this one.
+    settings.NOTIFY_WEBHOOK_SUBSCRIPTION_CACHE_SECONDS = 0
     producer, _ = Producer.objects.get_or_create(name="sms-tests")
     wants = endpoint_create(
         producer=producer, url="https://hooks.example/a", event_types=["delivery.failed"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 from deliveries.models import Delivery, DeliveryStatus
 from deliveries.pipeline.routing import notification_route
 from tests.waiting import wait_for
@@ -27,3 +30,46 @@ def test_the_worker_sends_the_sms_on_its_own_bind_and_applies_the_receipt(
     assert delivery.provider_message_id == submit.message_id
     assert "stat:UNDELIV" in delivery.last_error
     assert smsc.binds and all(system_id == "notify-test" for _, system_id in smsc.binds)
+
+
+def test_the_workers_delivered_receipt_marks_the_sms_reached_and_posts_it_once(
+    smsc, login_code_for_worker, workers_with
+):
+    """DELIVRD on the worker's bind: the delivery becomes `reached` and the producer's
+    loopback endpoint gets one signed `delivery.reached` post, though the SMSC sends the
+    receipt twice."""
+    from standardwebhooks.webhooks import Webhook
+
+    from deliveries.webhooks.endpoints import endpoint_create
+    from notify.models import Producer
+    from tests.peers.webhooks import WebhookReceiver
+
+    receiver = WebhookReceiver(int(os.environ["NOTIFY_TEST_WEBHOOK_PORT"]))
+    receiver.start()
+    try:
+        producer, _ = Producer.objects.get_or_create(name="sms-tests")
+        endpoint = endpoint_create(
+            producer=producer, url=receiver.url, event_types=["delivery.reached"]
+        )
+        workers_with()  # fresh processes: they see the subscription at once
+        smsc.receipt_copies = 2
+        notification = login_code_for_worker("314159")
+        notification_route(notification_id=str(notification.pk))
+        delivery = Delivery.objects.get(notification=notification, channel="sms")
+
+        def reached():
+            delivery.refresh_from_db()
+            return delivery.status == DeliveryStatus.REACHED
+
+        wait_for(reached, what="the DELIVRD receipt applied by the worker", timeout=30)
+        receipt = smsc.receipts[delivery.provider_message_id]
+        wait_for(lambda: receipt.answers == [0, 0], what="both copies acknowledged")
+        [(headers, body)] = wait_for(receiver.accepted, what="the delivery.reached post")
+        time.sleep(1)  # nothing more arrives: the second copy posted nothing
+        assert len(receiver.received) == 1
+        payload = Webhook(endpoint.secret).verify(body, {k.lower(): v for k, v in headers.items()})
+        assert payload["type"] == "delivery.reached"
+        assert payload["data"]["delivery_id"] == delivery.pk
+        assert (payload["data"]["channel"], payload["data"]["status"]) == ("sms", "reached")
+    finally:
+        receiver.stop()

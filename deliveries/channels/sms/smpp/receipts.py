@@ -2,10 +2,18 @@
 
 A receipt names the SMSC message id (the receipted_message_id TLV, or `id:` in the
 receipt text) and a final state (the message_state TLV, or `stat:` in the text).
-DELIVRD keeps the delivery `delivered`; UNDELIV, REJECTD, EXPIRED and DELETED make it
-`failed`, with the receipt text in last_error, and writes its `delivery.failed` status
-webhook events. Interim states (ENROUTE, ACCEPTD,
-UNKNOWN) change nothing.
+DELIVRD moves the delivery from `delivered` (the SMSC accepted it) to `reached` (the
+SMSC handed it to the phone), as an email provider's `delivered` event does; UNDELIV,
+REJECTD, EXPIRED and DELETED make a `delivered` or `reached` one `failed`, with the
+receipt text in last_error. Each move writes its status webhook event
+(`delivery.reached`, `delivery.failed`) in the same transaction. Interim states
+(ENROUTE, ACCEPTD, UNKNOWN) change nothing.
+
+A receipt changes a delivery only from the statuses it moves from, so a receipt the
+SMSC sends again (it resends until we acknowledge) changes nothing and posts nothing.
+A long SMS keeps every part's id and each part may report: the first part reported
+delivered makes it `reached`, and a part reported failed later still fails it (the
+person did not get the whole text), as a hard bounce after `reached` fails an email.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from deliveries.channels.sms.smpp.codes import ESME_ROK, ESME_RX_T_APPN
@@ -71,30 +79,50 @@ def receipt_apply(*, receipt: Receipt) -> int:
     """Apply a receipt to the SMS deliveries it is about; how many rows it matched.
 
     Zero means no delivery carries that message id (yet): the caller may look again.
-    A failed receipt only turns `delivered` into `failed`; it never reopens anything.
+    A receipt never reopens anything: DELIVRD moves only `delivered`, a failed state
+    only `delivered` and `reached`.
     """
     rows = Delivery.objects.filter(channel="sms").filter(_carries_id(receipt.message_id))
-    if receipt.state in FAILED_STATES:
-        with transaction.atomic():
-            changed = list(
-                rows.filter(status=DeliveryStatus.DELIVERED).select_for_update()
-                .values_list("pk", "accepted_at")
-            )  # fmt: skip
-            if changed:
-                Delivery.objects.filter(pk__in=[pk for pk, _ in changed]).update(
-                    status=DeliveryStatus.FAILED,
-                    reason=Reason.REJECTED,
-                    last_error=f"DLR {receipt.state}: {receipt.text}"[:2000],
-                    updated_at=timezone.now(),
-                )
-                # The producer is told of the failure (status webhooks).
-                webhook_events_write(
-                    deliveries=[(pk, month, DeliveryStatus.FAILED) for pk, month in changed]
-                )
-        if changed:
-            logger.info("SMS %s: receipt %s → failed", receipt.message_id, receipt.state)
-            return len(changed)
+    if receipt.state in DELIVERED_STATES:
+        moved = _rows_move(rows, {DeliveryStatus.DELIVERED}, DeliveryStatus.REACHED)
+    elif receipt.state in FAILED_STATES:
+        moved = _rows_move(
+            rows,
+            {DeliveryStatus.DELIVERED, DeliveryStatus.REACHED},
+            DeliveryStatus.FAILED,
+            reason=Reason.REJECTED,
+            last_error=f"DLR {receipt.state}: {receipt.text}"[:2000],
+        )
+    else:
+        moved = 0
+    if moved:
+        logger.info("SMS %s: receipt %s → %s", receipt.message_id, receipt.state,
+                    "reached" if receipt.state in DELIVERED_STATES else "failed")  # fmt: skip
+        return moved
     return rows.count()
+
+
+def _rows_move(rows: QuerySet[Delivery], from_statuses: set[str], to: str, **changes: str) -> int:
+    """Move the rows still in one of `from_statuses` to `to` and write their status
+    webhook events, in one transaction; how many moved.
+
+    The rows are locked first: a receipt the SMSC resends while the first is being
+    applied waits, then finds them moved and changes nothing (one event each).
+    """
+    with transaction.atomic():
+        changed = list(
+            rows.filter(status__in=from_statuses).select_for_update()
+            .values_list("pk", "accepted_at")
+        )  # fmt: skip
+        if not changed:
+            return 0
+        Delivery.objects.filter(pk__in=[pk for pk, _ in changed]).update(
+            status=to, updated_at=timezone.now(), **changes
+        )
+        # Reported by the SMSC, but with no time to pass on: a receipt's `done date` has
+        # no time zone (the SMSC's own, which we do not know).
+        webhook_events_write(deliveries=[(pk, month, to) for pk, month in changed], reported=True)
+    return len(changed)
 
 
 def _carries_id(message_id: str) -> Q:
