@@ -79,8 +79,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     With pytest-xdist's `--dist loadgroup`, a group runs whole in one test process: each
     file is a group, and the cluster folder is one (its 3-node cluster is package-scoped,
-    started once). The cluster group goes first, being the longest, so it never finishes
-    last while the other processes sit idle.
+    started once). The tests that run on that cluster are `alone`: they time it, and its
+    three nodes need the machine's cores. The folder's other tests need neither.
     """
 
     def group(item: pytest.Item) -> str:
@@ -89,9 +89,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group(item)))
-        if group(item) == "tests/cluster":
+        if "deployment" in item.fixturenames:  # the cluster's
             item.add_marker(pytest.mark.alone)
-    items.sort(key=lambda item: group(item) != "tests/cluster")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
