@@ -12,8 +12,10 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from deliveries.models import Delivery, DeliveryStatus
+from deliveries.channels.sms.smpp.receipts import Receipt, receipt_apply
+from deliveries.models import Delivery, DeliveryStatus, ProviderEventKind
 from deliveries.ops.selectors import latency_rows
+from deliveries.pipeline.provider_events import Applied, ProviderNews, provider_event_apply
 from notify.models import Category, Notification, Producer, Recipient
 
 _events = itertools.count()
@@ -27,7 +29,9 @@ def ann(db):
     return producer, category, recipient
 
 
-def finished(ann, channel: str, status: str, *, seconds: float, ago: float = 60) -> Delivery:
+def finished(
+    ann, channel: str, status: str, *, seconds: float, ago: float = 60, message_id: str = ""
+) -> Delivery:
     """A delivery accepted `ago` seconds before now, finished `seconds` later."""
     producer, category, recipient = ann
     notification = Notification.objects.create(
@@ -39,26 +43,38 @@ def finished(ann, channel: str, status: str, *, seconds: float, ago: float = 60)
     notification.created_at = accepted_at
     return Delivery.objects.create(
         notification=notification, channel=channel, target=f"t{next(_events)}",
-        queue="high", status=status, attempts=1,
+        queue="high", status=status, attempts=1, provider_message_id=message_id,
         finished_at=accepted_at + timedelta(seconds=seconds),
     )  # fmt: skip
 
 
 def test_reached_email_and_sms_are_in_the_latency_histogram(ann, scrape):
     finished(ann, "email", DeliveryStatus.DELIVERED, seconds=2)
-    finished(ann, "email", DeliveryStatus.REACHED, seconds=3)  # the ESP said delivered
-    finished(ann, "sms", DeliveryStatus.REACHED, seconds=4)  # a DELIVRD receipt came
-    finished(ann, "sms", DeliveryStatus.REACHED, seconds=90, ago=120)
+    email = finished(ann, "email", DeliveryStatus.DELIVERED, seconds=3, message_id="esp-1")
+    sms = finished(ann, "sms", DeliveryStatus.DELIVERED, seconds=4, message_id="smsc-1 smsc-2")
+    slow_sms = finished(ann, "sms", DeliveryStatus.DELIVERED, seconds=90, ago=120,
+                        message_id="smsc-3")  # fmt: skip
     # Not successes, or finished before the window: not in it.
     finished(ann, "email", DeliveryStatus.FAILED, seconds=1)
     finished(ann, "sms", DeliveryStatus.DEAD, seconds=1)
     finished(ann, "sms", DeliveryStatus.REACHED, seconds=1, ago=2 * 86400)
+    # The provider reports them handed to the person, as it does seconds after the send:
+    # the ESP's delivered event, the SMSC's DELIVRD receipts (one per part is enough).
+    news = ProviderNews(
+        esp="postmark", key="evt-1", kind=ProviderEventKind.DELIVERED, message_id="esp-1"
+    )
+    assert provider_event_apply(news=news) == Applied.RECORDED
+    assert receipt_apply(receipt=Receipt("smsc-2", "DELIVRD", "000", "stat:DELIVRD")) == 1
+    assert receipt_apply(receipt=Receipt("smsc-3", "DELIVRD", "000", "stat:DELIVRD")) == 1
+    for delivery in (email, sms, slow_sms):
+        delivery.refresh_from_db()
+        assert delivery.status == DeliveryStatus.REACHED
 
     metrics = scrape()
 
     assert metrics.value("notify_delivery_latency_seconds_count", channel="email") == 2
     assert metrics.value("notify_delivery_latency_seconds_sum", channel="email") == (
-        pytest.approx(5)
+        pytest.approx(5)  # reaching the person did not move finished_at
     )
     assert metrics.value("notify_delivery_latency_seconds_count", channel="sms") == 2
     assert metrics.value("notify_delivery_latency_seconds_sum", channel="sms") == (
