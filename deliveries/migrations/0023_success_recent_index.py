@@ -12,8 +12,9 @@
 #      parent's becomes valid, and partitions created later get it as any other index.
 # The old index is then dropped. DROP INDEX CONCURRENTLY is refused on a partitioned index
 # too, so that DROP takes an ACCESS EXCLUSIVE lock on the table and its partitions, for a
-# catalog change and file unlinks only: it and step 1 run under a short lock_timeout and
-# are tried again, so they never queue the senders' writes behind a long transaction.
+# catalog change and file unlinks only: it, step 1 and each ATTACH run under a short
+# lock_timeout and are tried again, so they never queue the senders' writes behind a long
+# transaction.
 # Non-atomic (CONCURRENTLY cannot run in a transaction); each step is safe to run again.
 # Self-contained on purpose: it must run the same however the app's code changes later.
 
@@ -100,7 +101,7 @@ def _build(connection, name: str, where: str, dropping: str) -> None:
                 f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {part_index} ON {partition} "
                 f"(finished_at) WHERE {where}"
             )
-            cursor.execute(f"ALTER INDEX {name} ATTACH PARTITION {part_index}")
+            _briefly(connection, f"ALTER INDEX {name} ATTACH PARTITION {part_index}")
         if not _index_valid(cursor, name):
             raise RuntimeError(f"{name} is not valid after every partition was attached")
         if _index_valid(cursor, dropping) is not None:
