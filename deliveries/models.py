@@ -102,11 +102,12 @@ class Delivery(InNotificationMonth):
             models.Index(
                 fields=["claimed_at"], name="delivery_claimed", condition=Q(status="sending")
             ),
-            # /metrics reads recent delivered rows for the latency histogram.
+            # /metrics reads recent successful rows (accepted by the provider, or since
+            # reported handed to the person) for the latency histogram.
             models.Index(
                 fields=["finished_at"],
-                name="delivery_delivered_recent",
-                condition=Q(status="delivered"),
+                name="delivery_success_recent",
+                condition=Q(status__in=["delivered", "reached"]),
             ),
             # The order check: an earlier one to the same person and channel on its way
             # (deliveries/pipeline/ordering.py ON_ITS_WAY_SQL says which).

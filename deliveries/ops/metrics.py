@@ -64,7 +64,8 @@ def _database() -> Iterator[Metric]:
 
     latency = HistogramMetricFamily(
         "notify_delivery_latency_seconds",
-        "Event accepted → delivered, per channel, over NOTIFY_METRICS_LATENCY_WINDOW.",
+        "Event accepted → delivered (or since reached), per channel, over "
+        "NOTIFY_METRICS_LATENCY_WINDOW.",
         labels=["channel"],
     )
     for histogram in selectors.delivery_latency():
