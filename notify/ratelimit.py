@@ -19,10 +19,15 @@ from redis.exceptions import NoScriptError
 # or with `partial` as many whole tokens as there are, up to `want`. Leaves `granted`,
 # `tokens` (left) and `wait` (seconds until the next take could succeed; 0 when all
 # of `want` was granted).
+#
+# The bucket is one string, its tokens and the time they were counted as two doubles,
+# written with its expiry in one SET: a GET and a SET cost Redis less per take than the
+# hash it was before (HMGET, HSET, EXPIRE), on every API request. Bucket keys changed
+# with the format (bucket_key), so a process of either kind never reads the other's.
 BUCKET_TAKE_LUA = """
-local held = redis.call('HMGET', bucket, 'tokens', 'at')
-local tokens = tonumber(held[1]) or burst
-local at = tonumber(held[2]) or now
+local held = redis.call('GET', bucket)
+local tokens, at = burst, now
+if held and #held == 16 then tokens, at = struct.unpack('<d<d', held) end
 tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
 local granted = 0
 if partial then
@@ -37,8 +42,7 @@ if granted < want then
   if partial then next_cost = 1 end
   wait = (next_cost + floor - tokens) / rate
 end
-redis.call('HSET', bucket, 'tokens', tokens, 'at', now)
-redis.call('EXPIRE', bucket, ttl)
+redis.call('SET', bucket, struct.pack('<d<d', tokens, now), 'EX', ttl)
 """
 
 # KEYS[1]: bucket; KEYS[2], when given: a string key read in the same call. ARGV: rate
@@ -77,9 +81,14 @@ class Take:
     read_along: bytes | None = None
 
 
+def bucket_key(kind: str, name: object) -> str:
+    """The Redis key of a token bucket: `kind` (key, user, provider) and its owner."""
+    return f"notify:bucket:{kind}:{name}"
+
+
 def user_bucket_key(recipient_id: int) -> str:
     """The Redis key of an end user's API rate bucket (erasure removes it too)."""
-    return f"notify:ratelimit:user:{recipient_id}"
+    return bucket_key("user", recipient_id)
 
 
 def bucket_take(
