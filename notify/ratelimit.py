@@ -6,6 +6,7 @@ still share one bucket fairly.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -69,7 +70,15 @@ return {allowed, tostring(wait), tostring(tokens), read}
 
 
 # Hashed once here: redis-py's register_script would hash the source on every request.
-_TAKE_SHA = hashlib.sha1(_TAKE.encode()).hexdigest()
+_TAKE_SHA = hashlib.sha1(_TAKE.encode()).hexdigest().encode()
+
+
+@functools.lru_cache(maxsize=1024)
+def _take_args(rate: float, burst: float, cost: int, floor: float) -> tuple[bytes, ...]:
+    """The script's ARGV for one bucket's settings, encoded as redis-py would (repr), once:
+    a caller's settings rarely change, and encoding them again costs every take."""
+    ttl = max(1, int(burst / rate) + 1)
+    return tuple(repr(value).encode() for value in (rate, burst, cost, ttl, floor))
 
 
 @dataclass(frozen=True)
@@ -107,9 +116,8 @@ def bucket_take(
     caller, which decides whether to fail open or closed.
     """
     client = get_redis_connection("default")
-    ttl = max(1, int(burst / rate) + 1)
-    keys = [key] if read_along is None else [key, read_along]
-    args = (*keys, rate, burst, cost, ttl, floor)
+    keys = (key,) if read_along is None else (key, read_along)
+    args = (*keys, *_take_args(rate, burst, cost, floor))
     try:
         allowed, wait, left, read = client.evalsha(_TAKE_SHA, len(keys), *args)
     except NoScriptError:  # a new or flushed Redis: EVAL runs it and caches it there
