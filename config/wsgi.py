@@ -2,11 +2,16 @@
 
 import os
 
-from django.core.wsgi import get_wsgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+django.setup(set_prefix=False)
 
-application = get_wsgi_application()
+# Django's handler, with a short middleware stack for the views that need no more
+# (config/handlers.py).
+from config.handlers import NotifyWSGIHandler  # noqa: E402 - needs the apps loaded
+
+application = NotifyWSGIHandler()
 
 from notify.checks import secret_key_refuse_weak  # noqa: E402 - needs the settings loaded
 

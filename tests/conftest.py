@@ -161,7 +161,7 @@ def reset_provider_state() -> None:
     import redis
 
     client = redis.Redis.from_url(settings.REDIS_URL)
-    for pattern in ("notify:breaker:*", "notify:ratelimit:provider:*"):
+    for pattern in ("notify:breaker:*", "notify:bucket:provider:*"):
         keys = list(client.scan_iter(pattern))
         if keys:
             client.delete(*keys)

@@ -49,6 +49,17 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+# What views marked `lean_stack = True` run through instead (config/handlers.py): the
+# middleware above whose work a token-authenticated API read needs (security headers,
+# CORS, the Host check and Content-Length of CommonMiddleware, X-Frame-Options), in the
+# same order. The others serve browser sessions, CSRF, messages and Django's user, and
+# do nothing for such a view.
+NOTIFY_LEAN_MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "notify.api.cors.EndUserCorsMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"

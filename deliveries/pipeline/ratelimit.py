@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from notify.ratelimit import bucket_key
+
 
 def provider_limit(provider: str) -> tuple[float, float]:
     """(rate per second, burst) for a provider, from NOTIFY_RATE_<PROVIDER>."""
@@ -35,4 +37,4 @@ def provider_for_channel(channel: str) -> str | None:
 
 def provider_bucket_key(provider: str) -> str:
     """The Redis key of a provider's token bucket."""
-    return f"notify:ratelimit:provider:{provider}"
+    return bucket_key("provider", provider)

@@ -10,7 +10,7 @@ from redis.exceptions import RedisError
 from rest_framework import authentication, exceptions, permissions, throttling
 
 from notify.models import ApiKey, Producer, Recipient
-from notify.ratelimit import bucket_take, user_bucket_key
+from notify.ratelimit import bucket_key, bucket_take, user_bucket_key
 from notify.selectors import recipient_id_get
 from notify.services import api_key_authenticate
 from notify.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
@@ -157,7 +157,7 @@ def request_bucket(principal: object) -> Bucket | None:
     if isinstance(principal, ProducerPrincipal):
         api_key = principal.api_key
         return Bucket(
-            key=f"notify:ratelimit:key:{api_key.pk}",
+            key=bucket_key("key", api_key.pk),
             rate=api_key.rate_per_second or settings.NOTIFY_API_RATE_PER_SECOND,
             burst=api_key.rate_burst or settings.NOTIFY_API_RATE_BURST,
         )

@@ -234,6 +234,9 @@ class FeedReadApi(APIView):
 class UnreadCountApi(APIView):
     required_scope = Scope.USERS_READ
     user_token_allowed = True
+    # Polled by every open page, and needing no session, cookie or CSRF check: served
+    # through the short middleware stack (config/handlers.py).
+    lean_stack = True
     # Set by read_along_key when this process knows the path's user id, and by
     # ApiRateThrottle with the counter it read in the rate limit's round trip.
     known_recipient_id: int | None = None
