@@ -448,14 +448,16 @@ def _classify_raised(error: Exception, delivery: Delivery) -> tuple[SendResult, 
 def campaign_yield_due() -> Callable[[], object]:
     """A `between` for a low batch: at most every NOTIFY_CAMPAIGN_YIELD_CHECK seconds,
     give the turn back and wait again while login codes are in flight, so a long
-    campaign batch yields inside as a short task would between tasks."""
+    campaign batch yields inside as a short task would between tasks. The process's
+    sender threads share one reading of Redis per check interval."""
     last = [time.monotonic()]
 
     def between() -> None:
-        if time.monotonic() - last[0] < settings.NOTIFY_CAMPAIGN_YIELD_CHECK:
+        check = settings.NOTIFY_CAMPAIGN_YIELD_CHECK
+        if time.monotonic() - last[0] < check:
             return
         low_work_done()
-        low_work_yield()
+        low_work_yield(fresh=check)
         last[0] = time.monotonic()
 
     return between
