@@ -73,21 +73,31 @@ class _Turns:
 
 
 _turns = _Turns()
+_quiet_seen = [float("-inf")]  # when this process last read that no `high` work is in flight
 
 
-def low_work_yield(*, sleep: Callable[[float], None] = time.sleep) -> float:
+def low_work_yield(*, sleep: Callable[[float], None] = time.sleep, fresh: float = 0.0) -> float:
     """Before a `low` task: wait while `high` work is in flight, at most
     NOTIFY_CAMPAIGN_YIELD_MAX seconds; if it is still in flight then, wait for this
     process's turn (as long again at most). Returns the seconds waited. A task that took
-    a turn gives it back in `low_work_done`."""
+    a turn gives it back in `low_work_done`.
+
+    `fresh`: a reading by any thread of this process that no `high` work was in flight,
+    at most this many seconds old, is taken as it is (no Redis read): a campaign's sender
+    threads check between messages, and one reading serves them all."""
+    if fresh > 0 and time.monotonic() - _quiet_seen[0] < fresh:
+        return 0.0
     bound = settings.NOTIFY_CAMPAIGN_YIELD_MAX
     waited = 0.0
     busy = False
     try:
         client = get_redis_connection("default")
         while True:
+            read_at = time.monotonic()
             left_ms = client.pttl(busy_key())
             busy = left_ms > 0
+            if not busy:
+                _quiet_seen[0] = read_at
             if not busy or waited >= bound:
                 break
             step = min(left_ms / 1000, bound - waited)

@@ -19,6 +19,7 @@ def fresh(settings):
     settings.NOTIFY_CAMPAIGN_YIELD_SCOPE = "test-host"
     get_redis_connection("default").delete(priority.busy_key())
     priority._last_mark[0] = float("-inf")
+    priority._quiet_seen[0] = float("-inf")
     yield
     priority.low_work_done()
     get_redis_connection("default").delete(priority.busy_key())
@@ -40,6 +41,25 @@ def test_a_low_task_waits_while_high_work_is_in_flight_but_never_past_the_bound(
     # (Past the bound it takes this process's turn too: free here, so at once.)
     assert priority.low_work_yield(sleep=slept.append) == pytest.approx(0.5, abs=0.05)
     assert sum(slept) == pytest.approx(0.5)
+
+
+def test_sender_threads_share_a_fresh_reading_and_read_again_once_it_is_stale(fresh):
+    client = get_redis_connection("default")
+    assert priority.low_work_yield(sleep=lambda s: None, fresh=30) == 0  # reads: quiet
+    priority.high_work_mark()
+    client.pexpire(priority.busy_key(), 60_000)
+    # Another sender thread within `fresh` of that reading takes it: no read, no wait.
+    waited: list[float] = []
+    reader = threading.Thread(
+        target=lambda: waited.append(priority.low_work_yield(sleep=lambda s: None, fresh=30))
+    )
+    reader.start()
+    reader.join()
+    assert waited == [0]
+    # Once the reading is older than `fresh`, the next check reads, and waits.
+    time.sleep(0.05)
+    slept: list[float] = []
+    assert priority.low_work_yield(sleep=slept.append, fresh=0.01) == pytest.approx(0.5, abs=0.05)
 
 
 def test_high_work_on_another_host_does_not_hold_campaigns_here(fresh, settings):

@@ -115,12 +115,15 @@ def deliveries_attempt(
     channels = {item.delivery.channel for item in loaded}
     if any(hasattr(provider_for(channel), "send_many") for channel in channels):
         size = len(loaded)  # a multicast is one call: the batch is its one round
+    # Inside a batch every message a provider takes is marked sent until its round is
+    # recorded (deliveries/pipeline/sent_marks.py); a lone send records at once.
+    mark_sent = len(loaded) > 1
     start = 0
     while start < len(loaded):
         members = loaded[start : start + size]
         start += size
         clock = time.monotonic()
-        reports.extend(_round(members, waiting, between))
+        reports.extend(_round(members, waiting, between, mark_sent=mark_sent))
         size = _round_size_next(size, time.monotonic() - clock)
     return reports
 
@@ -137,7 +140,11 @@ def _round_size_next(size: int, elapsed: float) -> int:
 
 
 def _round(
-    members: Sequence[Loaded], waiting: dict[tuple, tuple], between: Callable[[], object] | None
+    members: Sequence[Loaded],
+    waiting: dict[tuple, tuple],
+    between: Callable[[], object] | None,
+    *,
+    mark_sent: bool,
 ) -> list[AttemptReport]:
     """Claim, check, send and record these members (statements: one claim, one to
     record, whatever their number)."""
@@ -205,7 +212,7 @@ def _round(
             reports.append(_report(AttemptResult.POSTPONED, delivery))
             continue
         calls.append(_Call(item, admission, started_at))
-    tries.extend(_provider_calls(calls, claimed_at=now, between=between))
+    tries.extend(_provider_calls(calls, claimed_at=now, between=between, mark_sent=mark_sent))
     return reports + attempts_record(tries)
 
 
@@ -317,17 +324,26 @@ def _tried(
 
 
 def _provider_calls(
-    calls: Sequence[_Call], *, claimed_at: datetime, between: Callable[[], object] | None
+    calls: Sequence[_Call],
+    *,
+    claimed_at: datetime,
+    between: Callable[[], object] | None,
+    mark_sent: bool,
 ) -> list[Tried]:
     """Render and send each call, by its provider's batching rule: a provider with
     `send_many` (FCM's multicast) takes the channel's members at once; the others take
-    them one after another on their kept session (one SMTP connection, one SMPP bind)."""
+    them one after another on their kept session (one SMTP connection, one SMPP bind),
+    each message it took marked sent when `mark_sent` (a batch's)."""
     tries: list[Tried] = []
     by_channel: dict[str, list[_Call]] = {}
     for call in calls:
         by_channel.setdefault(call.loaded.delivery.channel, []).append(call)
     for channel, group in by_channel.items():
-        tries.extend(_channel_calls(channel, group, claimed_at=claimed_at, between=between))
+        tries.extend(
+            _channel_calls(
+                channel, group, claimed_at=claimed_at, between=between, mark_sent=mark_sent
+            )
+        )
     # The breaker hears of the round's calls at once (one round trip per breaker).
     outcomes = {t.delivery.pk: t.result.outcome for t in tries}
     provider_outcomes(
@@ -342,6 +358,7 @@ def _channel_calls(
     *,
     claimed_at: datetime,
     between: Callable[[], object] | None,
+    mark_sent: bool,
 ) -> list[Tried]:
     """One channel's calls of a round, by its provider's batching rule."""
     tries: list[Tried] = []
@@ -366,7 +383,7 @@ def _channel_calls(
             tries.append(_after_call(call, result, reason, claimed_at, duration))
         return tries
     with SentMarks() as marks:
-        for position, call in enumerate(group, start=1):
+        for call in group:
             if between is not None:
                 between()
             clock = time.monotonic()
@@ -377,8 +394,10 @@ def _channel_calls(
                 result, reason = _classify_raised(error, delivery)
             duration = int((time.monotonic() - clock) * 1000)
             channel_call_timed(channel=channel, seconds=duration / 1000)  # slowness limits it
-            if result.outcome == AttemptOutcome.DELIVERED and position < len(group):
-                # Recorded only with its round: until then, the mark speaks for it.
+            if mark_sent and result.outcome == AttemptOutcome.DELIVERED:
+                # Recorded only with its round: until then, the mark speaks for it. The
+                # last of the round too: its record still waits for the round's Redis
+                # replies, the breaker and the statement, long enough for a kill.
                 marks.add(
                     delivery_id=delivery.pk,
                     claimed_at=claimed_at,
@@ -429,14 +448,16 @@ def _classify_raised(error: Exception, delivery: Delivery) -> tuple[SendResult, 
 def campaign_yield_due() -> Callable[[], object]:
     """A `between` for a low batch: at most every NOTIFY_CAMPAIGN_YIELD_CHECK seconds,
     give the turn back and wait again while login codes are in flight, so a long
-    campaign batch yields inside as a short task would between tasks."""
+    campaign batch yields inside as a short task would between tasks. The process's
+    sender threads share one reading of Redis per check interval."""
     last = [time.monotonic()]
 
     def between() -> None:
-        if time.monotonic() - last[0] < settings.NOTIFY_CAMPAIGN_YIELD_CHECK:
+        check = settings.NOTIFY_CAMPAIGN_YIELD_CHECK
+        if time.monotonic() - last[0] < check:
             return
         low_work_done()
-        low_work_yield()
+        low_work_yield(fresh=check)
         last[0] = time.monotonic()
 
     return between

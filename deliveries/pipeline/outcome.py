@@ -22,7 +22,7 @@ from deliveries.pipeline.devices import devices_gone_deactivate
 from deliveries.pipeline.enqueue import delivery_enqueue
 from deliveries.pipeline.fairness import push_slot_member, push_slot_release
 from deliveries.pipeline.ordering import ON_ITS_WAY_SQL, successor_enqueue
-from deliveries.pipeline.outcome_log import delivery_outcome_log
+from deliveries.pipeline.outcome_log import delivery_outcomes_log
 from deliveries.pipeline.retry import RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
 from deliveries.webhook_events import webhook_events_write
@@ -121,7 +121,7 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
             if countdown is not None:
                 transaction.on_commit(lambda d=delivery, c=countdown: _retry_enqueue(d, c))
     reports = []
-    for tried, outcome, changes, _ in planned:
+    for tried, outcome, _, _ in planned:
         delivery = tried.delivery
         if delivery.pk not in updated:
             logger.warning(
@@ -129,10 +129,6 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
                 delivery.pk,
                 tried.result.outcome,
             )
-        delivery_outcome_log(
-            delivery, status=changes["status"], reason=changes["reason"] or "",
-            duration=tried.duration,
-        )  # fmt: skip
         reports.append(
             AttemptReport(
                 outcome,
@@ -142,6 +138,10 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
                 delivery.notification_id if delivery.pk in updated else None,
             )
         )
+    delivery_outcomes_log(
+        [(t.delivery, changes["status"], changes["reason"] or "", t.duration)
+         for t, _, changes, _ in planned]
+    )  # fmt: skip
     return reports
 
 

@@ -5,8 +5,12 @@ message and the round's record there is a window in which a killed worker would 
 the delivery `sending` though its message went out, and the sweeper would send it again.
 A mark in Redis, written right after the provider took the message, closes it: the
 sweeper settles a stale claim that has one as delivered instead of sending it again. A
-round's marks share one connection and one wait for their replies (`SentMarks`). A lone
-send (a batch of one), and the last of a round, records at once and writes no mark.
+round's marks share one connection and one wait for their replies (`SentMarks`). Every
+message of a batch is marked, the last of a round too: between its answer and its record
+the round still reads the marks' replies, tells the breaker and writes its statement,
+which a loaded box stretches to a tenth of a second and more. A lone send (a batch of
+one) records at once and writes no mark: its window is the one a single send has always
+had.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ statement and every message is counted.
 from __future__ import annotations
 
 import threading
+import time
+from collections import Counter
 from datetime import datetime, timedelta
 
 import pytest
@@ -194,3 +196,50 @@ def test_a_pause_during_a_send_batch_stops_the_rest_of_it(promo_data, quiet_queu
     held = emails.filter(status="deferred", reason="campaign_paused").count()
     delivered = emails.filter(status="delivered").count()
     assert (delivered, held) == (sent, 60 - sent)
+
+
+class _Killed(BaseException):
+    """The worker dies here: nothing after this point of the batch runs."""
+
+
+def test_a_worker_lost_before_a_round_is_recorded_sends_none_of_its_sent_members_again(
+    promo_data, quiet_queues, smtp_here, settings, monkeypatch
+):
+    # A worker dies after the relay took every member of its first round and before the
+    # round's record: each of them, the last one too, must end delivered, not sent again.
+    import deliveries.pipeline.attempt as attempt
+    from deliveries.pipeline.sweep import sweep_due_deliveries
+
+    campaign = promo_campaign(6, prefix="k")
+    for name, args, _ in published_routes(campaign):
+        if name == ROUTE_TASK:
+            notifications_route(notification_ids=args[0])
+    [batch] = [args[0] for name, args, _ in taken_from_low() if name == SEND_TASK]
+    settings.NOTIFY_BATCH_ROUND_START = 3
+
+    def killed(tries):
+        raise _Killed
+
+    monkeypatch.setattr(attempt, "attempts_record", killed)
+    with pytest.raises(_Killed):
+        deliveries_attempt(delivery_ids=batch)
+    assert len(smtp_here.received) == 3  # the first round went out, none of it recorded
+    monkeypatch.undo()
+
+    # The batch's message comes back: what was never claimed goes now. The sweeper then
+    # settles the lost worker's claims (as soon as they count as stale here).
+    deliveries_attempt(delivery_ids=batch)
+    settings.NOTIFY_SEND_CLAIM_TIMEOUT = 0.01
+    settings.NOTIFY_RETRY_SWEEP_GRACE = 0
+    time.sleep(0.05)
+    sweep_due_deliveries()
+    for name, args, _ in taken_from_low():  # whatever the sweeper sent again
+        if name == SEND_TASK:  # a retry's message names one delivery
+            ids = args[0]
+            deliveries_attempt(delivery_ids=ids if isinstance(ids, list) else [ids])
+
+    emailed = Counter(address for mail in smtp_here.received for address in mail.rcpt_tos)
+    assert len(emailed) == 6
+    assert set(emailed.values()) == {1}, emailed.most_common(3)
+    statuses = set(Delivery.objects.filter(channel="email").values_list("status", flat=True))
+    assert statuses == {"delivered"}

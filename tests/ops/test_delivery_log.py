@@ -38,3 +38,31 @@ def test_each_delivery_outcome_is_one_structured_log_line(db, api, caplog):
     assert f"notification={notification_id}" in message
     assert f"delivery={delivery.pk}" in message
     assert "channel=inapp status=delivered" in message
+
+
+def test_a_rounds_delivered_members_are_one_line_and_every_other_outcome_its_own(caplog):
+    import uuid
+
+    from deliveries.pipeline.outcome_log import delivery_outcomes_log
+
+    def row(pk: int, channel: str = "email") -> Delivery:
+        return Delivery(pk=pk, channel=channel, notification_id=uuid.uuid4(), attempts=1)
+
+    outcomes = [(row(1), "delivered", "", 3), (row(2), "delivered", "", 4),
+                (row(3), "retrying", "", 5), (row(4), "failed", "rejected", 6),
+                (row(5, "inapp"), "delivered", "", 0)]  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="deliveries.outcome"):
+        delivery_outcomes_log(outcomes)
+    each = [r for r in caplog.records if getattr(r, "event", "") == "delivery_outcome"]
+    assert [(r.delivery_id, r.status, r.levelno) for r in each] == [
+        (3, "retrying", logging.INFO), (4, "failed", logging.INFO),
+    ]  # fmt: skip
+    rounds = [r for r in caplog.records if getattr(r, "event", "") == "delivery_outcomes"]
+    assert [(r.channel, r.delivery_ids) for r in rounds] == [("email", [1, 2]), ("inapp", [5])]
+    assert "channel=email status=delivered count=2 deliveries=1,2" in rounds[0].getMessage()
+
+    caplog.clear()  # at DEBUG every delivered member has its own line as well
+    with caplog.at_level(logging.DEBUG, logger="deliveries.outcome"):
+        delivery_outcomes_log(outcomes)
+    each = [r for r in caplog.records if getattr(r, "event", "") == "delivery_outcome"]
+    assert sorted(r.delivery_id for r in each) == [1, 2, 3, 4, 5]

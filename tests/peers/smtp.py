@@ -44,6 +44,7 @@ class ScriptedHandler:
         with getattr(self, "lock", threading.Lock()):
             self.received: list[ReceivedMail] = []
             self.data_calls: list[float] = []
+            self.data_started: list[float] = []  # when each DATA came in, before any delay
             self.rcpt_answers: deque[str] = deque()
             # Answers to RCPT by address, every time (after `rcpt_answers` runs out).
             self.rcpt_by_address: dict[str, str] = {}
@@ -70,6 +71,8 @@ class ScriptedHandler:
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
+        with self.lock:
+            self.data_started.append(time.time())
         if self.data_delay:
             await asyncio.sleep(self.data_delay)
             transport = getattr(server, "transport", None)
