@@ -75,11 +75,15 @@ class _Waiting:
 @dataclass
 class _Lane:
     """One channel's slots in one queue class: thread id -> when it last made progress;
-    and the sends waiting for one of them, oldest first."""
+    the sends waiting for one of them, oldest first; and how fast they drain."""
 
     busy: dict[int, float] = field(default_factory=dict)
     waiting: deque[_Waiting] = field(default_factory=deque)
     deferred: list[float] = field(default_factory=list)  # a heap: when each deferred is due
+    started: dict[int, float] = field(default_factory=dict)  # thread id -> its send began
+    # How long a send holds its slot here, on average (0: none done yet): the line's real
+    # drain time per send, whatever the send does (a batch, or a held delivery's look).
+    send_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,21 @@ def _deferred_wait(lane: _Lane, *, limit: int, seconds: float, now: float) -> fl
     return (len(lane.waiting) + len(lane.deferred) + 1) / limit * seconds
 
 
+def _drain_seconds(lane: _Lane, channel: str, slow: bool, seconds: float) -> float:
+    """How long each send ahead of a deferred one holds a slot, for its countdown.
+
+    While the channel is fast, what its sends here have taken (and no less than a
+    provider call): a send that finds no slot during a burst is mostly a held
+    delivery's look or a message its delivery no longer needs, done in milliseconds. The
+    longest call in flight (`seconds`) counts a slot's database work too, under load a
+    hundred times a call; counted for each send ahead, it pushed a burst's last sends
+    minutes out, to come back to an idle channel. While slow, or before any send is
+    done here, `seconds`: the provider is what the sends wait for."""
+    if slow or not lane.send_seconds:
+        return seconds
+    return max(lane.send_seconds, _latency.get(channel, 0.0))
+
+
 def channel_slow(*, channel: str) -> bool:
     """Is this channel's provider slow, as this process has seen it?"""
     with _lock:
@@ -163,6 +182,7 @@ def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
         limit = channel_sender_limit(channel=channel, slow=slow, queue=queue)
         if len(lane.busy) < limit:
             lane.busy[threading.get_ident()] = now
+            lane.started[threading.get_ident()] = now
             return SenderTurn(taken=True)
         if _closing.is_set():
             return SenderTurn(defer=None)
@@ -177,7 +197,9 @@ def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
         # Counted behind those already deferred: a backlog comes back spread over the
         # time it takes to send, not all at once to be deferred again.
         countdown = channel_defer_seconds(
-            wait=_deferred_wait(lane, limit=limit, seconds=seconds, now=now)
+            wait=_deferred_wait(
+                lane, limit=limit, seconds=_drain_seconds(lane, channel, slow, seconds), now=now
+            )
         )
         heapq.heappush(lane.deferred, now + countdown)
     return SenderTurn(defer=countdown)
@@ -203,6 +225,14 @@ def _line_next(*, channel: str, queue: str, started: float) -> tuple[Any, list[A
     handed_back: list[Any] = []
     with _lock:
         lane = _lanes.setdefault((queue, channel), _Lane())
+        began = lane.started.pop(ident, None)
+        if began is not None:
+            took = now - began
+            lane.send_seconds = (
+                took
+                if not lane.send_seconds
+                else lane.send_seconds + LATENCY_WEIGHT * (took - lane.send_seconds)
+            )
         while lane.waiting and (
             _closing.is_set() or now - lane.waiting[0].since > settings.NOTIFY_CHANNEL_WAIT_MAX
         ):
@@ -214,6 +244,7 @@ def _line_next(*, channel: str, queue: str, started: float) -> tuple[Any, list[A
             and now - started < settings.NOTIFY_CHANNEL_SERVE_MAX
         ):
             lane.busy[ident] = now
+            lane.started[ident] = now
             return lane.waiting.popleft().work, handed_back
         lane.busy.pop(ident, None)
         if not lane.busy:
