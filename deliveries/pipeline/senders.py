@@ -104,6 +104,7 @@ class SenderTurn:
 _lock = threading.Lock()
 _lanes: dict[tuple[str, str], _Lane] = {}
 _latency: dict[str, float] = {}  # channel -> average seconds per provider call
+_calls: dict[tuple[str, int], float] = {}  # (channel, thread id) -> its call in flight began
 _closing = threading.Event()  # the worker is shutting down: lines go back to the broker
 
 
@@ -119,14 +120,13 @@ def channel_sender_limit(*, channel: str, slow: bool, queue: str | None = None) 
 
 
 def _running_longest(channel: str, now: float) -> float:
-    """How long the channel's longest call in flight has been running (0: none)."""
+    """How long the channel's longest provider call in flight has been running (0: none).
+
+    A call, from `channel_call_begin`: not the time a sender has held its slot, which
+    counts its database work too (load, claim, record: under load a hundred times a
+    fast provider's call), and made a burst's channel look slow and its deferrals long."""
     return max(
-        (
-            now - since
-            for (_, lane_channel), lane in _lanes.items()
-            if lane_channel == channel
-            for since in lane.busy.values()
-        ),
+        (now - since for (call_channel, _), since in _calls.items() if call_channel == channel),
         default=0.0,
     )
 
@@ -298,6 +298,13 @@ def channel_sender_serve(
             logger.exception("%s sender: a waiting send %s raised", channel, work)
 
 
+def channel_call_begin(*, channel: str) -> None:
+    """This thread calls `channel`'s provider now (`channel_call_timed` ends the call)."""
+    now = time.monotonic()
+    with _lock:
+        _calls[(channel, threading.get_ident())] = now
+
+
 def channel_call_timed(*, channel: str, seconds: float, count: int = 1) -> None:
     """A provider call of `channel` took `seconds` for `count` messages (a multicast
     sends many): fold it into the channel's average, and note this thread's progress."""
@@ -311,6 +318,7 @@ def channel_call_timed(*, channel: str, seconds: float, count: int = 1) -> None:
             else previous + LATENCY_WEIGHT * (per_message - previous)
         )
         ident = threading.get_ident()
+        _calls.pop((channel, ident), None)
         for (_, lane_channel), lane in _lanes.items():
             if lane_channel == channel and ident in lane.busy:
                 lane.busy[ident] = now
@@ -335,4 +343,5 @@ def channel_senders_reset() -> None:
     with _lock:
         _lanes.clear()
         _latency.clear()
+        _calls.clear()
         _closing.clear()
