@@ -104,7 +104,6 @@ class SenderTurn:
 _lock = threading.Lock()
 _lanes: dict[tuple[str, str], _Lane] = {}
 _latency: dict[str, float] = {}  # channel -> average seconds per provider call
-_calls: dict[tuple[str, int], float] = {}  # (channel, thread id) -> its call in flight began
 _closing = threading.Event()  # the worker is shutting down: lines go back to the broker
 
 
@@ -120,13 +119,14 @@ def channel_sender_limit(*, channel: str, slow: bool, queue: str | None = None) 
 
 
 def _running_longest(channel: str, now: float) -> float:
-    """How long the channel's longest provider call in flight has been running (0: none).
-
-    A call, from `channel_call_begin`: not the time a sender has held its slot, which
-    counts its database work too (load, claim, record: under load a hundred times a
-    fast provider's call), and made a burst's channel look slow and its deferrals long."""
+    """How long the channel's longest call in flight has been running (0: none)."""
     return max(
-        (now - since for (call_channel, _), since in _calls.items() if call_channel == channel),
+        (
+            now - since
+            for (_, lane_channel), lane in _lanes.items()
+            if lane_channel == channel
+            for since in lane.busy.values()
+        ),
         default=0.0,
     )
 
@@ -298,13 +298,6 @@ def channel_sender_serve(
             logger.exception("%s sender: a waiting send %s raised", channel, work)
 
 
-def channel_call_begin(*, channel: str) -> None:
-    """This thread calls `channel`'s provider now (`channel_call_timed` ends the call)."""
-    now = time.monotonic()
-    with _lock:
-        _calls[(channel, threading.get_ident())] = now
-
-
 def channel_call_timed(*, channel: str, seconds: float, count: int = 1) -> None:
     """A provider call of `channel` took `seconds` for `count` messages (a multicast
     sends many): fold it into the channel's average, and note this thread's progress."""
@@ -318,7 +311,6 @@ def channel_call_timed(*, channel: str, seconds: float, count: int = 1) -> None:
             else previous + LATENCY_WEIGHT * (per_message - previous)
         )
         ident = threading.get_ident()
-        _calls.pop((channel, ident), None)
         for (_, lane_channel), lane in _lanes.items():
             if lane_channel == channel and ident in lane.busy:
                 lane.busy[ident] = now
@@ -343,5 +335,4 @@ def channel_senders_reset() -> None:
     with _lock:
         _lanes.clear()
         _latency.clear()
-        _calls.clear()
         _closing.clear()
