@@ -80,6 +80,10 @@ def send(
     if turn.waiting:
         return ["waiting"]
     if not turn.taken:
+        # At INFO: a deferral is the channel's line overflowing, rare unless a burst or a
+        # slow provider outruns the senders; its countdown tells how far behind it is.
+        logger.info("%s sender: send %s deferred, countdown %s", channel, delivery_id,
+                    turn.defer)  # fmt: skip
         send_defer(delivery_id=delivery_id, channel=channel, queue=queue,
                    countdown=turn.defer)  # fmt: skip
         return ["deferred"]

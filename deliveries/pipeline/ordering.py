@@ -21,19 +21,23 @@ same channel about the same subject is not sent on push, SMS or email; the deliv
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
 from django.db.models import F, Q
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
-from deliveries.pipeline.enqueue import delivery_enqueue
+from deliveries.pipeline.enqueue import deliveries_enqueue, delivery_enqueue
 from deliveries.pipeline.fairness import push_slot_member, push_slot_release
 from notify.models import PUSH_CHANNELS, Channel
+from notify.pgarrays import array_literal
+
+logger = logging.getLogger(__name__)
 
 # What an earlier delivery may be doing for a later one to wait ("on its way"): queued,
 # sending, or put back before its first try (a rate limit or open breaker postponed it:
@@ -102,27 +106,63 @@ def held_ms(*, delivery: Delivery, now: datetime) -> int:
 
 
 def hold_countdown(*, waited: float) -> float:
-    """When to look again at a delivery held `waited` seconds: soon at first (the earlier
-    one is usually mid-send), then less often, and at the bound at the latest."""
+    """When to look again at a delivery held `waited` seconds, should no wake come.
+
+    The wake publishes a held delivery as soon as the one before it is done with, so
+    this look is only the net under a wake that cannot come (the earlier one was
+    cancelled, or its notification routed to nothing on this channel): soon at first,
+    then twice as far apart, and at the bound at the latest. Each look costs a send
+    message and its claim; a burst holds thousands of deliveries at once, and looks
+    every few hundred milliseconds would take the channel's senders from the sends
+    they wait for."""
     remaining = settings.NOTIFY_ORDER_WAIT_MAX - waited
-    return max(settings.NOTIFY_ORDER_RECHECK, min(waited / 2, remaining))
+    return max(settings.NOTIFY_ORDER_RECHECK, min(waited, remaining))
+
+
+# Mark a refused delivery held (since its first refusal), and say in the same statement
+# whether it is clear now: the earlier one may have been recorded between the claim and
+# this mark, when its wake found nothing held to wake (see `delivery_hold`).
+_HOLD_SQL = f"""
+    UPDATE {Delivery._meta.db_table} AS d
+       SET held_since = COALESCE(d.held_since, %(now)s), enqueued_at = %(now)s,
+           updated_at = %(now)s
+     WHERE d.id = %(id)s AND d.accepted_at = %(month)s
+       AND d.status IN ({", ".join(f"'{s.value}'" for s in CLAIMABLE_STATUSES)})
+    RETURNING {ORDER_CLEAR_SQL}
+"""
 
 
 def delivery_hold(*, delivery: Delivery, now: datetime) -> bool:
-    """The claim was refused for an earlier delivery: note since when it waits and look
-    again after `hold_countdown`. False when it is no longer claimable (taken meanwhile).
-    """
+    """The claim was refused for an earlier delivery: note since when it waits, and
+    publish its send again — at once when the earlier one is done with already (its
+    wake ran before this delivery was marked held, and found nothing to wake), else
+    after `hold_countdown`, unless the wake comes first. False when it is no longer
+    claimable (taken meanwhile).
+
+    One statement, as the plain mark was: the order check rides on it."""
     waited = (now - (delivery.held_since or now)).total_seconds()
-    marked = Delivery.objects.filter(
-        pk=delivery.pk, accepted_at=delivery.accepted_at, status__in=CLAIMABLE_STATUSES
-    ).update(held_since=Coalesce(F("held_since"), now), enqueued_at=now, updated_at=now)
-    if not marked:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _HOLD_SQL,
+            {
+                "id": delivery.pk,
+                "month": delivery.accepted_at,
+                "now": now,
+                "waited_enough": order_wait_since(now=now),
+                "ids": array_literal([delivery.pk]),
+            },
+        )
+        row = cursor.fetchone()
+    if row is None:
         return False
+    (clear,) = row
+    countdown = None if clear else hold_countdown(waited=waited)
+    logger.debug("delivery %s: held %.1f s, look again in %s", delivery.pk, waited, countdown)
     delivery_enqueue(
         delivery_id=delivery.pk,
         channel=delivery.channel,
         queue=delivery.queue,
-        countdown=hold_countdown(waited=waited),
+        countdown=countdown,
         retry=True,
         push_owner=(delivery.notification.recipient_id, delivery.notification_id),
         mark_enqueued=False,
@@ -234,6 +274,23 @@ def successor_enqueue(*, channel: str, woken: int, queue: str) -> None:
         push_owner=None,
         mark_enqueued=False,
     )
+
+
+def successors_enqueue(*, woken: Sequence[tuple[str, str, int]]) -> None:
+    """Publish the sends of the deliveries a round's record woke, (queue, channel, id)
+    each (call after commit): a channel's in batches, as routing publishes first sends,
+    rather than a message each. A burst to many people wakes as many successors as the
+    round had members; one message each would make as many single sends, each taking
+    its channel's sender for one delivery (and its line, which then overflows). A push
+    goes on its own, through its per-recipient slot."""
+    batched: list[tuple[int, str, str]] = []
+    for queue, channel, woken_id in woken:
+        if channel in PUSH_CHANNELS:
+            successor_enqueue(channel=channel, woken=woken_id, queue=queue)
+        else:
+            batched.append((woken_id, channel, queue))
+    if batched:
+        deliveries_enqueue(started=batched, push_owners={})
 
 
 def successor_wake(*, delivery: Delivery) -> int | None:

@@ -21,7 +21,7 @@ from deliveries.models import AttemptOutcome, Delivery, DeliveryAttempt, Deliver
 from deliveries.pipeline.devices import devices_gone_deactivate
 from deliveries.pipeline.enqueue import delivery_enqueue
 from deliveries.pipeline.fairness import push_slot_member, push_slot_release
-from deliveries.pipeline.ordering import ON_ITS_WAY_SQL, successor_enqueue
+from deliveries.pipeline.ordering import ON_ITS_WAY_SQL, successors_enqueue
 from deliveries.pipeline.outcome_log import delivery_outcomes_log
 from deliveries.pipeline.retry import RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
@@ -101,12 +101,8 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
         # A device the provider proved gone is deactivated whoever holds the claim now.
         devices_gone_deactivate(answers=[(t.delivery.channel, t.delivery.target, t.result)
                                          for t in tries])  # fmt: skip
-        for queue, channel, woken_id in woken:
-            transaction.on_commit(
-                lambda w=woken_id, q=queue, c=channel: successor_enqueue(
-                    channel=c, woken=w, queue=q
-                )
-            )
+        if woken:
+            transaction.on_commit(lambda: successors_enqueue(woken=woken))
         for tried, _, _, countdown in planned:
             delivery = tried.delivery
             if delivery.pk not in updated:

@@ -75,11 +75,19 @@ class _Waiting:
 @dataclass
 class _Lane:
     """One channel's slots in one queue class: thread id -> when it last made progress;
-    and the sends waiting for one of them, oldest first."""
+    the sends waiting for one of them, oldest first; and how fast they drain."""
 
     busy: dict[int, float] = field(default_factory=dict)
     waiting: deque[_Waiting] = field(default_factory=deque)
-    deferred: list[float] = field(default_factory=list)  # a heap: when each deferred is due
+    # A heap of (when each deferred send is due, how many deliveries it carries), and
+    # how many deliveries those carry in all.
+    deferred: list[tuple[float, int]] = field(default_factory=list)
+    deferred_deliveries: int = 0
+    # thread id -> when its send began here, and how many deliveries it carries
+    started: dict[int, tuple[float, int]] = field(default_factory=dict)
+    # How long one delivery of a send holds a slot here, on average (0: none done yet):
+    # the line's real drain time, whatever the send does (a batch, a held delivery's look).
+    delivery_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -135,13 +143,34 @@ def _call_seconds(channel: str, now: float) -> float:
     return max(_latency.get(channel, 0.0), _running_longest(channel, now))
 
 
-def _deferred_wait(lane: _Lane, *, limit: int, seconds: float, now: float) -> float:
-    """How long one more send would wait for a sender here: the sends ahead of it —
-    those in the line and those deferred that are not back yet — `limit` at a time,
-    `seconds` each."""
-    while lane.deferred and lane.deferred[0] <= now:
-        heapq.heappop(lane.deferred)
-    return (len(lane.waiting) + len(lane.deferred) + 1) / limit * seconds
+def _size(work: Any) -> int:
+    """How many deliveries a send carries (a batch's ids, or one)."""
+    return max(1, len(work)) if isinstance(work, list) else 1
+
+
+def _deferred_wait(lane: _Lane, *, limit: int, seconds: float, now: float, size: int) -> float:
+    """How long one more send of `size` deliveries would wait for a sender here: the
+    deliveries ahead of it — in the line and in the sends deferred that are not back
+    yet — and its own, `limit` at a time, `seconds` each."""
+    while lane.deferred and lane.deferred[0][0] <= now:
+        lane.deferred_deliveries -= heapq.heappop(lane.deferred)[1]
+    ahead = sum(_size(waiting.work) for waiting in lane.waiting) + lane.deferred_deliveries
+    return (ahead + size) / limit * seconds
+
+
+def _drain_seconds(lane: _Lane, channel: str, slow: bool, seconds: float) -> float:
+    """How long each delivery ahead of a deferred send holds a slot, for its countdown.
+
+    While the channel is fast, what a delivery of the sends here has taken (and no less
+    than a provider call): a send that finds no slot during a burst is mostly a held
+    delivery's look or a message its delivery no longer needs, done in milliseconds. The
+    longest call in flight (`seconds`) counts a slot's database work too, under load a
+    hundred times a call; counted for each send ahead, it pushed a burst's last sends
+    minutes out, to come back to an idle channel. While slow, or before any send is
+    done here, `seconds`: the provider is what the sends wait for."""
+    if slow or not lane.delivery_seconds:
+        return seconds
+    return max(lane.delivery_seconds, _latency.get(channel, 0.0))
 
 
 def channel_slow(*, channel: str) -> bool:
@@ -163,6 +192,7 @@ def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
         limit = channel_sender_limit(channel=channel, slow=slow, queue=queue)
         if len(lane.busy) < limit:
             lane.busy[threading.get_ident()] = now
+            lane.started[threading.get_ident()] = (now, _size(work))
             return SenderTurn(taken=True)
         if _closing.is_set():
             return SenderTurn(defer=None)
@@ -177,9 +207,16 @@ def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
         # Counted behind those already deferred: a backlog comes back spread over the
         # time it takes to send, not all at once to be deferred again.
         countdown = channel_defer_seconds(
-            wait=_deferred_wait(lane, limit=limit, seconds=seconds, now=now)
+            wait=_deferred_wait(
+                lane,
+                limit=limit,
+                seconds=_drain_seconds(lane, channel, slow, seconds),
+                now=now,
+                size=_size(work),
+            )
         )
-        heapq.heappush(lane.deferred, now + countdown)
+        heapq.heappush(lane.deferred, (now + countdown, _size(work)))
+        lane.deferred_deliveries += _size(work)
     return SenderTurn(defer=countdown)
 
 
@@ -203,6 +240,14 @@ def _line_next(*, channel: str, queue: str, started: float) -> tuple[Any, list[A
     handed_back: list[Any] = []
     with _lock:
         lane = _lanes.setdefault((queue, channel), _Lane())
+        began = lane.started.pop(ident, None)
+        if began is not None:
+            took = (now - began[0]) / began[1]
+            lane.delivery_seconds = (
+                took
+                if not lane.delivery_seconds
+                else lane.delivery_seconds + LATENCY_WEIGHT * (took - lane.delivery_seconds)
+            )
         while lane.waiting and (
             _closing.is_set() or now - lane.waiting[0].since > settings.NOTIFY_CHANNEL_WAIT_MAX
         ):
@@ -214,7 +259,9 @@ def _line_next(*, channel: str, queue: str, started: float) -> tuple[Any, list[A
             and now - started < settings.NOTIFY_CHANNEL_SERVE_MAX
         ):
             lane.busy[ident] = now
-            return lane.waiting.popleft().work, handed_back
+            work = lane.waiting.popleft().work
+            lane.started[ident] = (now, _size(work))
+            return work, handed_back
         lane.busy.pop(ident, None)
         if not lane.busy:
             handed_back.extend(waiting.work for waiting in lane.waiting)
