@@ -9,6 +9,7 @@ import time
 import pytest
 
 from deliveries.pipeline.senders import (
+    channel_call_begin,
     channel_call_timed,
     channel_lines_close,
     channel_sender_serve,
@@ -237,3 +238,67 @@ def test_a_worker_shutting_down_hands_its_lines_back_and_lets_none_join(senders)
     emails.done()
     assert emails.ran == []
     assert emails.handed_back == ["waiting"]
+
+
+def test_a_sender_busy_with_its_database_work_does_not_make_the_channel_slow(senders):
+    senders.NOTIFY_CHANNEL_SLOW_SECONDS = 0.2
+    channel_call_timed(channel="email", seconds=0.003)  # an SMTP peer answering in 3 ms
+    emails = Senders("email", "high", 4)
+    try:
+        time.sleep(0.3)  # the slots are held this long, loading and claiming, no call
+        assert not channel_slow(channel="email")
+        # A provider call running longer than the bound still does.
+        channel_call_begin(channel="email")
+        time.sleep(0.3)
+        assert channel_slow(channel="email")
+    finally:
+        channel_call_timed(channel="email", seconds=0.3)
+        emails.done()
+
+
+def _a_send_held_its_slot(seconds: float, deliveries: int) -> None:
+    """A send of `deliveries` took a slot of email on `high` and held it `seconds`."""
+    assert channel_sender_turn(channel="email", queue="high", work=list(range(deliveries))).taken
+    started = time.monotonic()
+    time.sleep(seconds)
+    channel_sender_serve(channel="email", queue="high", started=started, run=print, hand_back=print)
+
+
+def test_a_fast_channel_lines_up_what_its_senders_really_drain_in_the_wait_bound(senders):
+    senders.NOTIFY_CHANNEL_WAIT_MAX = 2.0
+    channel_call_timed(channel="email", seconds=0.003)  # the provider answers in 3 ms
+    _a_send_held_its_slot(0.5, 1)  # but a send holds its slot 0.5 s (database work)
+    emails = Senders("email", "high", 4)
+    try:
+        # Four at a time, 0.5 s each: 15 waiting sends and the one joining are through in
+        # 2 s, not the 2,000 the provider's 3 ms would allow (and NOTIFY_CHANNEL_WAITING_MAX).
+        turns = [channel_sender_turn(channel="email", queue="high", work=n) for n in range(16)]
+        assert [turn.waiting for turn in turns] == [True] * 15 + [False]
+    finally:
+        emails.done()
+
+
+def test_a_fast_channel_defers_no_further_than_the_order_bound(senders):
+    senders.NOTIFY_CHANNEL_WAITING_MAX = 2
+    senders.NOTIFY_ORDER_WAIT_MAX = 30.0
+    channel_call_timed(channel="email", seconds=0.003)  # the provider answers in 3 ms
+    _a_send_held_its_slot(0.5, 1)  # a held delivery's look, under load
+    emails = Senders("email", "high", 4)
+    try:
+        assert not channel_slow(channel="email")
+        assert all(channel_sender_turn(channel="email", queue="high", work=n).waiting
+                   for n in (1, 2))  # fmt: skip
+        # Deferrals of batches of 25, each behind those deferred before it, at what a
+        # delivery has taken here, four at a time: (2 + 25) / 4 x 0.5 s, then 3.1 s more
+        # each ...
+        countdowns = [
+            channel_sender_turn(channel="email", queue="high", work=list(range(25))).defer
+            for _ in range(20)
+        ]
+        assert countdowns[0] == pytest.approx(27 / 4 * 0.5, rel=0.2)
+        assert countdowns == sorted(countdowns)
+        # ... but never past the order bound while the provider is fast: a burst's
+        # held emails come back to their channel within it.
+        assert max(countdowns) == 30.0
+    finally:
+        emails.done()

@@ -94,8 +94,8 @@ NOTIFY_CHANNEL_SENDERS = {
     "fcm": NOTIFY_PUSH_SENDERS,
 }
 # A channel is slow while its provider calls take longer than this on average (seconds),
-# or one has been running longer; while slow it has at most NOTIFY_CHANNEL_SLOW_SENDERS,
-# on every class.
+# or one provider call has been running longer; while slow it has at most
+# NOTIFY_CHANNEL_SLOW_SENDERS, on every class.
 NOTIFY_CHANNEL_SLOW_SECONDS = env_float("NOTIFY_CHANNEL_SLOW_SECONDS", 3.0, minimum=0.01)
 NOTIFY_CHANNEL_SLOW_SENDERS = env_int("NOTIFY_CHANNEL_SLOW_SENDERS", 2, minimum=1)
 # A send that finds its channel's slots taken waits in the worker's memory, without a

@@ -53,7 +53,7 @@ from deliveries.pipeline.pressure import (
     provider_admissions,
     provider_outcomes,
 )
-from deliveries.pipeline.senders import channel_call_timed
+from deliveries.pipeline.senders import channel_call_begin, channel_call_timed
 from deliveries.pipeline.sent_marks import SentMarks
 from notify.priority import low_work_done, low_work_yield
 from preferences.gate import gate_seal_valid
@@ -369,6 +369,7 @@ def _channel_calls(
             between()
         clock = time.monotonic()
         items = [(c.loaded.delivery, c.loaded.version, _context(c)) for c in group]
+        channel_call_begin(channel=channel)
         try:
             answers = send_many(items)
         except Exception as error:  # the whole call failed: each member records it
@@ -387,6 +388,7 @@ def _channel_calls(
             if between is not None:
                 between()
             clock = time.monotonic()
+            channel_call_begin(channel=channel)
             delivery = call.loaded.delivery
             try:
                 result, reason = provider.send(delivery, call.loaded.version, _context(call)), ""

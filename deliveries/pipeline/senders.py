@@ -13,20 +13,21 @@ loads anything. On the isolated classes (NOTIFY_CHANNEL_ISOLATED_QUEUES: `high`,
 than half the process's threads (rounded up: an odd pool of 3 gives 2), so the other
 channels always keep the rest; on the others (`low`, where a campaign's email is most of
 the work) a channel may use every thread. While the channel is slow — its calls take
-longer than NOTIFY_CHANNEL_SLOW_SECONDS on average, or one has been running longer than
-that — it has only NOTIFY_CHANNEL_SLOW_SENDERS, on every class: a slow provider is
-limited by its slowness, as the breaker limits a failing one.
+longer than NOTIFY_CHANNEL_SLOW_SECONDS on average, or one provider call has been
+running longer than that — it has only NOTIFY_CHANNEL_SLOW_SENDERS, on every class: a
+slow provider is limited by its slowness, as the breaker limits a failing one.
 
 A send that finds no slot gives its thread back at once and waits in its channel's line
 here, in memory: the next thread of that channel to finish a send runs it, still holding
 its slot (`channel_sender_serve`). So waiting costs no thread, no broker round trip and
 no delay in whole seconds. The line is bounded: a send joins it only while the sends
-ahead of it should be done within NOTIFY_CHANNEL_WAIT_MAX (at the channel's pace), and
-at most NOTIFY_CHANNEL_WAITING_MAX wait; one that would wait longer is published again
-with a countdown of about its wait behind the line and behind the sends already deferred
-(`channel_defer_seconds`), so a deep backlog comes back spread over the time it takes,
-about once each, rather than all of it every call; one that has waited longer than the
-bound goes back to the broker at once. A thread serves the line for at most
+ahead of it should be done within NOTIFY_CHANNEL_WAIT_MAX (at the channel's pace,
+`_drain_seconds`), and at most NOTIFY_CHANNEL_WAITING_MAX wait; one that would wait longer
+is published again with a countdown of about its wait behind the line and behind the
+sends already deferred (`channel_defer_seconds`; while the provider is fast, no longer
+than the order bound, `_countdown_max`), so a deep backlog comes back spread over the
+time it takes, about once each, rather than all of it every call; one that has waited
+longer than the bound goes back to the broker at once. A thread serves the line for at most
 NOTIFY_CHANNEL_SERVE_MAX, so the message it began with is acknowledged well inside the
 broker's consumer timeout; the last sender of a channel to leave hands the rest of the
 line back to the broker, so a waiting send never outlives the senders that owe it. When
@@ -85,9 +86,17 @@ class _Lane:
     deferred_deliveries: int = 0
     # thread id -> when its send began here, and how many deliveries it carries
     started: dict[int, tuple[float, int]] = field(default_factory=dict)
-    # How long one delivery of a send holds a slot here, on average (0: none done yet):
-    # the line's real drain time, whatever the send does (a batch, a held delivery's look).
-    delivery_seconds: float = 0.0
+    # How long a send holds a slot here and how many deliveries it carries, both on
+    # average (0: none done yet); their ratio is the line's real drain time per delivery,
+    # whatever the sends do (a batch, a held delivery's look). A ratio of the averages,
+    # not an average of ratios: one held look's slot time is not what each member of a
+    # batch of 25 costs.
+    slot_seconds: float = 0.0
+    slot_deliveries: float = 0.0
+
+    def delivery_seconds(self) -> float:
+        """How long one delivery of the sends here holds a slot (0: none done yet)."""
+        return self.slot_seconds / self.slot_deliveries if self.slot_deliveries else 0.0
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,7 @@ class SenderTurn:
 _lock = threading.Lock()
 _lanes: dict[tuple[str, str], _Lane] = {}
 _latency: dict[str, float] = {}  # channel -> average seconds per provider call
+_calls: dict[tuple[str, int], float] = {}  # (channel, thread id) -> its call in flight began
 _closing = threading.Event()  # the worker is shutting down: lines go back to the broker
 
 
@@ -119,14 +129,13 @@ def channel_sender_limit(*, channel: str, slow: bool, queue: str | None = None) 
 
 
 def _running_longest(channel: str, now: float) -> float:
-    """How long the channel's longest call in flight has been running (0: none)."""
+    """How long the channel's longest provider call in flight has been running (0: none).
+
+    A call, from `channel_call_begin`: not the time a sender has held its slot, which
+    counts its database work too (load, claim, record: under load a hundred times a
+    fast provider's call), and made a burst's channel look slow and its deferrals long."""
     return max(
-        (
-            now - since
-            for (_, lane_channel), lane in _lanes.items()
-            if lane_channel == channel
-            for since in lane.busy.values()
-        ),
+        (now - since for (call_channel, _), since in _calls.items() if call_channel == channel),
         default=0.0,
     )
 
@@ -148,29 +157,52 @@ def _size(work: Any) -> int:
     return max(1, len(work)) if isinstance(work, list) else 1
 
 
+def _line_deliveries(lane: _Lane) -> int:
+    """How many deliveries the sends waiting in the line carry."""
+    return sum(_size(waiting.work) for waiting in lane.waiting)
+
+
 def _deferred_wait(lane: _Lane, *, limit: int, seconds: float, now: float, size: int) -> float:
     """How long one more send of `size` deliveries would wait for a sender here: the
     deliveries ahead of it — in the line and in the sends deferred that are not back
     yet — and its own, `limit` at a time, `seconds` each."""
     while lane.deferred and lane.deferred[0][0] <= now:
         lane.deferred_deliveries -= heapq.heappop(lane.deferred)[1]
-    ahead = sum(_size(waiting.work) for waiting in lane.waiting) + lane.deferred_deliveries
+    ahead = _line_deliveries(lane) + lane.deferred_deliveries
     return (ahead + size) / limit * seconds
 
 
 def _drain_seconds(lane: _Lane, channel: str, slow: bool, seconds: float) -> float:
-    """How long each delivery ahead of a deferred send holds a slot, for its countdown.
+    """How long each delivery ahead of a send holds a slot: what the line's admission
+    and a deferral's countdown count.
 
     While the channel is fast, what a delivery of the sends here has taken (and no less
-    than a provider call): a send that finds no slot during a burst is mostly a held
-    delivery's look or a message its delivery no longer needs, done in milliseconds. The
-    longest call in flight (`seconds`) counts a slot's database work too, under load a
-    hundred times a call; counted for each send ahead, it pushed a burst's last sends
-    minutes out, to come back to an idle channel. While slow, or before any send is
-    done here, `seconds`: the provider is what the sends wait for."""
-    if slow or not lane.delivery_seconds:
+    than a provider call): under a burst that is mostly database work (load, claim,
+    record, a held delivery's look), far more than a fast provider's call, and what the
+    line really drains at. Counting the provider's milliseconds instead let the line
+    fill with thousands of deliveries it then took minutes to drain. While slow, or
+    before any send is done here, `seconds` (the provider's call time): the provider is
+    what the sends wait for."""
+    if slow or not lane.delivery_seconds():
         return seconds
-    return max(lane.delivery_seconds, _latency.get(channel, 0.0))
+    return max(lane.delivery_seconds(), _latency.get(channel, 0.0))
+
+
+def _countdown_max(slow: bool) -> float:
+    """The longest a send may be deferred for its channel's line.
+
+    While slow, NOTIFY_CHANNEL_DEFER_MAX: a slow provider is limited to its few senders,
+    and its backlog comes back spread over as long as they need. While fast, no longer
+    than the order bound (NOTIFY_ORDER_WAIT_MAX) as well: the line then drains at the
+    pace of the sends' database work, and the count of sends deferred ahead overstates
+    it (a held delivery's deferred look is mostly done by the wake before it is back,
+    and comes back to find nothing to do), so a longer countdown only leaves the
+    burst's last emails, held for an earlier one, past their order bound on an idle
+    channel. The cost: a backlog deeper than the bound comes back once a bound."""
+    if slow:
+        return settings.NOTIFY_CHANNEL_DEFER_MAX
+    bound = min(settings.NOTIFY_CHANNEL_DEFER_MAX, settings.NOTIFY_ORDER_WAIT_MAX)
+    return max(settings.NOTIFY_CHANNEL_DEFER, bound)
 
 
 def channel_slow(*, channel: str) -> bool:
@@ -196,8 +228,8 @@ def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
             return SenderTurn(taken=True)
         if _closing.is_set():
             return SenderTurn(defer=None)
-        seconds = _call_seconds(channel, now)
-        line_wait = (len(lane.waiting) + 1) / limit * seconds
+        drain = _drain_seconds(lane, channel, slow, _call_seconds(channel, now))
+        line_wait = (_line_deliveries(lane) + _size(work)) / limit * drain
         if (
             len(lane.waiting) < settings.NOTIFY_CHANNEL_WAITING_MAX
             and line_wait <= settings.NOTIFY_CHANNEL_WAIT_MAX
@@ -206,14 +238,11 @@ def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
             return SenderTurn(waiting=True)
         # Counted behind those already deferred: a backlog comes back spread over the
         # time it takes to send, not all at once to be deferred again.
-        countdown = channel_defer_seconds(
-            wait=_deferred_wait(
-                lane,
-                limit=limit,
-                seconds=_drain_seconds(lane, channel, slow, seconds),
-                now=now,
-                size=_size(work),
-            )
+        countdown = min(
+            channel_defer_seconds(
+                wait=_deferred_wait(lane, limit=limit, seconds=drain, now=now, size=_size(work))
+            ),
+            _countdown_max(slow),
         )
         heapq.heappush(lane.deferred, (now + countdown, _size(work)))
         lane.deferred_deliveries += _size(work)
@@ -242,12 +271,11 @@ def _line_next(*, channel: str, queue: str, started: float) -> tuple[Any, list[A
         lane = _lanes.setdefault((queue, channel), _Lane())
         began = lane.started.pop(ident, None)
         if began is not None:
-            took = (now - began[0]) / began[1]
-            lane.delivery_seconds = (
-                took
-                if not lane.delivery_seconds
-                else lane.delivery_seconds + LATENCY_WEIGHT * (took - lane.delivery_seconds)
-            )
+            if not lane.slot_deliveries:
+                lane.slot_seconds, lane.slot_deliveries = now - began[0], float(began[1])
+            else:
+                lane.slot_seconds += LATENCY_WEIGHT * (now - began[0] - lane.slot_seconds)
+                lane.slot_deliveries += LATENCY_WEIGHT * (began[1] - lane.slot_deliveries)
         while lane.waiting and (
             _closing.is_set() or now - lane.waiting[0].since > settings.NOTIFY_CHANNEL_WAIT_MAX
         ):
@@ -298,6 +326,13 @@ def channel_sender_serve(
             logger.exception("%s sender: a waiting send %s raised", channel, work)
 
 
+def channel_call_begin(*, channel: str) -> None:
+    """This thread calls `channel`'s provider now (`channel_call_timed` ends the call)."""
+    now = time.monotonic()
+    with _lock:
+        _calls[(channel, threading.get_ident())] = now
+
+
 def channel_call_timed(*, channel: str, seconds: float, count: int = 1) -> None:
     """A provider call of `channel` took `seconds` for `count` messages (a multicast
     sends many): fold it into the channel's average, and note this thread's progress."""
@@ -311,6 +346,7 @@ def channel_call_timed(*, channel: str, seconds: float, count: int = 1) -> None:
             else previous + LATENCY_WEIGHT * (per_message - previous)
         )
         ident = threading.get_ident()
+        _calls.pop((channel, ident), None)
         for (_, lane_channel), lane in _lanes.items():
             if lane_channel == channel and ident in lane.busy:
                 lane.busy[ident] = now
@@ -335,4 +371,5 @@ def channel_senders_reset() -> None:
     with _lock:
         _lanes.clear()
         _latency.clear()
+        _calls.clear()
         _closing.clear()
