@@ -19,18 +19,14 @@ WORK_QUEUES = ("high", "medium", "low", "dead_letter")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Make the flush after a transactional test quick, and survive a deadlock with a
-    worker.
+    """Make the flush after a transactional test survive a deadlock with a worker.
 
-    The flush empties every table with DELETE (`flush_by_delete`). A worker process may
-    still be finishing a task (a late retry from the test) when it does; PostgreSQL then
-    cancels one side of the deadlock. The flush is simply run again; the worker's side is
-    retried by the platform itself.
+    A worker process may still be finishing a task (a late retry from the test) when
+    the flush TRUNCATEs every table; PostgreSQL then cancels one side of the deadlock.
+    The flush is simply run again; the worker's side is retried by the platform itself.
     """
     from django.db import OperationalError
     from django.test import TransactionTestCase
-
-    flush_by_delete()
 
     flush_once = TransactionTestCase._fixture_teardown
 
@@ -44,34 +40,6 @@ def pytest_configure(config: pytest.Config) -> None:
                 time.sleep(0.5)
 
     TransactionTestCase._fixture_teardown = flush_with_retry
-
-
-def flush_by_delete() -> None:
-    """Have Django's flush empty the tables with DELETE instead of one TRUNCATE.
-
-    The tables a test leaves behind hold a few rows, and a TRUNCATE costs far more than
-    deleting them: it gives each of the 70 tables and partitions new files, 0.3 s here
-    on an idle box and several times that under the suite's load, after each of the
-    suite's 120-odd transactional tests; the DELETEs take about 15 ms. Foreign keys are
-    deferred to the commit (Django declares them DEFERRABLE), so the order of the
-    DELETEs does not matter; the one trigger (the outbox's wake-up) fires on INSERT
-    only. A flush that resets sequences or cascades keeps the TRUNCATE.
-    """
-    from django.db.backends.postgresql.operations import DatabaseOperations
-
-    truncate = DatabaseOperations.sql_flush
-
-    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
-        if not tables or reset_sequences or allow_cascade:
-            return truncate(
-                self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
-            )
-        return ["SET CONSTRAINTS ALL DEFERRED;"] + [
-            f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))};"
-            for table in tables
-        ]
-
-    DatabaseOperations.sql_flush = sql_flush
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -361,7 +329,7 @@ def pipeline(transactional_db, celery_worker, outbox_relay, smtp, broker):
     purge_queues(broker)
     reset_provider_state()
     yield smtp
-    # Let the worker go idle before the test database is flushed: the flush racing a
+    # Let the worker go idle before the test database is flushed: a TRUNCATE racing a
     # task's transaction can deadlock (PostgreSQL then kills one of the two). A fresh
     # connection: the test may have restarted the broker under the old one.
     with Connection(settings.CELERY_BROKER_URL) as conn:
