@@ -75,7 +75,7 @@ class _Waiting:
 
 @dataclass
 class _Lane:
-    """One channel's slots in one queue class: thread id -> when it last made progress;
+    """One channel's slots in one queue class: thread id -> when it took the slot;
     the sends waiting for one of them, oldest first; and how fast they drain."""
 
     busy: dict[int, float] = field(default_factory=dict)
@@ -335,8 +335,7 @@ def channel_call_begin(*, channel: str) -> None:
 
 def channel_call_timed(*, channel: str, seconds: float, count: int = 1) -> None:
     """A provider call of `channel` took `seconds` for `count` messages (a multicast
-    sends many): fold it into the channel's average, and note this thread's progress."""
-    now = time.monotonic()
+    sends many): fold it into the channel's average, and end this thread's call."""
     per_message = seconds / max(1, count)
     with _lock:
         previous = _latency.get(channel)
@@ -345,11 +344,7 @@ def channel_call_timed(*, channel: str, seconds: float, count: int = 1) -> None:
             if previous is None
             else previous + LATENCY_WEIGHT * (per_message - previous)
         )
-        ident = threading.get_ident()
-        _calls.pop((channel, ident), None)
-        for (_, lane_channel), lane in _lanes.items():
-            if lane_channel == channel and ident in lane.busy:
-                lane.busy[ident] = now
+        _calls.pop((channel, threading.get_ident()), None)
 
 
 def channel_waiting_count(*, channel: str, queue: str) -> int:
