@@ -120,6 +120,22 @@ def scenario_s3(bench: Bench) -> None:
             before = statistics.median(percentile(c.stages[stage], 0.5) for c in idle) * 1000
             parts.append(f"{stage} {during:.0f} ms ({before:.0f})")
         print("S3 median per step during the campaign (idle): " + ", ".join(parts))
+        # The p99 is one or two codes: show where the slowest ones spent their time.
+        for label, runs in (("during the campaign", busy), ("idle", idle)):
+            slowest = sorted(
+                (sum(c.stages[s][i] for s in STAGES), [c.stages[s][i] for s in STAGES + DETAILS])
+                for c in runs
+                for i in range(len(c.stages["relay"]))
+            )[-3:]
+            print(
+                f"S3 slowest codes {label} (ms; "
+                + ", ".join(STAGES + DETAILS)
+                + "): "
+                + "; ".join(
+                    f"{total * 1000:.0f} = " + "/".join(f"{v * 1000:.0f}" for v in steps)
+                    for total, steps in reversed(slowest)
+                )
+            )
     if any(n == 0 for n in left):
         print("S3: WARNING the campaign was over before the last code; raise BENCH_CAMPAIGN_DRAIN")
 

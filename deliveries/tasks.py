@@ -14,13 +14,28 @@ from deliveries.counts import delivery_counts_fold
 from deliveries.pipeline.attempt import campaign_yield_due, deliveries_attempt, delivery_attempt
 from deliveries.pipeline.digest_close import digest_windows_due_left, digests_close
 from deliveries.pipeline.digests import CLOSE_TASK
-from deliveries.pipeline.enqueue import ROUTE_TASK, SEND_TASK, delivery_dead_letter, send_defer
+from deliveries.pipeline.enqueue import (
+    ROUTE_TASK,
+    SEND_TASK,
+    deliveries_enqueue,
+    delivery_dead_letter,
+    send_defer,
+)
 from deliveries.pipeline.outcome import AttemptReport, AttemptResult
 from deliveries.pipeline.provider_events import early_provider_events_sweep
 from deliveries.pipeline.release import deferred_release
 from deliveries.pipeline.retry import jittered, route_backoff
-from deliveries.pipeline.routing import deliveries_fallback, notifications_route
-from deliveries.pipeline.senders import channel_sender_serve, channel_sender_turn
+from deliveries.pipeline.routing import (
+    Routed,
+    deliveries_fallback,
+    notifications_route,
+    notifications_route_here,
+)
+from deliveries.pipeline.senders import (
+    channel_sender_serve,
+    channel_sender_take,
+    channel_sender_turn,
+)
 from deliveries.pipeline.sweep import sweep_due_deliveries, sweep_unrouted_notifications
 from deliveries.webhook_events import WEBHOOK_POST_TASK
 from deliveries.webhooks.posting import webhook_events_post, webhook_events_sweep
@@ -41,8 +56,12 @@ def route(self: Task, notification_id: str | list[str]) -> int:
     NOTIFY_ROUTE_MAX_RETRIES its message is dead-lettered for an operator.
     """
     ids = notification_id if isinstance(notification_id, list) else [notification_id]
+    queue = delivered_queue(self.request.delivery_info)
     try:
-        return len(notifications_route(notification_ids=ids))
+        if queue in settings.NOTIFY_SEND_AT_ROUTE_QUEUES:
+            routed = notifications_route_here(notification_ids=ids, queue=queue)
+        else:
+            routed = Routed(notifications_route(notification_ids=ids), {})
     except Exception as error:
         retries = self.request.retries
         if retries >= settings.NOTIFY_ROUTE_MAX_RETRIES:
@@ -53,6 +72,28 @@ def route(self: Task, notification_id: str | list[str]) -> int:
         logger.warning("notifications %s: routing raised %r; retry in %.1f s", ids, error,
                        countdown)  # fmt: skip
         raise self.retry(exc=error, countdown=countdown) from error
+    for channel, batch in routed.here.items():
+        _send_here(batch, channel=channel, queue=queue)
+    return len(routed.started)
+
+
+def _send_here(delivery_ids: list[int], *, channel: str, queue: str) -> None:
+    """Send what this thread just routed, at once, if its channel has a free sender here;
+    else (or if sending raised before it could record anything) publish it as routing
+    would have. A second message for a delivery already claimed is dropped by the claim."""
+    if not channel_sender_take(channel=channel, queue=queue, work=delivery_ids):
+        deliveries_enqueue(started=[(pk, channel, queue) for pk in delivery_ids], push_owners={})
+        return
+    started = time.monotonic()
+    try:
+        _send(delivery_ids, low=False)
+    except Exception:
+        logger.exception(
+            "deliveries %s: sending where they were routed raised; published", delivery_ids
+        )
+        deliveries_enqueue(started=[(pk, channel, queue) for pk in delivery_ids], push_owners={})
+    finally:
+        _line_serve(channel=channel, queue=queue, started=started)
 
 
 @shared_task(name=SEND_TASK, bind=True)
@@ -91,15 +132,21 @@ def send(
     try:
         return _send(delivery_id, low=low)
     finally:
-        channel_sender_serve(
-            channel=channel,
-            queue=queue,
-            started=started,
-            run=functools.partial(_send_waiting, queue=queue),
-            hand_back=lambda waited: send_defer(
-                delivery_id=waited, channel=channel, queue=queue, countdown=None
-            ),
-        )
+        _line_serve(channel=channel, queue=queue, started=started)
+
+
+def _line_serve(*, channel: str, queue: str, started: float) -> None:
+    """This thread's send (begun at `started`) is done: serve its channel's line, then
+    give the slot back."""
+    channel_sender_serve(
+        channel=channel,
+        queue=queue,
+        started=started,
+        run=functools.partial(_send_waiting, queue=queue),
+        hand_back=lambda waited: send_defer(
+            delivery_id=waited, channel=channel, queue=queue, countdown=None
+        ),
+    )
 
 
 def _send(delivery_id: int | list[int], *, low: bool) -> list[str]:

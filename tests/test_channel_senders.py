@@ -13,6 +13,7 @@ from deliveries.pipeline.senders import (
     channel_call_timed,
     channel_lines_close,
     channel_sender_serve,
+    channel_sender_take,
     channel_sender_turn,
     channel_senders_reset,
     channel_slow,
@@ -302,3 +303,26 @@ def test_a_fast_channel_defers_no_further_than_the_order_bound(senders):
         assert max(countdowns) == 30.0
     finally:
         emails.done()
+
+
+def test_routing_sends_at_once_only_on_a_free_sender_and_never_joins_the_line(senders):
+    """What the routing thread may take to send what it routed: a free slot of a fast
+    channel, else nothing (it publishes instead), never a place in the line."""
+    assert channel_sender_take(channel="email", queue="high", work=[1])
+    sending = Senders("email", "high", 4)  # the other three slots, then one in the line
+    assert sending.taken == 3
+    assert channel_waiting_count(channel="email", queue="high") == 1
+    assert not channel_sender_take(channel="email", queue="high", work=[2])
+    assert channel_waiting_count(channel="email", queue="high") == 1
+    # Another channel's senders are its own: SMS still has a free one.
+    assert channel_sender_take(channel="sms", queue="high", work=[3])
+    sending.done()
+
+
+def test_routing_leaves_a_slow_channel_and_a_closing_worker_to_the_broker(senders):
+    channel_call_begin(channel="sms")
+    channel_call_timed(channel="sms", seconds=10.0)  # one call far past the slow mark
+    assert not channel_sender_take(channel="sms", queue="high", work=[1])
+    assert channel_sender_take(channel="email", queue="high", work=[2])
+    channel_lines_close()
+    assert not channel_sender_take(channel="email", queue="high", work=[3])

@@ -87,6 +87,11 @@ NOTIFY_WORKER_THREADS = env_int("WORKER_CONCURRENCY", 8, minimum=1)
 # them). On the other classes (`low`: a campaign's email is most of its work) a channel
 # may use every thread while its provider is fast.
 NOTIFY_CHANNEL_ISOLATED_QUEUES = env_list("NOTIFY_CHANNEL_ISOLATED_QUEUES", ["high", "medium"])
+# On these queue classes the thread that routes a notification sends its email and SMS
+# itself, at once, when the channel has a free sender there (no send message: one broker
+# round trip less between routing and sending); otherwise it publishes them. `low` is left
+# out: a campaign's route batches go to every sender thread through send messages.
+NOTIFY_SEND_AT_ROUTE_QUEUES = env_list("NOTIFY_SEND_AT_ROUTE_QUEUES", ["high", "medium"])
 NOTIFY_CHANNEL_SENDERS = {
     "email": env_int("NOTIFY_EMAIL_SENDERS", 4, minimum=1),
     "sms": env_int("NOTIFY_SMS_SENDERS", 4, minimum=1),

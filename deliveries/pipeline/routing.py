@@ -64,6 +64,15 @@ class Started:
     target: str
 
 
+@dataclass(frozen=True)
+class Routed:
+    """What a route did: the deliveries it started (enqueued, or written), and those it
+    left for the routing thread to send itself, by channel (see `notifications_route_here`)."""
+
+    started: list[int]
+    here: dict[str, list[int]]
+
+
 def notification_route(*, notification_id: object, now: datetime | None = None) -> list[int]:
     """Route one notification (a batch of one). Raises Notification.DoesNotExist."""
     routed = _route(notification_ids=[notification_id], now=now)
@@ -88,9 +97,28 @@ def notifications_route(
     return _route(notification_ids=notification_ids, now=now) or []
 
 
-def _route(*, notification_ids: Sequence[object], now: datetime | None) -> list[int] | None:
-    """`notifications_route`; None when none of the ids exists."""
+def notifications_route_here(*, notification_ids: Sequence[object], queue: str) -> Routed:
+    """`notifications_route`, run by a worker of `queue` that can send what it routes:
+    deliveries of that queue on a channel sent without a per-recipient push turn (email,
+    SMS) are not published but returned in `here`, for this thread to send at once if
+    its channel has a free sender (else it publishes them). A login code then skips the
+    broker's round trip between routing and sending. A worker lost before it sends them
+    leaves its route message unacknowledged: the route runs again and starts them."""
+    here: dict[str, list[int]] = {}
+    started = _route(notification_ids=notification_ids, now=None, here=(queue, here)) or []
+    return Routed(started, here)
+
+
+def _route(
+    *,
+    notification_ids: Sequence[object],
+    now: datetime | None,
+    here: tuple[str, dict[str, list[int]]] | None = None,
+) -> list[int] | None:
+    """`notifications_route`; None when none of the ids exists. `here`: (the routing
+    worker's queue, the dict to fill with the deliveries it sends itself)."""
     now = now or timezone.now()  # an argument so the gate's clock can be shown in tests
+    in_time = [True]  # the commit came before this returns (no outer transaction)
     with transaction.atomic():
         notifications = notifications_lock(notification_ids=notification_ids)
         if not notifications:
@@ -114,9 +142,12 @@ def _route(*, notification_ids: Sequence[object], now: datetime | None) -> list[
         created, inapp, wakeups = _deliveries_create(fresh, now)
         started.extend(created)
         owners = {n.pk: (n.recipient_id, n.pk) for n in notifications}
-        transaction.on_commit(lambda: _deliveries_start(started, owners))
+        transaction.on_commit(
+            lambda: _deliveries_start(started, owners, here=here if in_time[0] else None)
+        )
         if wakeups is not None:
             transaction.on_commit(lambda: wakeups_publish(**wakeups))
+    in_time[0] = False
     # In-app goes at once, here rather than through a message: the batch's feed entries
     # in one statement, checked, claimed and recorded like any send (a worker lost
     # before this leaves them queued, and the sweeper sends them).
@@ -135,7 +166,7 @@ def notification_fallback(*, notification_id: object, failed_channel: str) -> li
             return []
         started = _fallback_create(notification, fallback, now)
         owners = {notification.pk: (notification.recipient_id, notification.pk)}
-        transaction.on_commit(lambda: _deliveries_start(started, owners))
+        transaction.on_commit(lambda: _deliveries_start(started, owners, here=None))
     logger.info(
         "notification %s: %s ended dead, falling back to %s", notification_id, failed_channel,
         fallback,
@@ -384,8 +415,24 @@ def _still_queued(notification: Notification) -> list[Started]:
     ]
 
 
-def _deliveries_start(started: list[Started], owners: dict[object, tuple[int, object]]) -> None:
-    """Publish the send messages (after commit); `enqueued_at` was written with the rows."""
+def _deliveries_start(
+    started: list[Started],
+    owners: dict[object, tuple[int, object]],
+    *,
+    here: tuple[str, dict[str, list[int]]] | None,
+) -> None:
+    """Publish the send messages (after commit); `enqueued_at` was written with the rows.
+    With `here` (the routing worker's queue, a dict to fill), that queue's email and SMS
+    deliveries are kept for the routing thread instead, by channel."""
+    if here is not None:
+        queue, kept = here
+        rest = []
+        for s in started:
+            if s.queue == queue and s.channel not in PUSH_CHANNELS:
+                kept.setdefault(s.channel, []).append(s.delivery_id)
+            else:
+                rest.append(s)
+        started = rest
     deliveries_enqueue(
         started=[(s.delivery_id, s.channel, s.queue) for s in started],
         push_owners={

@@ -223,8 +223,7 @@ def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
         slow = _slow(channel, now)
         limit = channel_sender_limit(channel=channel, slow=slow, queue=queue)
         if len(lane.busy) < limit:
-            lane.busy[threading.get_ident()] = now
-            lane.started[threading.get_ident()] = (now, _size(work))
+            _slot_take(lane, now, work)
             return SenderTurn(taken=True)
         if _closing.is_set():
             return SenderTurn(defer=None)
@@ -247,6 +246,28 @@ def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
         heapq.heappush(lane.deferred, (now + countdown, _size(work)))
         lane.deferred_deliveries += _size(work)
     return SenderTurn(defer=countdown)
+
+
+def channel_sender_take(*, channel: str, queue: str, work: Any) -> bool:
+    """A slot of the channel for this thread if one is free now and the channel is not
+    slow; never a place in the line nor a deferral. For a send that has another way to
+    go (routing publishes it instead): it sends at once here, or not here at all. A
+    taken slot is given back by `channel_sender_serve`, as a send task's is."""
+    now = time.monotonic()
+    with _lock:
+        lane = _lanes.setdefault((queue, channel), _Lane())
+        if _closing.is_set() or lane.waiting or _slow(channel, now):
+            return False
+        if len(lane.busy) >= channel_sender_limit(channel=channel, slow=False, queue=queue):
+            return False
+        _slot_take(lane, now, work)
+        return True
+
+
+def _slot_take(lane: _Lane, now: float, work: Any) -> None:
+    """This thread holds one of the lane's slots from `now`, for `work` (under _lock)."""
+    lane.busy[threading.get_ident()] = now
+    lane.started[threading.get_ident()] = (now, _size(work))
 
 
 def channel_defer_seconds(*, wait: float) -> float:
