@@ -70,9 +70,7 @@ def test_a_worker_of_another_class_publishes_the_send_message_as_before(person, 
     assert send_messages(broker, "high") == [[email.pk]]
 
 
-def test_a_worker_lost_before_sending_what_it_kept_leaves_it_to_the_route_run_again(
-    person, broker
-):
+def test_a_worker_lost_before_sending_what_it_kept_leaves_it_to_the_route_run_again(person, broker):
     """Its route message was never acknowledged, so the broker gives it to another
     worker, whose route finds the email still queued and starts it."""
     notification_id = login_code(person)
