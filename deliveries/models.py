@@ -21,10 +21,13 @@ from notify.month_key import InNotificationMonth
 
 
 class Delivery(InNotificationMonth):
+    # No index of its own: the unique (notification, channel, target, month) leads with
+    # it, and every row written or updated pays for each index.
     notification = models.ForeignKey(
         "notify.Notification",
         on_delete=models.CASCADE,
         db_constraint=False,
+        db_index=False,
         related_name="deliveries",
     )
     channel = models.CharField(max_length=10, choices=Channel.choices)
@@ -141,8 +144,13 @@ class AttemptOutcome(models.TextChoices):
 class DeliveryAttempt(InNotificationMonth):
     """One try at the provider: when, how long, and what it answered."""
 
+    # No index of its own: the unique (delivery, number, month) leads with it.
     delivery = models.ForeignKey(
-        Delivery, on_delete=models.CASCADE, db_constraint=False, related_name="attempt_log"
+        Delivery,
+        on_delete=models.CASCADE,
+        db_constraint=False,
+        db_index=False,
+        related_name="attempt_log",
     )
     number = models.PositiveIntegerField()
     # The delivery's accepted_at (its notification's created_at): the partition month.

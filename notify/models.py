@@ -295,7 +295,11 @@ class Notification(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     producer = models.ForeignKey(Producer, on_delete=models.PROTECT, related_name="+")
     event_id = models.CharField(max_length=200)
-    recipient = models.ForeignKey(Recipient, on_delete=models.CASCADE, related_name="notifications")
+    # No index of its own: the recipient's timeline index (recipient, created_at) leads
+    # with it, and every notification written pays for each index.
+    recipient = models.ForeignKey(
+        Recipient, on_delete=models.CASCADE, db_index=False, related_name="notifications"
+    )
     category = models.ForeignKey(Category, on_delete=models.PROTECT, related_name="+")
     payload = models.JSONField(default=dict)
     channels = models.JSONField(
@@ -379,8 +383,9 @@ class EventKey(models.Model):
         db_constraint=False,
         related_name="event_key",
     )
+    # No index of its own: the unique (producer, event_id) leads with it.
     producer = models.ForeignKey(
-        Producer, on_delete=models.PROTECT, db_constraint=False, related_name="+"
+        Producer, on_delete=models.PROTECT, db_constraint=False, db_index=False, related_name="+"
     )
     event_id = models.CharField(max_length=200)
 
@@ -443,11 +448,19 @@ class AcceptedCount(models.Model):
 class FeedEntry(InNotificationMonth):
     """An in-app notification in a recipient's feed."""
 
-    recipient = models.ForeignKey(Recipient, on_delete=models.CASCADE, related_name="feed")
+    # Neither key has an index of its own: the feed's indexes lead with the recipient,
+    # and the unique (notification, month) with the notification.
+    recipient = models.ForeignKey(
+        Recipient, on_delete=models.CASCADE, db_index=False, related_name="feed"
+    )
     # One entry per notification: unique with `accepted_at`, the month the table is
     # partitioned by, which is the notification's own `created_at`.
     notification = models.ForeignKey(
-        Notification, on_delete=models.CASCADE, db_constraint=False, related_name="feed_entries"
+        Notification,
+        on_delete=models.CASCADE,
+        db_constraint=False,
+        db_index=False,
+        related_name="feed_entries",
     )
     category = models.CharField(max_length=100)
     title = models.CharField(max_length=500)
