@@ -282,7 +282,7 @@ def test_the_deploy_check_wants_the_token_and_the_webhook_secret_with_an_esp(set
 
 
 def test_delivered_then_a_hard_bounce_posted_over_http_show_on_the_timeline_and_suppress(
-    transactional_db, person, esp, live_server, client
+    transactional_db, session_worker_paused, person, esp, live_server, client
 ):
     """An email through the Postmark peer; the peer then posts `delivered`, later a hard
     bounce, over HTTP to the running server with the credentials in the URL, as Postmark
