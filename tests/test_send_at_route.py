@@ -78,3 +78,15 @@ def test_a_worker_lost_before_sending_what_it_kept_leaves_it_to_the_route_run_ag
     email = Delivery.objects.get(notification_id=notification_id, channel="email")
     assert notifications_route(notification_ids=[notification_id]) == [email.pk]
     assert send_messages(broker, "high") == [[email.pk]]
+
+
+def test_a_batch_of_several_emails_goes_to_the_senders_by_message(person, broker):
+    """Sending a burst's batch in the routing thread would hold up the routing of what
+    follows (and the order of each person's emails behind it): only a lone one stays."""
+    Recipient.objects.create(user_id="route-here-2", email="here2@example.com", locale="en")
+    ids = [login_code(person), login_code("route-here-2")]
+    routed = notifications_route_here(notification_ids=ids, queue="high")
+    emails = set(Delivery.objects.filter(notification_id__in=ids).values_list("pk", flat=True))
+    assert routed.here == {}
+    [message] = send_messages(broker, "high")
+    assert set(message) == emails

@@ -92,6 +92,10 @@ NOTIFY_CHANNEL_ISOLATED_QUEUES = env_list("NOTIFY_CHANNEL_ISOLATED_QUEUES", ["hi
 # round trip less between routing and sending); otherwise it publishes them. `low` is left
 # out: a campaign's route batches go to every sender thread through send messages.
 NOTIFY_SEND_AT_ROUTE_QUEUES = env_list("NOTIFY_SEND_AT_ROUTE_QUEUES", ["high", "medium"])
+# ...and only while a route batch has at most this many deliveries of the channel (a lone
+# login code has one): a burst's bigger batches go to the senders by message, since sending
+# them here would hold up the routing of what follows (and with it per-person order).
+NOTIFY_SEND_AT_ROUTE_MAX = env_int("NOTIFY_SEND_AT_ROUTE_MAX", 1, minimum=0)
 NOTIFY_CHANNEL_SENDERS = {
     "email": env_int("NOTIFY_EMAIL_SENDERS", 4, minimum=1),
     "sms": env_int("NOTIFY_SMS_SENDERS", 4, minimum=1),

@@ -100,10 +100,12 @@ def notifications_route(
 def notifications_route_here(*, notification_ids: Sequence[object], queue: str) -> Routed:
     """`notifications_route`, run by a worker of `queue` that can send what it routes:
     deliveries of that queue on a channel sent without a per-recipient push turn (email,
-    SMS) are not published but returned in `here`, for this thread to send at once if
-    its channel has a free sender (else it publishes them). A login code then skips the
-    broker's round trip between routing and sending. A worker lost before it sends them
-    leaves its route message unacknowledged: the route runs again and starts them."""
+    SMS), at most NOTIFY_SEND_AT_ROUTE_MAX of a channel, are not published but returned
+    in `here`, for this thread to send at once if its channel has a free sender (else it
+    publishes them). A login code then skips the broker's round trip between routing and
+    sending; a burst's batches still go to the senders by message. A worker lost before
+    it sends them leaves its route message unacknowledged: the route runs again and
+    starts them."""
     here: dict[str, list[int]] = {}
     started = _route(notification_ids=notification_ids, now=None, here=(queue, here)) or []
     return Routed(started, here)
@@ -426,13 +428,14 @@ def _deliveries_start(
     deliveries are kept for the routing thread instead, by channel."""
     if here is not None:
         queue, kept = here
-        rest = []
+        mine: dict[str, list[Started]] = {}
         for s in started:
             if s.queue == queue and s.channel not in PUSH_CHANNELS:
-                kept.setdefault(s.channel, []).append(s.delivery_id)
-            else:
-                rest.append(s)
-        started = rest
+                mine.setdefault(s.channel, []).append(s)
+        for channel, batch in mine.items():
+            if len(batch) <= settings.NOTIFY_SEND_AT_ROUTE_MAX:
+                kept[channel] = [s.delivery_id for s in batch]
+        started = [s for s in started if s.channel not in kept or s.queue != queue]
     deliveries_enqueue(
         started=[(s.delivery_id, s.channel, s.queue) for s in started],
         push_owners={
