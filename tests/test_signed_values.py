@@ -3,6 +3,8 @@ an email already sent, or a token already issued, reads back the same after the 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from unittest import mock
 
 import pytest
@@ -10,6 +12,7 @@ from django.core import signing
 
 from notify.signed import signed_dumps
 from notify.tokens import USER_TOKEN_PREFIX, USER_TOKEN_SALT, user_token_issue
+from preferences import gate
 from preferences.tokens import (
     PREFERENCE_CENTER_SALT,
     UNSUBSCRIBE_SALT,
@@ -63,3 +66,18 @@ def test_the_tokens_are_djangos_strings_and_read_back_through_the_fallbacks(sett
     with pytest.raises(signing.BadSignature):
         signing.loads(center, salt=PREFERENCE_CENTER_SALT)
     assert signing.loads(fresh, salt=PREFERENCE_CENTER_SALT) == {"r": 42, "i": 123}
+
+
+@pytest.mark.parametrize("key", [OLD_KEY, "ünïcode-key-" * 8, "k" * 200])
+def test_a_gate_seal_is_the_plain_hmac_of_its_delivery(settings, key):
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = key, []
+    message = b"n-1|email|a@example.com"
+    sealed = {"notification_id": "n-1", "channel": "email", "target": "a@example.com"}
+    seal = hmac.new(key.encode(), message, hashlib.sha256).hexdigest()
+    test_seal = hmac.new(f"template-test-send:{key}".encode(), message, hashlib.sha256)
+    assert gate.gate_seal(**sealed) == seal
+    assert gate.test_send_seal(**sealed) == test_seal.hexdigest()
+    assert gate.gate_seal_valid(**sealed, seal=seal)
+    assert gate.test_send_sealed(**sealed, seal=test_seal.hexdigest())
+    assert not gate.test_send_sealed(**sealed, seal=seal)
+    assert not gate.gate_seal_valid(**{**sealed, "target": "b@example.com"}, seal=seal)
