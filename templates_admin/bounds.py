@@ -67,19 +67,30 @@ _budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar(
 @contextlib.contextmanager
 def render_budget() -> Iterator[None]:
     """Bound what renders inside the block (one field) in time and output size."""
+    token = render_budget_start()
+    try:
+        yield
+    finally:
+        render_budget_end(token)
+
+
+def render_budget_start() -> contextvars.Token:
+    """`render_budget` without a context manager (whose generator costs more than the
+    budget on a short field): bound what renders until `render_budget_end(token)`."""
     seconds = settings.NOTIFY_TEMPLATE_RENDER_SECONDS
     now = time.monotonic()  # read before the CPU clock (see `_clock_checked`)
-    token = _budget.set(
+    return _budget.set(
         _Budget(
             deadline=time.thread_time() + seconds,
             chars_left=settings.NOTIFY_TEMPLATE_MAX_OUTPUT_CHARS,
             unchecked_until=now + seconds / 2,
         )
     )
-    try:
-        yield
-    finally:
-        _budget.reset(token)
+
+
+def render_budget_end(token: contextvars.Token) -> None:
+    """End the budget `render_budget_start` began (the one before it applies again)."""
+    _budget.reset(token)
 
 
 def budget_spend(chars: int) -> None:
