@@ -58,12 +58,14 @@ def render_field(
     # Set and reset by hand, not by two `with` blocks: on a short field their generators
     # cost as much as the render (an email renders three fields).
     recipient = recipient_settings_enter(locale=lang, timezone=zone)
-    budget = render_budget_start()
     try:
-        template = _compiled(version.pk, field, source, html)
-        return _rendered(template, Context(context, autoescape=html)).strip()
+        budget = render_budget_start()
+        try:
+            template = _compiled(version.pk, field, source, html)
+            return _rendered(template, Context(context, autoescape=html)).strip()
+        finally:
+            render_budget_end(budget)
     finally:
-        render_budget_end(budget)
         recipient_settings_exit(recipient)
 
 
