@@ -11,13 +11,15 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import signing
 
+from notify.signed import signed_dumps
+
 USER_TOKEN_SALT = "notify.preferences.user-token"  # unchanged: issued tokens stay valid
 USER_TOKEN_PREFIX = "ut_"
 
 
 def user_token_issue(*, recipient_id: int) -> str:
     """A token for the recipient, valid for NOTIFY_USER_TOKEN_TTL_SECONDS."""
-    return USER_TOKEN_PREFIX + signing.dumps({"r": recipient_id}, salt=USER_TOKEN_SALT)
+    return USER_TOKEN_PREFIX + signed_dumps({"r": recipient_id}, salt=USER_TOKEN_SALT)
 
 
 def user_token_recipient_id(token: str) -> int | None:

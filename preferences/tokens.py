@@ -1,6 +1,7 @@
 """Signed links: one-click unsubscribe and the preference center.
 
-Each is a `django.core.signing` value (HMAC over SECRET_KEY, with a timestamp) that
+Each is a `django.core.signing` value (HMAC over SECRET_KEY, with a timestamp; made by
+`notify.signed`, which writes the same value for less, since every email has one) that
 carries database ids only — no address or user id in clear — under a salt of its own, so
 no other signed value (a user token, the other kind of link) can be replayed as one.
 """
@@ -14,6 +15,8 @@ from enum import Enum
 from django.conf import settings
 from django.core import signing
 
+from notify.signed import signed_dumps
+
 UNSUBSCRIBE_SALT = "notify.preferences.unsubscribe"
 PREFERENCE_CENTER_SALT = "notify.preferences.center"
 
@@ -26,9 +29,7 @@ class UnsubscribeScope:
 
 
 def unsubscribe_token(*, recipient_id: int, category_id: int, channel: str) -> str:
-    return signing.dumps(
-        {"r": recipient_id, "c": category_id, "ch": channel}, salt=UNSUBSCRIBE_SALT
-    )
+    return signed_dumps({"r": recipient_id, "c": category_id, "ch": channel}, salt=UNSUBSCRIBE_SALT)
 
 
 def unsubscribe_token_read(token: str) -> UnsubscribeScope | None:
@@ -67,7 +68,7 @@ def preference_center_token(*, recipient_id: int, now_us: int | None = None) -> 
     revocation (a "not before" time per recipient) can refuse it without minting reading
     anything."""
     issued = time.time_ns() // 1000 if now_us is None else now_us
-    return signing.dumps({"r": recipient_id, "i": issued}, salt=PREFERENCE_CENTER_SALT)
+    return signed_dumps({"r": recipient_id, "i": issued}, salt=PREFERENCE_CENTER_SALT)
 
 
 def preference_center_token_read(token: str) -> CenterLink | LinkProblem:

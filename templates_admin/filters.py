@@ -12,10 +12,8 @@ and thread-safe.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import datetime as dt
-from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -63,14 +61,15 @@ _recipient: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
 )
 
 
-@contextlib.contextmanager
-def recipient_settings(*, locale: str, timezone: str) -> Iterator[None]:
-    """Make the locale-aware filters format for this recipient while the block runs."""
-    token = _recipient.set((locale, timezone))
-    try:
-        yield
-    finally:
-        _recipient.reset(token)
+def recipient_settings_enter(*, locale: str, timezone: str) -> contextvars.Token:
+    """Make the locale-aware filters format for this recipient until
+    `recipient_settings_exit` is given the token this returns."""
+    return _recipient.set((locale, timezone))
+
+
+def recipient_settings_exit(token: contextvars.Token) -> None:
+    """Give the locale-aware filters back the recipient they had before."""
+    _recipient.reset(token)
 
 
 def current_locale() -> Locale:

@@ -47,7 +47,7 @@ def alternative_bytes(
         if name.lower() in {"from", "to", "cc", "reply-to", "mime-version", "subject"}:
             return None
         lines.append(f"{name}: {value}")
-    if not all(_header_safe(line) for line in lines):
+    if not _headers_plain(lines) and not all(_header_safe(line) for line in lines):
         return None
     # Unique, not secret: the parts are encoded, so no text can hold it (and it is
     # checked below). `random` asks the kernel for nothing, where a uuid4 per message
@@ -72,6 +72,19 @@ def _subject(subject: str) -> str:
     if subject.isascii():
         return subject
     return Header(subject, "utf-8").encode(linesep="\r\n")
+
+
+def _headers_plain(lines: list[str]) -> bool:
+    """Every line is ASCII, without a line break, within the line limit: what nearly
+    every email's headers are, found with one pass over them all (each is then
+    `_header_safe`; when not, the caller asks each line)."""
+    joined = "".join(lines)
+    return (
+        joined.isascii()
+        and "\r" not in joined
+        and "\n" not in joined
+        and max(map(len, lines)) <= _LINE_LIMIT
+    )
 
 
 def _header_safe(line: str) -> bool:

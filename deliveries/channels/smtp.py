@@ -16,6 +16,7 @@ import smtplib
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
@@ -27,7 +28,25 @@ from django.core.mail.message import EmailMessage, sanitize_address
 from deliveries.channels.deadline import deadline_watch
 
 
-class _WatchedSmtp(smtplib.SMTP):
+class _QuotedEnvelope(smtplib.SMTP):
+    """smtplib's MAIL FROM and RCPT TO, with the addresses quoted by `envelope_quoted`
+    (smtplib's `quoteaddr` parses each address, twice per email). The commands are
+    otherwise smtplib's; a MAIL with SMTPUTF8 is left to smtplib as it is."""
+
+    def mail(self, sender: str, options: Sequence[str] = ()) -> tuple[int, bytes]:
+        if any(option.lower() == "smtputf8" for option in options):
+            return super().mail(sender, options)
+        optionlist = " " + " ".join(options) if options and self.does_esmtp else ""
+        self.putcmd("mail", f"FROM:{_sender_quoted(sender)}{optionlist}")
+        return self.getreply()
+
+    def rcpt(self, recip: str, options: Sequence[str] = ()) -> tuple[int, bytes]:
+        optionlist = " " + " ".join(options) if options and self.does_esmtp else ""
+        self.putcmd("rcpt", f"TO:{envelope_quoted(recip)}{optionlist}")
+        return self.getreply()
+
+
+class _WatchedSmtp(_QuotedEnvelope):
     def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
         sock = super()._get_socket(host, port, timeout)
         deadline_watch(sock)  # from the connect on: the greeting can drip too
@@ -39,7 +58,7 @@ class _WatchedSmtp(smtplib.SMTP):
         return reply
 
 
-class _WatchedSmtpSsl(smtplib.SMTP_SSL):
+class _WatchedSmtpSsl(_QuotedEnvelope, smtplib.SMTP_SSL):
     def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
         sock = super()._get_socket(host, port, timeout)
         deadline_watch(sock)
@@ -100,6 +119,20 @@ def address_sanitized(address: str, encoding: str) -> str:
     if len(address) <= 254 and _PLAIN_ADDRESS.fullmatch(address):
         return address
     return sanitize_address(address, encoding)
+
+
+def envelope_quoted(address: str) -> str:
+    """smtplib's `quoteaddr` of an envelope address, without parsing a plain one (the
+    parser answers a plain address with itself in angle brackets)."""
+    if len(address) <= 254 and _PLAIN_ADDRESS.fullmatch(address):
+        return f"<{address}>"
+    return smtplib.quoteaddr(address)
+
+
+@functools.lru_cache(maxsize=64)
+def _sender_quoted(address: str) -> str:
+    """`envelope_quoted` of the sender, the same for every email (often with a name)."""
+    return envelope_quoted(address)
 
 
 class _KeptConnection(threading.local):

@@ -70,6 +70,8 @@ def test_a_client_reads_the_same_message_as_djangos(subject, text, html):
     "headers",
     [
         {"X-Injected": "a\r\nBcc: victim@example.com"},
+        {"X-Injected": "a\nBcc: victim@example.com"},
+        {"X-Injected": "a\rb"},
         {"X-Long": "y" * 1200},
         {"Cc": "other@example.com"},
         {"X-Name": "Zoë"},

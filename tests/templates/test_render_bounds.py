@@ -4,6 +4,7 @@ the rest stops the render (preview shows why; a delivery fails with `render_limi
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.urls import reverse
@@ -13,6 +14,8 @@ from deliveries.pipeline.attempt import delivery_attempt
 from deliveries.pipeline.routing import notification_route
 from deliveries.support.demo import CATEGORIES
 from notify.models import Category, Notification, Producer, Recipient
+from templates_admin.bounds import RenderLimitExceeded, budget_spend, render_budget
+from templates_admin.fields import render_field
 from templates_admin.models import Template, TemplateVersion
 from templates_admin.services import template_version_create, template_version_publish
 from templates_admin.validation import template_version_check
@@ -57,6 +60,32 @@ def test_the_admin_refuses_to_save_a_template_past_the_bounds(editor_client, ord
     )
     assert "floatformat may show at most 20 decimal places" in page.content.decode()
     assert order_template.versions.count() == before
+
+
+def test_a_render_that_loops_without_output_stops_on_its_cpu_time(settings):
+    # Nine million empty iterations: no output bound is reached, only the clock stops it.
+    settings.NOTIFY_TEMPLATE_RENDER_SECONDS = 0.05
+    version = TemplateVersion(
+        pk=None, body="{% for a in lines %}{% for b in lines %}{% endfor %}{% endfor %}"
+    )
+    started = time.thread_time()
+    with pytest.raises(RenderLimitExceeded, match=r"rendering takes more than 0\.05s of CPU"):
+        render_field(version, "body", {"lines": list(range(3000))})
+    assert time.thread_time() - started < 0.5  # all of it would take many seconds
+
+
+def test_the_render_clock_counts_cpu_time_not_time_spent_waiting(settings):
+    # A sender thread that waits (for the GIL, on a loaded machine) has not spun: only
+    # the CPU time it spends rendering counts, and past the bound it stops at once.
+    settings.NOTIFY_TEMPLATE_RENDER_SECONDS = 0.05
+    with render_budget():
+        time.sleep(0.2)
+        budget_spend(0)  # four times the bound has passed, but not on the CPU
+        started = time.thread_time()
+        with pytest.raises(RenderLimitExceeded, match=r"more than 0\.05s of CPU"):
+            while True:
+                budget_spend(0)
+        assert time.thread_time() - started < 0.1
 
 
 def test_preview_stops_a_render_that_outgrows_its_bound_and_says_so(editor_client, order_template):

@@ -125,3 +125,40 @@ def test_a_missing_locale_falls_back_from_region_to_language_to_default(greeting
     found = published_version_for(category_id=greeting.pk, channel="inapp", locale="ru-RU")
     assert found == ru
     assert published_version_for(category_id=greeting.pk, channel="inapp", locale="de-AT") == en
+
+
+@pytest.mark.parametrize(
+    ("source", "html"),
+    [
+        ("Hi {{ name }}, <b>{{ text }}</b>", True),
+        ("Hi {{ name }}, <b>{{ text }}</b>", False),
+        (
+            "{% for line in lines %}{{ forloop.counter }}/{{ forloop.revcounter }}"
+            "{% if forloop.first %} first{% endif %}{% for x in line %}[{{ forloop.parentloop"
+            ".counter }}.{{ x|upper }}]{% empty %}none{% endfor %}{% endfor %}",
+            False,
+        ),
+        (
+            "{% with total=count|add:2 %}{{ total }}{% endwith %} {% firstof missing name %}"
+            "{% spaceless %}<p> <b>{{ name|default:'x' }}</b> </p>{% endspaceless %}"
+            "{% comment %}hidden{% endcomment %}{{ count|plural:'item,items' }}",
+            True,
+        ),
+    ],
+)
+def test_a_field_renders_as_djangos_own_render_of_its_template(source, html):
+    from django.template import Context
+
+    from templates_admin.fields import _compiled, render_field
+    from templates_admin.models import TemplateVersion
+
+    context = {
+        "name": "Ann", "text": SCRIPT, "count": 3, "lines": [["a", "b"], [], ["c"]],
+        "recipient": {"locale": "en", "timezone": "UTC"},
+    }  # fmt: skip
+    version = TemplateVersion(pk=None, subject=source)
+    ours = render_field(version, "subject", context, html=html)
+    for _ in range(2):  # the same compiled template, rendered again, renders the same
+        assert render_field(version, "subject", context, html=html) == ours
+    template = _compiled(None, "subject", source, html)
+    assert ours == template.render(Context(context, autoescape=html)).strip()
