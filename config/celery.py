@@ -7,8 +7,9 @@ The apps reach this application as Celery's current app (`shared_task`,
 
 import logging
 import os
+from collections.abc import Callable
 
-from celery import Celery
+from celery import Celery, platforms
 from celery.signals import (
     beat_init,
     celeryd_after_setup,
@@ -69,13 +70,46 @@ class LeaderBeatScheduler(RedBeatScheduler):
         return super().tick(*args, **kwargs)
 
     def apply_async(self, entry, producer=None, advance=True, **kwargs):
-        result = super().apply_async(entry, producer, advance, **kwargs)
+        _beat_stop.publishing = True
+        try:
+            result = super().apply_async(entry, producer, advance, **kwargs)
+        finally:
+            _beat_stop.publishing = False
         # Only after the publish returned (confirmed): the mark means the job was sent.
         try:
             beat_job_mark(get_redis(self.app), job=entry.name)
         except Exception:  # the job went out; a lost mark must not read as a failed send
             logger.warning("beat: could not mark %s as sent", entry.name, exc_info=True)
+        if _beat_stop.asked:
+            raise SystemExit()  # a stop that came during the publish: now it is safe
         return result
+
+
+class _BeatStop:
+    """Whether beat is publishing now, and whether a stop came meanwhile."""
+
+    publishing = False
+    asked = False
+
+
+_beat_stop = _BeatStop()
+
+
+def beat_stop_handler(service) -> Callable[[int, object], None]:
+    """Beat's SIGTERM/SIGINT handler. Celery's own saves the schedule and closes the
+    broker connection from inside the handler; when the signal lands while a publish is
+    writing its frame, that close blocks on the half-written connection and beat never
+    exits (seen). So during a publish the stop waits for the publish to end (the
+    scheduler then exits, saving as Celery does); at any other moment it is Celery's."""
+
+    def stop(signum: int, frame: object) -> None:
+        if _beat_stop.publishing:
+            _beat_stop.asked = True
+            return
+        service.sync()
+        raise SystemExit()
+
+    return stop
 
 
 @celeryd_after_setup.connect
@@ -103,6 +137,12 @@ def _refuse_weak_secret_key_in_worker(sender=None, **kwargs) -> None:
 @beat_init.connect
 def _refuse_weak_secret_key_in_beat(sender=None, **kwargs) -> None:
     process_exit_on_weak_secret_key(process="celery beat")
+
+
+@beat_init.connect
+def _beat_stops_between_publishes(sender=None, **kwargs) -> None:
+    # Sent by the beat service as it starts, after Celery installed its own handler.
+    platforms.signals.update(SIGTERM=beat_stop_handler(sender), SIGINT=beat_stop_handler(sender))
 
 
 @task_prerun.connect

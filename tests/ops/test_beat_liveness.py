@@ -142,3 +142,33 @@ def test_a_running_beat_marks_each_job_it_sends(worker_env, broker, marks):
     sent = {k.decode(): float(v) for k, v in redis.hgetall(beat_last_run_key()).items()}
     assert all(started <= sent[job] <= time.time() for job in quick | {STARTED})
     call_command("beat_check")  # the slow jobs are timed from beat's start: on time
+
+
+def test_a_stop_that_lands_during_a_publish_waits_for_the_publish_to_end():
+    """Celery's own handler closed the broker connection inside the signal handler, and
+    a SIGTERM landing mid-publish left beat blocked on the half-written connection for
+    good. Mid-publish the stop is only noted; at any other moment beat stops at once."""
+    import signal as signals
+
+    import pytest
+
+    from config.celery import _beat_stop, beat_stop_handler
+
+    class Service:
+        synced = 0
+
+        def sync(self) -> None:
+            self.synced += 1
+
+    service = Service()
+    stop = beat_stop_handler(service)
+    try:
+        _beat_stop.publishing = True
+        stop(signals.SIGTERM, None)  # returns: the publish goes on
+        assert _beat_stop.asked and service.synced == 0
+        _beat_stop.publishing, _beat_stop.asked = False, False
+        with pytest.raises(SystemExit):
+            stop(signals.SIGTERM, None)
+        assert service.synced == 1
+    finally:
+        _beat_stop.publishing, _beat_stop.asked = False, False
