@@ -428,14 +428,16 @@ def _deliveries_start(
     deliveries are kept for the routing thread instead, by channel."""
     if here is not None:
         queue, kept = here
-        mine: dict[str, list[Started]] = {}
+        mine: dict[str, list[int]] = {}
         for s in started:
             if s.queue == queue and s.channel not in PUSH_CHANNELS:
-                mine.setdefault(s.channel, []).append(s)
-        for channel, batch in mine.items():
-            if len(batch) <= settings.NOTIFY_SEND_AT_ROUTE_MAX:
-                kept[channel] = [s.delivery_id for s in batch]
-        started = [s for s in started if s.channel not in kept or s.queue != queue]
+                mine.setdefault(s.channel, []).append(s.delivery_id)
+        kept.update(
+            (channel, ids)
+            for channel, ids in mine.items()
+            if len(ids) <= settings.NOTIFY_SEND_AT_ROUTE_MAX
+        )
+        started = [s for s in started if not (s.queue == queue and s.channel in kept)]
     deliveries_enqueue(
         started=[(s.delivery_id, s.channel, s.queue) for s in started],
         push_owners={
