@@ -45,6 +45,7 @@ class ScriptedHandler:
             self.received: list[ReceivedMail] = []
             self.data_calls: list[float] = []
             self.data_started: list[float] = []  # when each DATA came in, before any delay
+            self.mail_answers: deque[str] = deque()  # answers to MAIL FROM, then 250
             self.rcpt_answers: deque[str] = deque()
             # Answers to RCPT by address, every time (after `rcpt_answers` runs out).
             self.rcpt_by_address: dict[str, str] = {}
@@ -52,12 +53,25 @@ class ScriptedHandler:
             self.default_data_answer = "250 Message accepted"
             self.data_delay = 0.0  # seconds the server takes before answering DATA
             self.sessions = 0  # SMTP sessions opened (EHLO/HELO greetings)
+            # Offer PIPELINING in the EHLO answer, as production relays do.
+            self.pipelining = True
 
     async def handle_EHLO(self, server, session, envelope, hostname, responses):
         session.host_name = hostname
         with self.lock:
             self.sessions += 1
+        if self.pipelining:
+            responses.insert(len(responses) - 1, "250-PIPELINING")
         return responses
+
+    async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        with self.lock:
+            answer = self.mail_answers.popleft() if self.mail_answers else "250 OK"
+        if not answer.startswith("250"):
+            return answer
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 OK"
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         with self.lock:
