@@ -38,8 +38,12 @@ def test_the_bind_survives_idle_time_with_enquire_link_seen_by_the_smsc(sms_sess
         return links[:8] if len(links) >= 8 else None
 
     links = wait_for(eight_links, what="eight enquire_link from our idle bind", timeout=15)
-    # Spaced by the interval (1 s), not a burst.
-    assert all(b - a >= 0.9 for a, b in itertools.pairwise(links))
+    # Spaced by the interval (1 s), not a burst. The SMSC stamps each when it reads it, and
+    # one read delayed on a loaded machine shortens the next gap: each gap is held to half
+    # the interval (a burst is milliseconds), their mean to nearly all of it.
+    gaps = [b - a for a, b in itertools.pairwise(links)]
+    assert min(gaps) >= 0.5, gaps
+    assert sum(gaps) / len(gaps) >= 0.9, gaps
     assert links[-1] - links[0] > 3 * smsc.idle_timeout
     assert smsc.idle_drops == 0
     assert sms_session.bound and sms_session.binds == 1
