@@ -123,7 +123,7 @@ class Config:
             wrk_threads=max(1, env_int("BENCH_WRK_THREADS", 1)),
             smtp_rate=os.environ.get("BENCH_SMTP_RATE", "1000000:1000000"),
             campaign_recipients=max(1, env_int("BENCH_CAMPAIGN_RECIPIENTS", 20000)),
-            campaign_drain=max(1, env_int("BENCH_CAMPAIGN_DRAIN", 10000)),
+            campaign_drain=max(1, env_int("BENCH_CAMPAIGN_DRAIN", 30000)),
             login_codes=max(1, env_int("BENCH_LOGIN_CODES", 200)),
             # S3's codes go round robin to this many people (0: one each). Per-recipient
             # order sends one person's emails one at a time, so 1 is the worst case.

@@ -3,24 +3,32 @@
 While a `high` task (a login code's route or send) is being worked on by any worker, a
 `low` task (a campaign's route or send) waits before it starts, for as long as that lasts
 and at most NOTIFY_CAMPAIGN_YIELD_MAX seconds, so the CPU, the database and the broker
-serve the login code first. While it lasts past the bound, the campaign's tasks in one
-process also take turns (NOTIFY_CAMPAIGN_YIELD_CONCURRENCY at a time, waiting for a turn
-at most the bound again), so what runs beside a login code is one campaign task, not a
-burst of all the sender threads at once. A campaign is slowed only while transactional
-work is in flight, and never stopped: each of its tasks goes after twice the bound at
-the latest.
+serve the login code first. While it lasts past the bound, the campaign's tasks take
+turns across the host (NOTIFY_CAMPAIGN_YIELD_CONCURRENCY at a time in all the low
+workers sharing the scope below), so what runs beside a login code is one campaign
+task and its database work, not a burst of all the sender threads of every low process
+at once (with two low processes on two CPUs, one task each left no CPU free for the
+login code). A turn is short: a long campaign batch gives it back between two provider
+calls every NOTIFY_CAMPAIGN_YIELD_CHECK seconds and queues again. A campaign is slowed
+only while transactional work is in flight, and never stopped: a turn always runs, and
+a task that got none within TURN_TTL_BOUNDS bounds (its holder died or hangs) goes
+without one.
 
 The signal is one Redis key per host (NOTIFY_CAMPAIGN_YIELD_SCOPE, the host name unless
 set: what competes is the CPU the processes share, as with the low worker's `nice`) that
 `high` workers keep alive (NOTIFY_CAMPAIGN_YIELD_WINDOW after their last task started;
 written at most four times per window per process, so a burst of login codes costs a
-handful of writes), and that `low` workers read once per task. Redis being away never
-holds anything up: the login code goes on, the campaign too.
+handful of writes), and that `low` workers read once per task. A turn is a Redis key per
+slot of the same scope, taken by one thread per process (the others wait on the
+process's semaphore), given back by its holder, and gone by itself TURN_TTL_BOUNDS times
+the bound after it was taken, so a worker killed while holding one frees it. Redis being
+away never holds anything up: the login code goes on, the campaign too.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -55,8 +63,29 @@ def high_work_mark() -> None:
         logger.warning("priority: could not mark high work in flight", exc_info=True)
 
 
+# A turn lives this many bounds (NOTIFY_CAMPAIGN_YIELD_MAX) unless given back: longer
+# than a campaign task holds one between two yield checks, short enough that a killed
+# holder frees it soon.
+TURN_TTL_BOUNDS = 4
+TURN_POLL_SECONDS = 0.01  # how often a process's waiting thread looks for a free turn
+
+# Give a turn back only if it is still the holder's (it may have lapsed and been taken).
+_GIVE_BACK = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+def turn_keys() -> list[str]:
+    """The Redis keys of the host's campaign turns, one per slot."""
+    scope = settings.NOTIFY_CAMPAIGN_YIELD_SCOPE
+    size = max(1, settings.NOTIFY_CAMPAIGN_YIELD_CONCURRENCY)
+    return [f"notify:priority:turn:{scope}:{slot}" for slot in range(size)]
+
+
 class _Turns:
-    """The turns campaign tasks of this process take while high work outlasts the bound."""
+    """The turns campaign tasks take while high work outlasts the bound: first this
+    process's semaphore (its threads wait here, not on Redis), then a host-wide slot."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -76,10 +105,40 @@ _turns = _Turns()
 _quiet_seen = [float("-inf")]  # when this process last read that no `high` work is in flight
 
 
+def host_turn_take(*, until: float) -> tuple[str, str] | None:
+    """Take a free host-wide turn, looking again every TURN_POLL_SECONDS until `until`
+    (monotonic); its (key, token), or None when none came free in time (or Redis is
+    away): the task then goes without one, as it goes without the process's."""
+    ttl_ms = max(1, int(settings.NOTIFY_CAMPAIGN_YIELD_MAX * TURN_TTL_BOUNDS * 1000))
+    token = secrets.token_hex(8)
+    try:
+        client = get_redis_connection("default")
+        while True:
+            for key in turn_keys():
+                if client.set(key, token, nx=True, px=ttl_ms):
+                    return key, token
+            if time.monotonic() >= until:
+                return None
+            time.sleep(TURN_POLL_SECONDS)
+    except RedisError:
+        logger.warning("priority: could not take a campaign turn", exc_info=True)
+        return None
+
+
+def host_turn_give_back(turn: tuple[str, str]) -> None:
+    """Free a host-wide turn this thread holds (unless it lapsed and another took it)."""
+    key, token = turn
+    try:
+        get_redis_connection("default").eval(_GIVE_BACK, 1, key, token)
+    except RedisError:  # it lapses by itself
+        logger.warning("priority: could not give a campaign turn back", exc_info=True)
+
+
 def low_work_yield(*, sleep: Callable[[float], None] = time.sleep, fresh: float = 0.0) -> float:
     """Before a `low` task: wait while `high` work is in flight, at most
-    NOTIFY_CAMPAIGN_YIELD_MAX seconds; if it is still in flight then, wait for this
-    process's turn (as long again at most). Returns the seconds waited. A task that took
+    NOTIFY_CAMPAIGN_YIELD_MAX seconds; if it is still in flight then, wait for a turn
+    (this process's, then the host's; TURN_TTL_BOUNDS bounds at most: the longest a live
+    holder keeps one). Returns the seconds waited. A task that took
     a turn gives it back in `low_work_done`.
 
     `fresh`: a reading by any thread of this process that no `high` work was in flight,
@@ -108,14 +167,23 @@ def low_work_yield(*, sleep: Callable[[float], None] = time.sleep, fresh: float 
     if busy and bound > 0:
         started = time.monotonic()
         semaphore = _turns.semaphore()
-        if semaphore.acquire(timeout=bound):
+        # Up to a turn's lifetime, not the bound: a task that went without a turn once
+        # the bound passed would run beside the holder, and a login wave would again
+        # have every low process's task beside it.
+        until = started + bound * TURN_TTL_BOUNDS
+        if semaphore.acquire(timeout=bound * TURN_TTL_BOUNDS):
             _turns.held.semaphore = semaphore
+            _turns.held.host = host_turn_take(until=until)
         waited += time.monotonic() - started
     return waited
 
 
 def low_work_done() -> None:
     """After a `low` task: give back the turn it took, if it took one."""
+    host = getattr(_turns.held, "host", None)
+    if host is not None:
+        _turns.held.host = None
+        host_turn_give_back(host)
     semaphore = getattr(_turns.held, "semaphore", None)
     if semaphore is not None:
         _turns.held.semaphore = None

@@ -17,6 +17,8 @@
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# PostgreSQL shows each connection's process type (pg_stat_activity, its log's %a).
+export PGAPPNAME=${PGAPPNAME:-notify-beat}
 
 export DATABASE_POOL_MAX_SIZE=${DATABASE_POOL_MAX_SIZE:-2}
 celery=$(tool celery)

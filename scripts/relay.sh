@@ -11,6 +11,8 @@ set -euo pipefail
     exit 2
 }
 queues=$1
+# PostgreSQL shows each connection's process type (pg_stat_activity, its log's %a).
+export PGAPPNAME=${PGAPPNAME:-notify-relay-${queues//,/-}}
 nice=()
 if [ "$queues" = low ] && [ "${RELAY_LOW_NICE:-10}" != 0 ]; then
     nice=(nice -n "${RELAY_LOW_NICE:-10}")

@@ -15,6 +15,8 @@
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# PostgreSQL shows each connection's process type (pg_stat_activity, its log's %a).
+export PGAPPNAME=${PGAPPNAME:-notify-stream}
 
 HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8001}

@@ -28,6 +28,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 }
 queue=$1
 shift
+# PostgreSQL shows each connection's process type (pg_stat_activity, its log's %a).
+export PGAPPNAME=${PGAPPNAME:-notify-worker-$queue}
 
 export WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-8} # read back as NOTIFY_WORKER_THREADS
 export DATABASE_POOL_MAX_SIZE=${DATABASE_POOL_MAX_SIZE:-$((WORKER_CONCURRENCY + 2))}

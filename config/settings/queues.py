@@ -94,8 +94,9 @@ NOTIFY_CAMPAIGN_YIELD_MAX = env_float("NOTIFY_CAMPAIGN_YIELD_MAX", 0.5, minimum=
 # Inside a campaign batch, the yield is looked at again at most this often (seconds)
 # between two provider calls, as it is between two tasks.
 NOTIFY_CAMPAIGN_YIELD_CHECK = env_float("NOTIFY_CAMPAIGN_YIELD_CHECK", 0.05, minimum=0)
-# While high work outlasts that wait, this many campaign tasks per process run at a time
-# (each waits for its turn at most NOTIFY_CAMPAIGN_YIELD_MAX again).
+# While high work outlasts that wait, this many campaign tasks run at a time on the host
+# (in all low workers of one NOTIFY_CAMPAIGN_YIELD_SCOPE; each waits for its turn at most
+# NOTIFY_CAMPAIGN_YIELD_MAX again).
 NOTIFY_CAMPAIGN_YIELD_CONCURRENCY = env_int("NOTIFY_CAMPAIGN_YIELD_CONCURRENCY", 1, minimum=1)
 # Which processes share the CPU (and so yield to each other): the host name by default;
 # containers on one machine set one value for all.
