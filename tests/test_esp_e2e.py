@@ -165,7 +165,10 @@ def test_delivered_then_a_hard_bounce_from_the_provider_on_real_processes(
 
     secret = created.json()["secret"]
     wait_for(lambda: len(posted_types(receiver_peer, secret, first.pk)) >= 3, what="3 posts")
-    assert posted_types(receiver_peer, secret, first.pk) == wanted
+    # Each event once; posts of separate messages are not ordered (docs/webhooks.md), and
+    # the payload's timestamp says when each happened.
+    types = posted_types(receiver_peer, secret, first.pk)
+    assert sorted(types) == sorted(wanted), types
     # The provider's own time of what it reported; our send has none.
     assert [p["data"].get("provider_occurred_at") for p in posted(receiver_peer, secret, first.pk)
             ] == [None, "2026-12-01T10:00:01.500000Z", "2026-12-01T10:00:02.000000Z"]  # fmt: skip
