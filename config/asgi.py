@@ -11,3 +11,7 @@ application = get_asgi_application()
 from notify.checks import secret_key_refuse_weak  # noqa: E402 - needs the settings loaded
 
 secret_key_refuse_weak()
+
+from notify.ops.heap import startup_heap_freeze  # noqa: E402 - after the app is loaded
+
+startup_heap_freeze()

@@ -16,6 +16,7 @@ from celery.signals import (
     task_postrun,
     task_prerun,
     worker_init,
+    worker_ready,
     worker_shutting_down,
 )
 from redbeat import RedBeatScheduler
@@ -24,6 +25,7 @@ from redbeat.schedulers import get_redis
 from notify.broker import NotifyTask, declare_topology, delivered_queue
 from notify.checks import process_exit_on_weak_secret_key
 from notify.ops.beat import beat_job_mark, beat_started_mark
+from notify.ops.heap import startup_heap_freeze
 from notify.priority import high_work_mark, low_work_done, low_work_yield
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -132,6 +134,12 @@ def _hand_back_waiting_sends(sender=None, **kwargs) -> None:
 def _refuse_weak_secret_key_in_worker(sender=None, **kwargs) -> None:
     # Workers seal deliveries at routing and check the seals before sending.
     process_exit_on_weak_secret_key(process="celery worker")
+
+
+@worker_ready.connect
+def _worker_heap_freeze(sender=None, **kwargs) -> None:
+    # Ready: the tasks, the apps and the connections' code are loaded for good.
+    startup_heap_freeze()
 
 
 @beat_init.connect

@@ -16,3 +16,7 @@ application = NotifyWSGIHandler()
 from notify.checks import secret_key_refuse_weak  # noqa: E402 - needs the settings loaded
 
 secret_key_refuse_weak()
+
+from notify.ops.heap import startup_heap_freeze  # noqa: E402 - after the app is loaded
+
+startup_heap_freeze()

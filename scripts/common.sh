@@ -29,3 +29,24 @@ app_loads_or_exit() {
         exit 1
     fi
 }
+
+# low_sched POLICY -> prints the command prefix that runs campaign work under POLICY:
+# "idle" gives Linux's SCHED_IDLE through chrt (util-linux; an unprivileged process may
+# lower itself to it), "other" nothing (the usual policy, with the nice level alone).
+low_sched() {
+    case $1 in
+    idle)
+        if command -v chrt >/dev/null 2>&1 && chrt --idle 0 true 2>/dev/null; then
+            printf '%s\n' "chrt --idle 0"
+        else
+            echo "$(basename "$0"): SCHED_IDLE is not available here (chrt missing or refused);" \
+                "campaign work runs with its nice level only" >&2
+        fi
+        ;;
+    other) ;;
+    *)
+        echo "$(basename "$0"): unknown scheduling policy '$1' (idle or other)" >&2
+        exit 2
+        ;;
+    esac
+}

@@ -43,10 +43,18 @@ fi
 # here reads them, and they slow startup with many workers.
 celery=$(tool celery)
 # Campaign work must not slow a login code down: on a shared host the low worker yields
-# the CPU to the others (WORKER_LOW_NICE, 0 to turn off).
+# the CPU to the others (WORKER_LOW_NICE, 0 to turn off), and with WORKER_LOW_SCHED=idle
+# (the default; "other" keeps Linux's usual policy) it runs under SCHED_IDLE: a waking
+# login-code thread takes its CPU at once instead of after the running slice (a few ms
+# per wake-up, and a login code wakes some twenty threads on its way).
 nice=()
 if [ "$queue" = low ] && [ "${WORKER_LOW_NICE:-10}" != 0 ]; then
     nice=(nice -n "${WORKER_LOW_NICE:-10}")
+fi
+if [ "$queue" = low ]; then
+    prefix=$(low_sched "${WORKER_LOW_SCHED:-idle}")
+    read -r -a sched <<<"$prefix"
+    nice=("${sched[@]}" "${nice[@]}")
 fi
 args=(-A config worker -Q "$queue" --pool threads --concurrency "$WORKER_CONCURRENCY"
     -l "${LOG_LEVEL:-INFO}" --without-gossip --without-mingle)

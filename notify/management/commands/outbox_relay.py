@@ -3,6 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from notify.checks import process_exit_on_weak_secret_key
+from notify.ops.heap import startup_heap_freeze
 from notify.relay import QUEUE_CLASSES, relay_forever, stop_on_signals
 
 
@@ -24,4 +25,5 @@ class Command(BaseCommand):
                 f"--queues takes {', '.join(QUEUE_CLASSES)}; got {options['queues']!r}"
             )
         process_exit_on_weak_secret_key(process="outbox_relay")
+        startup_heap_freeze()
         relay_forever(should_stop=stop_on_signals(), queues=queues)
