@@ -39,6 +39,7 @@ from campaigns.audience import RECIPIENTS, audience_sql
 from campaigns.models import AudienceKind, Campaign, CampaignStatus
 from notify.broker import publish_task
 from notify.models import Category, EventKey, Notification, Outbox, Producer
+from notify.priority import high_work_seen
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +110,15 @@ def _fan_out_publish(campaign_id: int, checkpoint: int) -> None:
         logger.exception("campaign %s: fan-out publish failed; the beat retries", campaign_id)
 
 
+def fan_out_batch_size() -> int:
+    """How many audience members the next batch takes: NOTIFY_CAMPAIGN_BATCH_SIZE, or the
+    smaller NOTIFY_CAMPAIGN_BUSY_BATCH_SIZE while login codes are in flight on this host
+    (as this task's start read it), so the batch's transaction is short beside them."""
+    if high_work_seen():
+        return min(settings.NOTIFY_CAMPAIGN_BUSY_BATCH_SIZE, settings.NOTIFY_CAMPAIGN_BATCH_SIZE)
+    return settings.NOTIFY_CAMPAIGN_BATCH_SIZE
+
+
 def campaign_fan_out(
     *,
     campaign_id: int,
@@ -124,7 +134,7 @@ def campaign_fan_out(
     moved on publishes the fan-out from the current checkpoint (its worker may have died
     between the commit and the publish).
     """
-    batch_size = batch_size or settings.NOTIFY_CAMPAIGN_BATCH_SIZE
+    batch_size = batch_size or fan_out_batch_size()
     with transaction.atomic():
         campaign = (
             # Only the campaign row: a lock on its category would make another campaign's

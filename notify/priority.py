@@ -9,7 +9,9 @@ workers sharing the scope below), so what runs beside a login code is one campai
 task and its database work, not a burst of all the sender threads of every low process
 at once (with two low processes on two CPUs, one task each left no CPU free for the
 login code). A turn is short: a long campaign batch gives it back between two provider
-calls every NOTIFY_CAMPAIGN_YIELD_CHECK seconds and queues again. A campaign is slowed
+calls every NOTIFY_CAMPAIGN_YIELD_CHECK seconds and queues again; and a slot given back
+rests before the next turn, so campaign work takes at most NOTIFY_CAMPAIGN_YIELD_SHARE
+of the time while login codes are in flight (`turn_rest`). A campaign is slowed
 only while transactional work is in flight, and never stopped: a turn always runs, and
 a task that got none within TURN_TTL_BOUNDS bounds (its holder died or hangs) goes
 without one.
@@ -69,10 +71,12 @@ def high_work_mark() -> None:
 TURN_TTL_BOUNDS = 4
 TURN_POLL_SECONDS = 0.01  # how often a process's waiting thread looks for a free turn
 
-# Give a turn back only if it is still the holder's (it may have lapsed and been taken).
+# Give a turn back only if it is still the holder's (it may have lapsed and been taken):
+# at once, or resting ARGV[2] ms first (the slot stays taken, by nobody, until then).
 _GIVE_BACK = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
-return 0
+if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+if tonumber(ARGV[2]) > 0 then return redis.call('set', KEYS[1], 'resting', 'PX', ARGV[2]) end
+return redis.call('del', KEYS[1])
 """
 
 
@@ -103,12 +107,13 @@ class _Turns:
 
 _turns = _Turns()
 _quiet_seen = [float("-inf")]  # when this process last read that no `high` work is in flight
+_busy_seen = [float("-inf")]  # when this process last read that `high` work is in flight
 
 
-def host_turn_take(*, until: float) -> tuple[str, str] | None:
+def host_turn_take(*, until: float) -> tuple[str, str, float] | None:
     """Take a free host-wide turn, looking again every TURN_POLL_SECONDS until `until`
-    (monotonic); its (key, token), or None when none came free in time (or Redis is
-    away): the task then goes without one, as it goes without the process's."""
+    (monotonic); its (key, token, when taken), or None when none came free in time (or
+    Redis is away): the task then goes without one, as it goes without the process's."""
     ttl_ms = max(1, int(settings.NOTIFY_CAMPAIGN_YIELD_MAX * TURN_TTL_BOUNDS * 1000))
     token = secrets.token_hex(8)
     try:
@@ -116,7 +121,7 @@ def host_turn_take(*, until: float) -> tuple[str, str] | None:
         while True:
             for key in turn_keys():
                 if client.set(key, token, nx=True, px=ttl_ms):
-                    return key, token
+                    return key, token, time.monotonic()
             if time.monotonic() >= until:
                 return None
             time.sleep(TURN_POLL_SECONDS)
@@ -125,11 +130,26 @@ def host_turn_take(*, until: float) -> tuple[str, str] | None:
         return None
 
 
-def host_turn_give_back(turn: tuple[str, str]) -> None:
-    """Free a host-wide turn this thread holds (unless it lapsed and another took it)."""
-    key, token = turn
+def turn_rest(held: float) -> float:
+    """Seconds a slot rests after a turn held `held` seconds, so that while login codes
+    are in flight campaign work takes at most NOTIFY_CAMPAIGN_YIELD_SHARE of the slot's
+    time (at most the bound). The CPU it leaves idle is what keeps the login codes fast:
+    a host whose every CPU is busy is also where the hypervisor pauses the whole VM (the
+    bench machine showed 20 to 60 ms pauses of every process, even at nice -20, only
+    while both CPUs were busy)."""
+    share = settings.NOTIFY_CAMPAIGN_YIELD_SHARE
+    if share >= 1:
+        return 0.0
+    return min(settings.NOTIFY_CAMPAIGN_YIELD_MAX, held * (1 - share) / share)
+
+
+def host_turn_give_back(turn: tuple[str, str, float]) -> None:
+    """Free a host-wide turn this thread holds, after its rest (`turn_rest`), unless it
+    lapsed and another took it."""
+    key, token, taken_at = turn
+    rest_ms = int(turn_rest(time.monotonic() - taken_at) * 1000)
     try:
-        get_redis_connection("default").eval(_GIVE_BACK, 1, key, token)
+        get_redis_connection("default").eval(_GIVE_BACK, 1, key, token, rest_ms)
     except RedisError:  # it lapses by itself
         logger.warning("priority: could not give a campaign turn back", exc_info=True)
 
@@ -157,6 +177,8 @@ def low_work_yield(*, sleep: Callable[[float], None] = time.sleep, fresh: float 
             busy = left_ms > 0
             if not busy:
                 _quiet_seen[0] = read_at
+            else:
+                _busy_seen[0] = read_at
             if not busy or waited >= bound:
                 break
             step = min(left_ms / 1000, bound - waited)
@@ -176,6 +198,13 @@ def low_work_yield(*, sleep: Callable[[float], None] = time.sleep, fresh: float 
             _turns.held.host = host_turn_take(until=until)
         waited += time.monotonic() - started
     return waited
+
+
+def high_work_seen() -> bool:
+    """Whether this process's last reading, at most NOTIFY_CAMPAIGN_YIELD_WINDOW old, said
+    `high` work is in flight (the reading a `low` task's start made)."""
+    window = settings.NOTIFY_CAMPAIGN_YIELD_WINDOW
+    return _busy_seen[0] > _quiet_seen[0] and time.monotonic() - _busy_seen[0] < window
 
 
 def low_work_done() -> None:

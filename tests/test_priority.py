@@ -21,6 +21,7 @@ def fresh(settings):
     redis.delete(priority.busy_key(), *priority.turn_keys())
     priority._last_mark[0] = float("-inf")
     priority._quiet_seen[0] = float("-inf")
+    priority._busy_seen[0] = float("-inf")
     yield
     priority.low_work_done()
     redis.delete(priority.busy_key(), *priority.turn_keys())
@@ -142,7 +143,7 @@ def test_past_the_bound_a_campaign_task_waits_for_another_processs_turn_then_tak
     # Held at most TURN_TTL_BOUNDS bounds: a worker killed now frees it by itself.
     assert 0 < redis.pttl(turn) <= priority.TURN_TTL_BOUNDS * 500
     priority.low_work_done()
-    assert not redis.exists(turn)
+    assert redis.get(turn) in (None, b"resting")  # given back (its rest is a few ms)
 
 
 def test_a_turn_held_elsewhere_too_long_holds_a_campaign_task_only_its_lifetime(fresh):
@@ -181,3 +182,41 @@ def test_turns_across_the_host_run_as_many_campaign_tasks_as_configured(fresh, s
     priority.low_work_yield(sleep=lambda s: None)
     assert time.monotonic() - started < 0.2  # the second slot was free
     assert redis.get(second) not in (None, b"another-process")
+
+
+@pytest.mark.parametrize(("share", "rest"), [(0.5, 0.2), (0.25, 0.5), (1.0, 0.0)])
+def test_a_slot_given_back_rests_so_the_campaign_takes_its_share_of_the_time(
+    fresh, settings, share, rest
+):
+    settings.NOTIFY_CAMPAIGN_YIELD_SHARE = share
+    redis = get_redis_connection("default")
+    redis.set(priority.busy_key(), 1, px=60_000)
+    [turn] = priority.turn_keys()
+    priority.low_work_yield(sleep=lambda s: None)
+    time.sleep(0.2)  # the campaign task's work, its turn held
+    priority.low_work_done()
+    if not rest:
+        assert not redis.exists(turn)
+        return
+    assert redis.get(turn) == b"resting"
+    # Held 0.2 s: at share 1/2 it rests as long again; at 1/4 three times as long, but
+    # never past the bound (0.5 s).
+    assert rest - 0.1 < redis.pttl(turn) / 1000 <= rest
+    started = time.monotonic()
+    priority.low_work_yield(sleep=lambda s: None)  # the next task waits out the rest
+    assert rest - 0.1 < time.monotonic() - started < rest + 0.3
+    assert redis.get(turn) not in (None, b"resting")
+
+
+def test_a_fan_out_batch_is_small_while_login_codes_are_in_flight(fresh, settings):
+    from campaigns.fanout import fan_out_batch_size
+
+    settings.NOTIFY_CAMPAIGN_BATCH_SIZE = 2000
+    settings.NOTIFY_CAMPAIGN_BUSY_BATCH_SIZE = 200
+    priority.low_work_yield(sleep=lambda s: None)  # a low task starts: nothing in flight
+    assert fan_out_batch_size() == 2000
+    get_redis_connection("default").set(priority.busy_key(), 1, px=60_000)
+    priority.low_work_yield(sleep=lambda s: None)  # the next one reads high work
+    assert fan_out_batch_size() == 200
+    time.sleep(0.25)  # that reading is older than the window (0.2 s)
+    assert fan_out_batch_size() == 2000

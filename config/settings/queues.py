@@ -98,6 +98,10 @@ NOTIFY_CAMPAIGN_YIELD_CHECK = env_float("NOTIFY_CAMPAIGN_YIELD_CHECK", 0.05, min
 # (in all low workers of one NOTIFY_CAMPAIGN_YIELD_SCOPE; each waits for its turn at most
 # NOTIFY_CAMPAIGN_YIELD_MAX again).
 NOTIFY_CAMPAIGN_YIELD_CONCURRENCY = env_int("NOTIFY_CAMPAIGN_YIELD_CONCURRENCY", 1, minimum=1)
+# ...and take at most this share of the time: a turn held t seconds leaves its slot
+# resting t * (1 - share) / share seconds (at most NOTIFY_CAMPAIGN_YIELD_MAX); 1 turns the
+# rest off. Idle CPU is what keeps a login code fast on a busy host.
+NOTIFY_CAMPAIGN_YIELD_SHARE = env_float("NOTIFY_CAMPAIGN_YIELD_SHARE", 0.5, minimum=0.01)
 # Which processes share the CPU (and so yield to each other): the host name by default;
 # containers on one machine set one value for all.
 NOTIFY_CAMPAIGN_YIELD_SCOPE = env_str("NOTIFY_CAMPAIGN_YIELD_SCOPE", socket.gethostname())
