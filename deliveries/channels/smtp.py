@@ -103,23 +103,23 @@ class _QuotedEnvelope(smtplib.SMTP):
             self._transaction_reset(data_code)
             raise smtplib.SMTPRecipientsRefused({recipient: (rcpt_code, rcpt_answer)})
         if data_code != 354:
-            if data_code == 421:
-                self.close()
-            else:
-                self._rset()
-            raise smtplib.SMTPDataError(data_code, data_answer)
+            raise self._data_refused(data_code, data_answer)
         body = _PERIOD_AT_LINE_START.sub(b"..", msg)
         if not body.endswith(b"\r\n"):
             body += b"\r\n"
         self.send(body + b".\r\n")
         code, answer = self.getreply()
         if code != 250:
-            if code == 421:
-                self.close()
-            else:
-                self._rset()
-            raise smtplib.SMTPDataError(code, answer)
+            raise self._data_refused(code, answer)
         return {}
+
+    def _data_refused(self, code: int, answer: bytes) -> smtplib.SMTPDataError:
+        """DATA or the message refused: as smtplib, close on 421, else reset; the error."""
+        if code == 421:
+            self.close()
+        else:
+            self._rset()
+        return smtplib.SMTPDataError(code, answer)
 
     def _transaction_reset(self, data_code: int) -> None:
         """Reset a transaction whose envelope was refused. A relay that took DATA (354)
