@@ -116,10 +116,11 @@ def host_turn_take(*, until: float) -> tuple[str, str, float] | None:
     Redis is away): the task then goes without one, as it goes without the process's."""
     ttl_ms = max(1, int(settings.NOTIFY_CAMPAIGN_YIELD_MAX * TURN_TTL_BOUNDS * 1000))
     token = secrets.token_hex(8)
+    keys = turn_keys()
     try:
         client = get_redis_connection("default")
         while True:
-            for key in turn_keys():
+            for key in keys:
                 if client.set(key, token, nx=True, px=ttl_ms):
                     return key, token, time.monotonic()
             if time.monotonic() >= until:
@@ -192,10 +193,10 @@ def low_work_yield(*, sleep: Callable[[float], None] = time.sleep, fresh: float 
         # Up to a turn's lifetime, not the bound: a task that went without a turn once
         # the bound passed would run beside the holder, and a login wave would again
         # have every low process's task beside it.
-        until = started + bound * TURN_TTL_BOUNDS
-        if semaphore.acquire(timeout=bound * TURN_TTL_BOUNDS):
+        longest = bound * TURN_TTL_BOUNDS
+        if semaphore.acquire(timeout=longest):
             _turns.held.semaphore = semaphore
-            _turns.held.host = host_turn_take(until=until)
+            _turns.held.host = host_turn_take(until=started + longest)
         waited += time.monotonic() - started
     return waited
 

@@ -30,14 +30,16 @@ app_loads_or_exit() {
     fi
 }
 
-# low_sched POLICY -> prints the command prefix that runs campaign work under POLICY:
-# "idle" gives Linux's SCHED_IDLE through chrt (util-linux; an unprivileged process may
-# lower itself to it), "other" nothing (the usual policy, with the nice level alone).
-low_sched() {
-    case $1 in
+# low_priority NICENESS POLICY -> prints the command prefix that runs campaign work below
+# transactional work: `nice -n NICENESS` (0: none) after POLICY's, where "idle" is Linux's
+# SCHED_IDLE through chrt (util-linux; an unprivileged process may lower itself to it) and
+# "other" the usual policy. An unknown POLICY stops the script (exit 2).
+low_priority() {
+    local prefix=()
+    case $2 in
     idle)
         if command -v chrt >/dev/null 2>&1 && chrt --idle 0 true 2>/dev/null; then
-            printf '%s\n' "chrt --idle 0"
+            prefix=(chrt --idle 0)
         else
             echo "$(basename "$0"): SCHED_IDLE is not available here (chrt missing or refused);" \
                 "campaign work runs with its nice level only" >&2
@@ -45,8 +47,12 @@ low_sched() {
         ;;
     other) ;;
     *)
-        echo "$(basename "$0"): unknown scheduling policy '$1' (idle or other)" >&2
+        echo "$(basename "$0"): unknown scheduling policy '$2' (idle or other)" >&2
         exit 2
         ;;
     esac
+    if [ "$1" != 0 ]; then
+        prefix+=(nice -n "$1")
+    fi
+    printf '%s\n' "${prefix[*]}"
 }

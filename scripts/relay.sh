@@ -3,7 +3,8 @@
 #   scripts/relay.sh QUEUES      e.g. high,medium  or  low
 # Two run in the Procfile: one for high and medium, and one for low (a campaign's
 # thousands of rows), which yields the CPU to the others on a shared host
-# (RELAY_LOW_NICE, 0 to turn off), so its publishing never delays a login code's.
+# (RELAY_LOW_NICE, 0 to turn off; RELAY_LOW_SCHED, idle or other), so its publishing never
+# delays a login code's.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -15,13 +16,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 queues=$1
 # PostgreSQL shows each connection's process type (pg_stat_activity, its log's %a).
 export PGAPPNAME=${PGAPPNAME:-notify-relay-${queues//,/-}}
-nice=()
-if [ "$queues" = low ] && [ "${RELAY_LOW_NICE:-10}" != 0 ]; then
-    nice=(nice -n "${RELAY_LOW_NICE:-10}")
+priority=()
+if [ "$queues" = low ]; then # as the low worker (scripts/worker.sh): niced, SCHED_IDLE
+    prefix=$(low_priority "${RELAY_LOW_NICE:-10}" "${RELAY_LOW_SCHED:-idle}")
+    read -r -a priority <<<"$prefix"
 fi
-if [ "$queues" = low ]; then # SCHED_IDLE as the low worker's (scripts/worker.sh)
-    prefix=$(low_sched "${RELAY_LOW_SCHED:-idle}")
-    read -r -a sched <<<"$prefix"
-    nice=("${sched[@]}" "${nice[@]}")
-fi
-exec "${nice[@]}" bash scripts/manage.sh outbox_relay --queues "$queues"
+exec "${priority[@]}" bash scripts/manage.sh outbox_relay --queues "$queues"

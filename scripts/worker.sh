@@ -47,14 +47,10 @@ celery=$(tool celery)
 # (the default; "other" keeps Linux's usual policy) it runs under SCHED_IDLE: a waking
 # login-code thread takes its CPU at once instead of after the running slice (a few ms
 # per wake-up, and a login code wakes some twenty threads on its way).
-nice=()
-if [ "$queue" = low ] && [ "${WORKER_LOW_NICE:-10}" != 0 ]; then
-    nice=(nice -n "${WORKER_LOW_NICE:-10}")
-fi
+priority=()
 if [ "$queue" = low ]; then
-    prefix=$(low_sched "${WORKER_LOW_SCHED:-idle}")
-    read -r -a sched <<<"$prefix"
-    nice=("${sched[@]}" "${nice[@]}")
+    prefix=$(low_priority "${WORKER_LOW_NICE:-10}" "${WORKER_LOW_SCHED:-idle}")
+    read -r -a priority <<<"$prefix"
 fi
 args=(-A config worker -Q "$queue" --pool threads --concurrency "$WORKER_CONCURRENCY"
     -l "${LOG_LEVEL:-INFO}" --without-gossip --without-mingle)
@@ -62,12 +58,12 @@ host=${WORKER_HOSTNAME:-%h}
 
 if [ "$processes" -le 1 ]; then
     # exec: the process manager's signals (and a kill) reach Celery itself.
-    exec "${nice[@]}" "$celery" "${args[@]}" -n "$queue@$host" "$@"
+    exec "${priority[@]}" "$celery" "${args[@]}" -n "$queue@$host" "$@"
 fi
 
 pids=()
 for i in $(seq 1 "$processes"); do
-    "${nice[@]}" "$celery" "${args[@]}" -n "$queue-$i@$host" "$@" &
+    "${priority[@]}" "$celery" "${args[@]}" -n "$queue-$i@$host" "$@" &
     pids+=($!)
 done
 trap 'kill -TERM "${pids[@]}" 2>/dev/null || true' TERM INT

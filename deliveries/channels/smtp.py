@@ -43,13 +43,17 @@ class _QuotedEnvelope(smtplib.SMTP):
         return self.getreply()
 
     def rcpt(self, recip: str, options: Sequence[str] = ()) -> tuple[int, bytes]:
-        optionlist = " " + " ".join(options) if options and self.does_esmtp else ""
-        self.putcmd("rcpt", f"TO:{envelope_quoted(recip)}{optionlist}")
+        self.putcmd("rcpt", self._rcpt_args(recip, options))
         return self.getreply()
 
     def _mail_args(self, sender: str, options: Sequence[str]) -> str:
-        optionlist = " " + " ".join(options) if options and self.does_esmtp else ""
-        return f"FROM:{_sender_quoted(sender)}{optionlist}"
+        return f"FROM:{_sender_quoted(sender)}{self._options(options)}"
+
+    def _rcpt_args(self, recipient: str, options: Sequence[str]) -> str:
+        return f"TO:{envelope_quoted(recipient)}{self._options(options)}"
+
+    def _options(self, options: Sequence[str]) -> str:
+        return " " + " ".join(options) if options and self.does_esmtp else ""
 
     def sendmail(  # type: ignore[override]
         self,
@@ -82,7 +86,7 @@ class _QuotedEnvelope(smtplib.SMTP):
             options.insert(0, f"size={len(msg)}")
         commands = (
             f"mail {self._mail_args(sender, options)}\r\n"
-            f"rcpt TO:{envelope_quoted(recipient)}\r\ndata\r\n"
+            f"rcpt {self._rcpt_args(recipient, ())}\r\ndata\r\n"
         )  # smtplib's own spelling of the three commands
         if commands.count("\r") != 3 or commands.count("\n") != 3:
             raise ValueError(f"command arguments contain newline characters: {commands!r}")
