@@ -55,6 +55,8 @@ class Codes:
     # Each code's time per step (s): relay, route (published -> routed), queue (routed ->
     # the sender claimed it), send (claimed -> delivered).
     stages: dict[str, list[float]] | None = None
+    # The campaign's fan-out ended this many seconds after the first code (negative: before).
+    fan_out_end: float | None = None
 
     @property
     def p99(self) -> float:
@@ -111,7 +113,12 @@ def scenario_s3(bench: Bench) -> None:
     left = [c.campaign_left for c in busy if c.campaign_left is not None]
     print(
         f"S3 median login code: {median_busy:.0f} ms during the campaign, {median_idle:.0f} ms "
-        f"idle; campaign emails still unsent at the last code: {left} of {m}"
+        f"idle; campaign emails still unsent at the last code: {left} of {m}; its fan-out "
+        "ended: "
+        + ", ".join(
+            f"{c.fan_out_end:.1f} s after the first" if c.fan_out_end is not None else "not yet"
+            for c in busy
+        )
     )
     # Where the time goes: before the relay published the route task, or after it.
     if all(c.relay_waits for c in idle + busy):
@@ -131,17 +138,23 @@ def scenario_s3(bench: Bench) -> None:
         # The p99 is one or two codes: show where the slowest ones spent their time.
         for label, runs in (("during the campaign", busy), ("idle", idle)):
             slowest = sorted(
-                (sum(c.stages[s][i] for s in STAGES), [c.stages[s][i] for s in STAGES + DETAILS])
+                (
+                    sum(c.stages[s][i] for s in STAGES),
+                    [c.stages[s][i] for s in STAGES + DETAILS],
+                    c.stages["at"][i],
+                )
                 for c in runs
                 for i in range(len(c.stages["relay"]))
             )[-3:]
             print(
                 f"S3 slowest codes {label} (ms; "
                 + ", ".join(STAGES + DETAILS)
-                + "): "
+                + "; s after the run's first code): "
                 + "; ".join(
-                    f"{total * 1000:.0f} = " + "/".join(f"{v * 1000:.0f}" for v in steps)
-                    for total, steps in reversed(slowest)
+                    f"{total * 1000:.0f} = "
+                    + "/".join(f"{v * 1000:.0f}" for v in steps)
+                    + f" at {at:.1f} s"
+                    for total, steps, at in reversed(slowest)
                 )
             )
     if any(n == 0 for n in left):
@@ -200,6 +213,8 @@ def codes_run(
         rows = wait_emails(bench, f"{stamp}-", bench.config.login_codes, procs)
         last = max(finished for _, _, finished in rows)
         left = campaign_left(prefix, last, bench.config.campaign_drain) if campaign else None
+        first = min(created for created, _, _ in rows)
+        fan_out_end = fan_out_after_first_code(prefix, first) if campaign else None
     finally:
         for proc in procs:
             bench.stack.stop(proc)
@@ -209,6 +224,7 @@ def codes_run(
         [(published - created).total_seconds() for created, published, _ in rows if published],
         left,
         code_stages(bench, f"{stamp}-"),
+        fan_out_end,
     )
 
 
@@ -235,7 +251,12 @@ def code_stages(bench: Bench, prefix: str) -> dict[str, list[float]] | None:
             .values("held_ms")[:1]
         )
     )
-    stages: dict[str, list[float]] = {stage: [] for stage in STAGES + DETAILS}
+    stages: dict[str, list[float]] = {stage: [] for stage in (*STAGES, *DETAILS, "at")}
+    first = (
+        rows.order_by("notification__created_at")
+        .values_list("notification__created_at", flat=True)
+        .first()
+    )
     for row in rows.values_list(
         "notification__created_at",
         "notification__outbox__published_at",
@@ -252,6 +273,7 @@ def code_stages(bench: Bench, prefix: str) -> dict[str, list[float]] | None:
             stages[stage].append((end - start).total_seconds())
         stages["held"].append((held or 0) / 1000)
         stages["published->claimed"].append((times[3] - enqueued).total_seconds())
+        stages["at"].append((times[0] - first).total_seconds())
     return stages
 
 
@@ -350,6 +372,16 @@ def wait_emails(
     if bad:
         raise BenchError(f"login code emails not delivered: {sorted(set(bad))}")
     return [(created, published, finished) for created, published, finished, _ in rows]
+
+
+def fan_out_after_first_code(prefix: str, first_code: datetime) -> float | None:
+    """Seconds from the first code to the end of the campaign's fan-out (None: not over)."""
+    from campaigns.models import Campaign
+
+    for campaign in Campaign.objects.exclude(fanned_out_at=None):
+        if campaign.event_id_prefix == prefix:
+            return (campaign.fanned_out_at - first_code).total_seconds()
+    return None
 
 
 def campaign_left(prefix: str, until: datetime, members: int) -> int:

@@ -23,6 +23,7 @@ from redbeat import RedBeatScheduler
 from redbeat.schedulers import get_redis
 
 from notify.broker import NotifyTask, declare_topology, delivered_queue
+from notify.campaign_statements import campaign_statements_free, campaign_statements_limited
 from notify.checks import process_exit_on_weak_secret_key
 from notify.ops.beat import beat_job_mark, beat_started_mark
 from notify.ops.heap import startup_heap_freeze
@@ -160,9 +161,11 @@ def _campaign_work_yields_to_high(sender=None, task=None, **kwargs) -> None:
     if queue == "high":
         high_work_mark()
     elif queue == "low":
+        campaign_statements_limited()
         low_work_yield()
 
 
 @task_postrun.connect
 def _campaign_turn_back(sender=None, task=None, **kwargs) -> None:
     low_work_done()  # a no-op unless this thread's low task took a turn
+    campaign_statements_free()

@@ -201,6 +201,20 @@ def low_work_yield(*, sleep: Callable[[float], None] = time.sleep, fresh: float 
     return waited
 
 
+def high_work_now(*, fresh: float) -> bool:
+    """Whether `high` work is in flight: this process's last reading if it is at most
+    `fresh` seconds old, else a new one (one Redis read; Redis away reads as no)."""
+    now = time.monotonic()
+    if now - max(_busy_seen[0], _quiet_seen[0]) < fresh:
+        return _busy_seen[0] > _quiet_seen[0]
+    try:
+        busy = get_redis_connection("default").pttl(busy_key()) > 0
+    except RedisError:
+        return False
+    (_busy_seen if busy else _quiet_seen)[0] = now
+    return busy
+
+
 def high_work_seen() -> bool:
     """Whether this process's last reading, at most NOTIFY_CAMPAIGN_YIELD_WINDOW old, said
     `high` work is in flight (the reading a `low` task's start made)."""

@@ -38,6 +38,10 @@ _TEST_DEFAULTS = {
     # login codes would only slow the campaign tests down; tests/test_priority.py shows
     # the yielding itself, with the production window.
     "NOTIFY_CAMPAIGN_YIELD_WINDOW": "0",
+    # Likewise the host's campaign statement slots: the suite runs several workers side by
+    # side, whose campaign tests would wait on each other's statements;
+    # tests/campaigns/test_campaign_statements.py shows the slots with real processes.
+    "NOTIFY_CAMPAIGN_DB_CONCURRENCY": "0",
     "NOTIFY_PUBLIC_URL": "http://testserver",
     # DEBUG is off here as in production, so the web process (uvicorn under the push
     # tests) needs a key it accepts; a test-only one.

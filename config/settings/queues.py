@@ -1,7 +1,9 @@
 """Celery on RabbitMQ (queues, priorities, acknowledgements, the broker cluster),
 retries and per-recipient order."""
 
+import os
 import socket
+import tempfile
 
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
@@ -102,6 +104,21 @@ NOTIFY_CAMPAIGN_YIELD_CONCURRENCY = env_int("NOTIFY_CAMPAIGN_YIELD_CONCURRENCY",
 # resting t * (1 - share) / share seconds (at most NOTIFY_CAMPAIGN_YIELD_MAX); 1 turns the
 # rest off. Idle CPU is what keeps a login code fast on a busy host.
 NOTIFY_CAMPAIGN_YIELD_SHARE = env_float("NOTIFY_CAMPAIGN_YIELD_SHARE", 0.5, minimum=0.01)
+# The low workers of one NOTIFY_CAMPAIGN_YIELD_SCOPE run at most this many database
+# statements at once (one per CPU unless set; 0: no limit; notify/campaign_statements.py):
+# more only queue for the database's CPUs, and a login code arriving then waits behind
+# all of them. While login codes are in flight, at most the busy number (half the CPUs
+# unless set). A statement waits at most NOTIFY_CAMPAIGN_DB_WAIT seconds for its slot,
+# then runs anyway. The slots are lock files in NOTIFY_CAMPAIGN_DB_LOCK_DIR: containers
+# sharing CPUs share it (a volume).
+NOTIFY_CAMPAIGN_DB_CONCURRENCY = env_int(
+    "NOTIFY_CAMPAIGN_DB_CONCURRENCY", os.cpu_count() or 1, minimum=0
+)
+NOTIFY_CAMPAIGN_DB_BUSY_CONCURRENCY = env_int(
+    "NOTIFY_CAMPAIGN_DB_BUSY_CONCURRENCY", max(1, (os.cpu_count() or 1) // 2), minimum=1
+)
+NOTIFY_CAMPAIGN_DB_WAIT = env_float("NOTIFY_CAMPAIGN_DB_WAIT", 0.5, minimum=0)
+NOTIFY_CAMPAIGN_DB_LOCK_DIR = env_str("NOTIFY_CAMPAIGN_DB_LOCK_DIR", tempfile.gettempdir())
 # Which processes share the CPU (and so yield to each other): the host name by default;
 # containers on one machine set one value for all.
 NOTIFY_CAMPAIGN_YIELD_SCOPE = env_str("NOTIFY_CAMPAIGN_YIELD_SCOPE", socket.gethostname())
