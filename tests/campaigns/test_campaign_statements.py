@@ -100,6 +100,8 @@ def test_campaign_statements_of_two_processes_take_the_hosts_slots(
 def backend_running(application_name: str) -> int | None:
     """The pid of the backend of that name running a statement, if any."""
     with connection.cursor() as cursor:
+        # Inside the test's transaction PostgreSQL would answer from its first snapshot.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute(
             "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND state = 'active'",
             [application_name],
@@ -144,6 +146,7 @@ def test_a_slot_held_past_the_wait_lets_the_statement_run_without_one(holder, se
 
 def backend_running_pid(pid: int) -> bool:
     with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s AND state = 'active'", [pid])
         return cursor.fetchone() is not None
 
