@@ -83,7 +83,9 @@ class _Slots:
         except OSError:
             logger.warning("campaign statements: no lock files in %s; per process only",
                            directory, exc_info=True)  # fmt: skip
-            self._failed = True
+            for fd in self._free:  # the ones that did open: unused from now on
+                os.close(fd)
+            self._free, self._slot_of, self._failed = [], {}, True
 
     def take(self, size: int, *, until: float, usable: Callable[[], int]) -> Slot | None:
         """A slot for one statement: (the semaphore taken, the host slot's lock file or

@@ -8,6 +8,19 @@ from datetime import UTC, datetime, time
 import pytest
 
 PROMO = {"headline": "Winter sale", "url": "https://shop.example/sale"}
+
+
+def campaign_body(**overrides) -> dict:
+    """A `POST /v1/campaigns` body: the promo to everybody, unless overridden."""
+    return {
+        "name": "Winter sale",
+        "category": "promo.weekly",
+        "payload": PROMO,
+        "audience": {"all": True},
+        **overrides,
+    }
+
+
 NOON_UTC = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)  # outside the default quiet window
 
 

@@ -6,19 +6,17 @@ import pytest
 
 from campaigns.fanout import campaign_fan_out
 from campaigns.models import Campaign, CampaignStatus
-from tests.campaigns.conftest import PROMO, campaign_notifications, fan_out_all, seed_recipients
+from tests.campaigns.conftest import (
+    campaign_body,
+    campaign_notifications,
+    fan_out_all,
+    seed_recipients,
+)
 
 pytestmark = pytest.mark.django_db
 
 
-def body(**overrides) -> dict:
-    return {
-        "name": "Winter sale",
-        "category": "promo.weekly",
-        "payload": PROMO,
-        "audience": {"all": True},
-        **overrides,
-    }
+body = campaign_body
 
 
 def error_of(response) -> dict:

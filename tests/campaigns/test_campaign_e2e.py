@@ -13,7 +13,7 @@ import pytest
 
 from campaigns.models import Campaign
 from notify.models import Notification
-from tests.campaigns.conftest import PROMO, seed_recipients
+from tests.campaigns.conftest import campaign_body, seed_recipients
 from tests.pressure.test_faults_e2e import pool_children
 from tests.waiting import wait_for
 
@@ -28,12 +28,7 @@ def test_a_launched_campaign_reaches_every_member_through_the_pipeline(
     seed_recipients(100)
 
     started = time.monotonic()
-    response = api.post(
-        "/v1/campaigns",
-        {"name": "Winter sale", "category": "promo.weekly", "payload": PROMO,
-         "audience": {"all": True}},
-        format="json",
-    )  # fmt: skip
+    response = api.post("/v1/campaigns", campaign_body(), format="json")
     assert response.status_code == 202, response.content
     assert time.monotonic() - started < 1.0
     campaign_id = response.json()["campaign_id"]
@@ -71,12 +66,7 @@ def test_a_worker_killed_mid_fan_out_is_replaced_and_each_member_gets_one_notifi
     # Small batches: the fan-out yields to the routes of each batch, so it takes seconds.
     settings = {"NOTIFY_CAMPAIGN_BATCH_SIZE": "20"}
     [first] = workers_with(pool="prefork", concurrency=2, **settings)
-    response = api.post(
-        "/v1/campaigns",
-        {"name": "Kill me", "category": "promo.weekly", "payload": PROMO,
-         "audience": {"all": True}},
-        format="json",
-    )  # fmt: skip
+    response = api.post("/v1/campaigns", campaign_body(name="Kill me"), format="json")
     assert response.status_code == 202, response.content
     campaign = Campaign.objects.get(pk=response.json()["campaign_id"])
 

@@ -23,7 +23,7 @@ from campaigns.models import Campaign
 from deliveries.models import Delivery
 from notify import campaign_statements, priority
 from notify.models import Notification, Recipient
-from tests.campaigns.conftest import PROMO, seed_recipients
+from tests.campaigns.conftest import campaign_body, seed_recipients
 from tests.processes import ROOT
 from tests.waiting import wait_for
 
@@ -199,12 +199,8 @@ def test_a_campaign_waits_for_a_slot_while_a_login_code_goes_through(
     held = os.open(lock_file, os.O_RDWR | os.O_CREAT)
     fcntl.flock(held, fcntl.LOCK_EX)  # another low process's statement, as it were
     try:
-        response = api.post(
-            "/v1/campaigns",
-            {"name": "Held", "category": "promo.weekly", "payload": PROMO,
-             "audience": {"user_ids": members}},
-            format="json",
-        )  # fmt: skip
+        body = campaign_body(name="Held", audience={"user_ids": members})
+        response = api.post("/v1/campaigns", body, format="json")
         assert response.status_code == 202, response.content
         campaign_id = response.json()["campaign_id"]
         code = api.post(
