@@ -18,7 +18,8 @@ without one.
 
 The signal is one Redis key per host (NOTIFY_CAMPAIGN_YIELD_SCOPE, the host name unless
 set: what competes is the CPU the processes share, as with the low worker's `nice`) that
-`high` workers keep alive (NOTIFY_CAMPAIGN_YIELD_WINDOW after their last task started;
+intake sets when it accepts a `high` notification due now, and `high` workers keep alive
+(NOTIFY_CAMPAIGN_YIELD_WINDOW after their last task started;
 written at most four times per window per process, so a burst of login codes costs a
 handful of writes), and that `low` workers read once per task. A turn is a Redis key per
 slot of the same scope, taken by one thread per process (the others wait on the
@@ -51,7 +52,8 @@ _last_mark = [float("-inf")]  # when this process last wrote the key (monotonic)
 
 
 def high_work_mark() -> None:
-    """A `high` task starts: keep the busy key alive for another window."""
+    """A `high` notification was accepted, or a `high` task starts: keep the busy key
+    alive for another window."""
     window = settings.NOTIFY_CAMPAIGN_YIELD_WINDOW
     if window <= 0:
         return

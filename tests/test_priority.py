@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from django_redis import get_redis_connection
 
 from notify import priority
@@ -220,3 +222,33 @@ def test_a_fan_out_batch_is_small_while_login_codes_are_in_flight(fresh, setting
     assert fan_out_batch_size() == 200
     time.sleep(0.25)  # that reading is older than the window (0.2 s)
     assert fan_out_batch_size() == 2000
+
+
+SHIPPED = {"order_number": "A-1", "delivery_date": "2026-12-04", "items_count": 1}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("category", "payload", "in_a_day", "marked"),
+    [
+        ("security.login_code", {"code": "123456"}, False, True),
+        ("security.login_code", {"code": "123456"}, True, False),  # due tomorrow
+        ("order.shipped", SHIPPED, False, False),
+    ],
+)
+def test_accepting_a_login_code_due_now_starts_the_campaigns_yield(
+    fresh, api, category, payload, in_a_day, marked
+):
+    api.put("/v1/users/yield-1", {"email": "yield-1@example.com"}, format="json")
+    body = {
+        "event_id": f"yield-{category}-{in_a_day}",
+        "user_id": "yield-1",
+        "category": category,
+        "payload": payload,
+    }
+    if in_a_day:
+        body["send_at"] = (timezone.now() + timedelta(days=1)).isoformat()
+    response = api.post("/v1/notifications", body, format="json")
+    assert response.status_code == 202, response.content
+    # At intake, before any worker has seen it: a campaign on this host yields from here.
+    assert bool(get_redis_connection("default").exists(priority.busy_key())) is marked

@@ -90,7 +90,8 @@ NOTIFY_QUEUE_NAMES = ("high", "medium", "low")
 # table; with the queue empty it looks again this often (seconds).
 NOTIFY_DEAD_LETTER_POLL_INTERVAL = env_float("NOTIFY_DEAD_LETTER_POLL_INTERVAL", 1.0, minimum=0.05)
 # Campaign work yields to login codes (notify/priority.py): a `low` task waits while a
-# `high` task started within the window (seconds; 0 turns it off), at most the max.
+# `high` notification was accepted or a `high` task started within the window (seconds;
+# 0 turns it off), at most the max.
 NOTIFY_CAMPAIGN_YIELD_WINDOW = env_float("NOTIFY_CAMPAIGN_YIELD_WINDOW", 0.2, minimum=0)
 NOTIFY_CAMPAIGN_YIELD_MAX = env_float("NOTIFY_CAMPAIGN_YIELD_MAX", 0.5, minimum=0)
 # Inside a campaign batch, the yield is looked at again at most this often (seconds)
