@@ -27,6 +27,7 @@ from notify.models import (
     Notification,
     Outbox,
     Producer,
+    QueueClass,
     Recipient,
     Scope,
 )
@@ -316,7 +317,7 @@ def notifications_accept(
         return []
     now = timezone.now()
     due_now = (e for e in events if e.send_at is None or e.send_at <= now)
-    if any(e.category.sending_queue == "high" for e in due_now):
+    if any(e.category.sending_queue == QueueClass.HIGH for e in due_now):
         # Campaign work on this host starts yielding now, not once the relay has
         # published the route: the code's own commit and relay step meet less of it.
         high_work_mark()
