@@ -8,7 +8,7 @@ module next to this one runs the same through several worker processes.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 
 import pytest
 from django.utils import timezone
@@ -46,11 +46,12 @@ def event(
 ) -> Notification:
     """Accept one event (not routed yet)."""
     key = Category.objects.get(key=category)
-    payload = (
-        {"code": order}
-        if category == "security.login_code"
-        else {"order_number": order, "delivery_date": "2026-12-03", "items_count": 1}
-    )
+    if category == "security.login_code":
+        payload = {"code": order}
+    elif category == "promo.weekly":
+        payload = {"headline": order, "url": "https://shop.example/sale"}
+    else:
+        payload = {"order_number": order, "delivery_date": "2026-12-03", "items_count": 1}
     accepted = notification_accept(
         producer=Producer.objects.get_or_create(name="shop")[0],
         event_id=str(uuid.uuid4()),
@@ -170,6 +171,72 @@ def test_a_login_code_follows_the_same_order_as_any_category(mail):
         "Order E-1 has shipped",
         "Your login code: 482913",
     ]
+
+
+def test_campaign_email_holds_no_order_email_or_login_code_but_waits_behind_them(mail):
+    """A person's marketing email still in a campaign's backlog holds nothing else back;
+    a marketing email still waits behind an earlier order email, and another campaign's."""
+    from preferences.models import ConsentRecord, ConsentSource, QuietHours
+
+    recipient = person("ord-9")
+    ConsentRecord.objects.create(
+        recipient=recipient, granted=True, source=ConsentSource.SIGNUP, text_version="signup"
+    )
+    QuietHours.objects.create(recipient=recipient, start=time(0, 0), end=time(0, 0))
+    start = timezone.now() - timedelta(minutes=1)
+    promo = event("ord-9", "Sale", category="promo.weekly", channels=("email",), occurred_at=start)
+    order = event("ord-9", "H-1", channels=("email",), occurred_at=start + timedelta(seconds=1))
+    code = event("ord-9", "161803", category="security.login_code", channels=("email",),
+                 occurred_at=start + timedelta(seconds=2))  # fmt: skip
+    order_2 = event("ord-9", "H-2", channels=("email",), occurred_at=start + timedelta(seconds=3))
+    promo_2 = event("ord-9", "Sale 2", category="promo.weekly", channels=("email",),
+                    occurred_at=start + timedelta(seconds=4))  # fmt: skip
+    for notification in (promo, order, code, order_2, promo_2):
+        notification_route(notification_id=notification.pk)
+    assert email_of(promo).status == "queued"  # waiting in the campaign's backlog
+
+    assert send(email_of(code)) is AttemptResult.HELD  # high and medium keep one order
+    assert send(email_of(order)) is AttemptResult.DELIVERED  # the promo holds it not
+    assert send(email_of(code)) is AttemptResult.DELIVERED
+    assert send(email_of(promo_2)) is AttemptResult.HELD  # behind the promo and order_2
+    assert send(email_of(promo)) is AttemptResult.DELIVERED
+    assert send(email_of(promo_2)) is AttemptResult.HELD  # behind order_2 still
+    assert send(email_of(order_2)) is AttemptResult.DELIVERED
+    assert send(email_of(promo_2)) is AttemptResult.DELIVERED
+    assert [m.subject for m in mail.received] == [
+        "Order H-1 has shipped",
+        "Your login code: 161803",
+        "Sale",
+        "Order H-2 has shipped",
+        "Sale 2",
+    ]
+    assert DeliveryAttempt.objects.get(delivery=email_of(order)).held_ms == 0
+
+
+def test_an_order_email_done_with_wakes_the_next_held_order_email_and_campaign_email(mail):
+    """What a sent email held is published at once: the next held one of its own rank
+    and the next held campaign email, though the campaign email comes between them."""
+    from preferences.models import ConsentRecord, ConsentSource, QuietHours
+
+    recipient = person("ord-10")
+    ConsentRecord.objects.create(
+        recipient=recipient, granted=True, source=ConsentSource.SIGNUP, text_version="signup"
+    )
+    QuietHours.objects.create(recipient=recipient, start=time(0, 0), end=time(0, 0))
+    start = timezone.now() - timedelta(minutes=1)
+    order = event("ord-10", "J-1", channels=("email",), occurred_at=start)
+    promo = event("ord-10", "Sale", category="promo.weekly", channels=("email",),
+                  occurred_at=start + timedelta(seconds=1))  # fmt: skip
+    order_2 = event("ord-10", "J-2", channels=("email",), occurred_at=start + timedelta(seconds=2))
+    for notification in (order, promo, order_2):
+        notification_route(notification_id=notification.pk)
+    assert send(email_of(promo)) is AttemptResult.HELD
+    assert send(email_of(order_2)) is AttemptResult.HELD
+    held = {n.pk: email_of(n).enqueued_at for n in (promo, order_2)}
+
+    assert send(email_of(order)) is AttemptResult.DELIVERED
+    woken = {n.pk: email_of(n).enqueued_at for n in (promo, order_2)}
+    assert all(woken[pk] > held[pk] for pk in held)  # both published again at once
 
 
 def test_an_older_event_about_a_subject_already_delivered_is_superseded_not_sent(mail):

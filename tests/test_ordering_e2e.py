@@ -220,3 +220,33 @@ def test_a_burst_of_many_events_per_person_never_leaves_emails_idle_past_the_ord
         ):
             overtaking[address] = list(zip(events, holds, strict=True))
     assert overtaking == {}, "each person's (event, ms held) as their emails arrived"
+
+
+def test_a_login_code_is_not_held_behind_the_persons_waiting_campaign_email(
+    api, pipeline, workers_with
+):
+    """Order is kept among a person's notifications of one priority class: a login code
+    is never held behind a marketing email still waiting in the campaign's backlog."""
+    smtp = pipeline
+    workers_with(queues="high,medium")  # no low worker: campaign work waits its turn
+    register(api, "pat-1", email="pat@example.com", locale="en")
+    promo = post_event(
+        api,
+        user_id="pat-1",
+        category="promo.weekly",
+        channels=["email"],
+        payload={"headline": "Sale", "url": "https://shop.example/sale"},
+        occurred_at=(timezone.now() - timedelta(seconds=5)).isoformat(),
+    )
+    assert promo.status_code == 202, promo.content
+    code = post_event(
+        api,
+        user_id="pat-1",
+        category="security.login_code",
+        channels=["email"],
+        payload={"code": "271828"},
+    ).json()["notification_id"]
+    found = wait_for(settled(api, code, {"email"}), timeout=20, what="the login code")
+    assert found["email"]["status"] == "delivered"
+    assert found["email"]["held_ms"] == 0
+    assert [m.subject for m in smtp.received] == ["Your login code: 271828"]

@@ -44,6 +44,7 @@ from deliveries.pipeline.ordering import (
     held_ms,
     hold_countdown,
     newer_delivered,
+    order_rank,
     successor_wake,
 )
 from deliveries.pipeline.outcome import AttemptReport, AttemptResult, Tried, attempts_record
@@ -110,7 +111,8 @@ def deliveries_attempt(
     digest_contexts_attach([item.delivery for item in loaded])
     loaded = sorted(loaded, key=_order_key)
     reports: list[AttemptReport] = []
-    waiting: dict[tuple, tuple] = {}  # order lane -> the first of its members that did not go
+    # order lane -> order rank -> the first of its members of that rank that did not go
+    waiting: dict[tuple, dict[int, tuple]] = {}
     size = settings.NOTIFY_BATCH_ROUND_START
     channels = {item.delivery.channel for item in loaded}
     if any(hasattr(provider_for(channel), "send_many") for channel in channels):
@@ -141,7 +143,7 @@ def _round_size_next(size: int, elapsed: float) -> int:
 
 def _round(
     members: Sequence[Loaded],
-    waiting: dict[tuple, tuple],
+    waiting: dict[tuple, dict[int, tuple]],
     between: Callable[[], object] | None,
     *,
     mark_sent: bool,
@@ -235,17 +237,20 @@ def _order_lane(delivery: Delivery) -> tuple:
     return (delivery.recipient_id, delivery.channel)
 
 
-def _did_not_go(waiting: dict[tuple, tuple], item: Loaded) -> None:
-    """Note that this member did not go now: its lane's later members wait behind it."""
-    lane, key = _order_lane(item.delivery), _order_key(item)
-    if lane not in waiting or key < waiting[lane]:
-        waiting[lane] = key
+def _did_not_go(waiting: dict[tuple, dict[int, tuple]], item: Loaded) -> None:
+    """Note that this member did not go now: its lane's later members that it may hold
+    (ordering.ORDER_RANKS) wait behind it."""
+    firsts = waiting.setdefault(_order_lane(item.delivery), {})
+    rank, key = order_rank(item.delivery.queue), _order_key(item)
+    if rank not in firsts or key < firsts[rank]:
+        firsts[rank] = key
 
 
-def _behind(waiting: dict[tuple, tuple], item: Loaded) -> bool:
-    """An earlier member of this one's lane did not go now."""
-    first = waiting.get(_order_lane(item.delivery))
-    return first is not None and first < _order_key(item)
+def _behind(waiting: dict[tuple, dict[int, tuple]], item: Loaded) -> bool:
+    """An earlier member of this one's lane that may hold it did not go now."""
+    rank, key = order_rank(item.delivery.queue), _order_key(item)
+    firsts = waiting.get(_order_lane(item.delivery), {})
+    return any(first < key for held_rank, first in firsts.items() if held_rank <= rank)
 
 
 def _report(result: AttemptResult, delivery: Delivery) -> AttemptReport:

@@ -1,18 +1,22 @@
 """Per-recipient order on each channel, and stale events that are not sent.
 
 Order: a delivery is not handed to its provider while an earlier one to the same person
-on the same channel is still on its way. "Earlier" is by the event's `occurred_at`, then
-by acceptance, then by notification id (a total order, so two deliveries never wait for
-each other); "on its way" is `ON_ITS_WAY_SQL`, or a notification of that person not routed
-yet (its deliveries do not exist yet). A delivery whose earlier one is retrying after a
-failed try is not held: provider queues and retries may reorder anyway, and a flapping
-provider must not stall everything after it. The check is a condition of the claim
-UPDATE (two index probes inside that one statement, see `ORDER_CLEAR_SQL`), so an unheld
-send costs no extra statement there; a held one is put back with a countdown and goes
-anyway once held NOTIFY_ORDER_WAIT_MAX, the wait written on its attempt row (`held_ms`).
-When a delivery is done with, the next one held behind it is published at once
-(`successor_wake`; after a try it rides on the attempt row's INSERT, so it costs no
-statement of its own), so a burst to one person flows one by one.
+on the same channel is still on its way — except that campaign work (the `low` class)
+never holds anything else: a login code or an order email does not wait behind the
+person's marketing email still in a campaign's backlog (the priority promise), while a
+campaign email does wait behind an earlier login code or order email. "Earlier" is by the
+event's `occurred_at`, then by acceptance, then by notification id (a total order, so
+two deliveries never wait for each other); "on its way" is `ON_ITS_WAY_SQL`, or a
+notification of that person not routed yet (its deliveries do not exist yet). A delivery
+whose earlier one is retrying after a failed try is not held: provider queues and retries
+may reorder anyway, and a flapping provider must not stall everything after it.
+
+The check is a condition of the claim UPDATE (two index probes inside that one
+statement, see `ORDER_CLEAR_SQL`), so an unheld send costs no extra statement there; a
+held one is put back with a countdown and goes anyway once held NOTIFY_ORDER_WAIT_MAX,
+the wait written on its attempt row (`held_ms`). When a delivery is done with, what it
+held is published at once (`successor_wake`; after a try it rides on the attempt row's
+INSERT, so it costs no statement of its own), so a burst to one person flows one by one.
 
 Stale: with a `subject`, an event older than one already delivered to the person on the
 same channel about the same subject is not sent on push, SMS or email; the delivery ends
@@ -24,7 +28,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -34,7 +37,7 @@ from django.utils import timezone
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.enqueue import deliveries_enqueue, delivery_enqueue
 from deliveries.pipeline.fairness import push_slot_member, push_slot_release
-from notify.models import PUSH_CHANNELS, Channel
+from notify.models import PUSH_CHANNELS, Channel, QueueClass
 from notify.pgarrays import array_literal
 
 logger = logging.getLogger(__name__)
@@ -49,6 +52,26 @@ ON_ITS_WAY_SQL = (
 )
 SUPERSEDABLE_CHANNELS = frozenset({Channel.EMAIL, Channel.SMS, *PUSH_CHANNELS})
 
+# Order ranks of the queue classes: an earlier delivery holds a later one only when its
+# rank is the same or lower. Campaign work ranks last; high and medium keep one order
+# between them (a login code after an order email still waits for it).
+ORDER_RANKS = {QueueClass.HIGH.value: 0, QueueClass.MEDIUM.value: 0, QueueClass.LOW.value: 1}
+
+
+def order_rank_sql(queue: str) -> str:
+    """The SQL order rank (ORDER_RANKS) of the queue class in the column or expression
+    `queue`."""
+    return f"(CASE {queue} WHEN '{QueueClass.LOW.value}' THEN 1 ELSE 0 END)"
+
+
+def order_rank(queue: str) -> int:
+    """The order rank (ORDER_RANKS) of a queue class."""
+    return ORDER_RANKS.get(queue, 0)
+
+
+# A notification's class, as its category's `sending_queue` says, for its alias `c`.
+_NOTIFICATION_QUEUE_SQL = f"(CASE WHEN c.marketing THEN '{QueueClass.LOW.value}' ELSE c.queue END)"
+
 
 def _before_sql(row: str, occurred: str, accepted: str, tiebreak: str) -> str:
     """`row`'s (occurred, accepted, notification id) sorts before the claimed delivery's
@@ -62,7 +85,8 @@ def _before_sql(row: str, occurred: str, accepted: str, tiebreak: str) -> str:
 
 
 # The claim's condition on the delivery being claimed (alias `d`): no earlier delivery
-# to this person on this channel is on its way, or it has been held since before
+# to this person on this channel that may hold it (ORDER_RANKS) is on its way (nor such
+# an earlier notification not routed yet), or it has been held since before
 # %(waited_enough)s (now - NOTIFY_ORDER_WAIT_MAX) already. Both probes are index range
 # reads (`delivery_order_pending`, whose condition ON_ITS_WAY_SQL writes in literals so
 # that a prepared statement's plan can use it; and `notif_unrouted_order`) bounded by
@@ -80,14 +104,17 @@ ORDER_CLEAR_SQL = f"""(
              WHERE e.recipient_id = d.recipient_id AND e.channel = d.channel
                AND {ON_ITS_WAY_SQL}
                AND {_before_sql("e", "occurred_at", "accepted_at", "notification_id")}
+               AND {order_rank_sql("e.queue")} <= {order_rank_sql("d.queue")}
                AND e.id <> ALL(%(ids)s::bigint[])
         )
         AND NOT EXISTS (
             SELECT 1 FROM notify_notification n
+              JOIN notify_category c ON c.id = n.category_id
              WHERE n.recipient_id = d.recipient_id
                AND n.routed_at IS NULL AND n.cancelled_at IS NULL
                AND (n.send_at IS NULL OR n.send_at <= %(now)s)
                AND {_before_sql("n", "occurred_at", "created_at", "id")}
+               AND {order_rank_sql(_NOTIFICATION_QUEUE_SQL)} <= {order_rank_sql("d.queue")}
         )
     )
 )"""
@@ -228,38 +255,33 @@ def delivery_supersede(*, delivery: Delivery, claimed_at: datetime) -> bool:
     return bool(ended)
 
 
-# The next delivery held behind one that is done with, for the same person and channel
-# (an index range read on `delivery_order_pending`), marked enqueued as it is woken.
+# The next delivery held behind one that is done with, for the same person and channel,
+# of each order rank it may have held (its own and campaign work: a rank's later
+# deliveries wait behind its first), marked enqueued as they are woken. An index range read on
+# `delivery_order_pending` over what the person has in flight there.
+WAKE_HELD_SQL = f"""
+    SELECT DISTINCT ON ({order_rank_sql("e.queue")}) e.id
+      FROM {Delivery._meta.db_table} e
+     WHERE e.recipient_id = f.recipient_id AND e.channel = f.channel
+       AND {ON_ITS_WAY_SQL}
+       AND e.held_since IS NOT NULL
+       AND (e.occurred_at, e.accepted_at, e.notification_id)
+           > (f.occurred_at, f.accepted_at, f.notification_id)
+       AND {order_rank_sql("e.queue")} >= {order_rank_sql("f.queue")}
+     ORDER BY {order_rank_sql("e.queue")}, e.occurred_at, e.accepted_at, e.notification_id
+"""
 _WAKE_SQL = f"""
     UPDATE {Delivery._meta.db_table} SET enqueued_at = %(wake_now)s
-     WHERE id = (
-        SELECT id FROM {Delivery._meta.db_table}
-         WHERE recipient_id = %(wake_recipient)s AND channel = %(wake_channel)s
-           AND (status IN ('queued', 'sending') OR (status = 'retrying' AND attempts = 0))
-           AND held_since IS NOT NULL
-           AND (occurred_at, accepted_at, notification_id)
-               > (%(wake_occurred)s, %(wake_accepted)s, %(wake_notification)s)
-         ORDER BY occurred_at, accepted_at, notification_id
-         LIMIT 1)
+     WHERE id IN (
+        SELECT w.id
+          FROM (SELECT %(wake_recipient)s::bigint AS recipient_id,
+                       %(wake_channel)s::text AS channel, %(wake_queue)s::text AS queue,
+                       %(wake_occurred)s::timestamptz AS occurred_at,
+                       %(wake_accepted)s::timestamptz AS accepted_at,
+                       %(wake_notification)s::uuid AS notification_id) f
+          CROSS JOIN LATERAL ({WAKE_HELD_SQL}) w)
     RETURNING id, queue
 """
-
-
-def successor_wake_sql(*, delivery: Delivery) -> tuple[str, dict[str, Any]] | None:
-    """The wake of `successor_wake` as an UPDATE … RETURNING (id, queue) and its
-    parameters, for a caller to run inside a statement it makes anyway (the attempt row's
-    INSERT does: a send then costs no statement for it). None when the delivery is not
-    ordered (a row from before per-recipient order)."""
-    if delivery.recipient_id is None:
-        return None
-    return _WAKE_SQL, {
-        "wake_now": timezone.now(),
-        "wake_recipient": delivery.recipient_id,
-        "wake_channel": delivery.channel,
-        "wake_occurred": delivery.occurred_at,
-        "wake_accepted": delivery.accepted_at,
-        "wake_notification": delivery.notification_id,
-    }
 
 
 def successor_enqueue(*, channel: str, woken: int, queue: str) -> None:
@@ -293,24 +315,30 @@ def successors_enqueue(*, woken: Sequence[tuple[str, str, int]]) -> None:
         deliveries_enqueue(started=batched, push_owners={})
 
 
-def successor_wake(*, delivery: Delivery) -> int | None:
-    """The delivery is done with without an attempt row (superseded): publish the next
-    one held behind it for the same person and channel at once, rather than leave it to
-    its countdown, so a burst to one person goes out one after another without gaps.
-    (After a try, `attempts_record` does the same inside the attempt row's INSERT.)
+def successor_wake(*, delivery: Delivery) -> list[int]:
+    """The delivery is done with without an attempt row (superseded, skipped): publish
+    at once what it held for the same person and channel (the next held one of each order
+    rank it may hold), rather than leave it to its countdown, so a burst to one person
+    goes out one after another without gaps. (After a try, `attempts_record` does the
+    same inside the attempt row's INSERT.)
 
-    One statement; returns the id of the delivery woken, if any. The woken one is
-    checked again by its claim as usual.
+    One statement; returns the ids woken. Each is checked again by its claim as usual.
+    Rows from before per-recipient order hold nothing.
     """
-    wake = successor_wake_sql(delivery=delivery)
-    if wake is None:
-        return None
-    sql, params = wake
+    if delivery.recipient_id is None:
+        return []
+    params = {
+        "wake_now": timezone.now(),
+        "wake_recipient": delivery.recipient_id,
+        "wake_channel": delivery.channel,
+        "wake_queue": delivery.queue,
+        "wake_occurred": delivery.occurred_at,
+        "wake_accepted": delivery.accepted_at,
+        "wake_notification": delivery.notification_id,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    woken, queue = row
-    successor_enqueue(channel=delivery.channel, woken=woken, queue=queue)
-    return woken
+        cursor.execute(_WAKE_SQL, params)
+        rows = cursor.fetchall()
+    for woken, queue in rows:
+        successor_enqueue(channel=delivery.channel, woken=woken, queue=queue)
+    return [woken for woken, _ in rows]

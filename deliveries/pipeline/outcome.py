@@ -21,7 +21,7 @@ from deliveries.models import AttemptOutcome, Delivery, DeliveryAttempt, Deliver
 from deliveries.pipeline.devices import devices_gone_deactivate
 from deliveries.pipeline.enqueue import delivery_enqueue
 from deliveries.pipeline.fairness import push_slot_member, push_slot_release
-from deliveries.pipeline.ordering import ON_ITS_WAY_SQL, successors_enqueue
+from deliveries.pipeline.ordering import WAKE_HELD_SQL, successors_enqueue
 from deliveries.pipeline.outcome_log import delivery_outcomes_log
 from deliveries.pipeline.retry import RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
@@ -189,8 +189,9 @@ _OUTCOMES_SQL = f"""
 """
 
 
-# The attempt rows of a batch, the wake of the next delivery held behind each one that
-# is done with (deliveries/pipeline/ordering.py), and every delivery's next state
+# The attempt rows of a batch, the wake of what each one that is done with held (the
+# next held delivery of each order rank it may hold: deliveries/pipeline/ordering.py), and
+# every delivery's next state
 # (`_OUTCOMES_SQL`), in one statement: per-recipient order and the outcomes cost a
 # round no round trip of their own. The woken rows are held ones (`held_since` set),
 # never the round's members (their claim cleared it), so no row is updated twice; all
@@ -210,22 +211,13 @@ _RECORD_SQL = f"""
         RETURNING 1
     ), done AS (
         SELECT * FROM unnest(%(w_recipient)s::bigint[], %(w_channel)s::text[],
-                             %(w_occurred)s::timestamptz[], %(w_accepted)s::timestamptz[],
-                             %(w_notification)s::uuid[])
-               AS f(recipient_id, channel, occurred_at, accepted_at, notification_id)
+                             %(w_queue)s::text[], %(w_occurred)s::timestamptz[],
+                             %(w_accepted)s::timestamptz[], %(w_notification)s::uuid[])
+               AS f(recipient_id, channel, queue, occurred_at, accepted_at, notification_id)
          WHERE f.recipient_id IS NOT NULL
     ), woken AS (
         UPDATE {Delivery._meta.db_table} SET enqueued_at = %(now)s
-         WHERE id IN (
-            SELECT (SELECT e.id FROM {Delivery._meta.db_table} e
-                     WHERE e.recipient_id = f.recipient_id AND e.channel = f.channel
-                       AND {ON_ITS_WAY_SQL}
-                       AND e.held_since IS NOT NULL
-                       AND (e.occurred_at, e.accepted_at, e.notification_id)
-                           > (f.occurred_at, f.accepted_at, f.notification_id)
-                     ORDER BY e.occurred_at, e.accepted_at, e.notification_id
-                     LIMIT 1)
-              FROM done f)
+         WHERE id IN (SELECT w.id FROM done f CROSS JOIN LATERAL ({WAKE_HELD_SQL}) w)
         RETURNING queue, channel, id
     ), outcome AS ({_OUTCOMES_SQL})
     SELECT queue, channel, id, false FROM woken
@@ -254,6 +246,7 @@ def _record(
         "attempt_message_id": array_literal([t.result.provider_message_id[:255] for t in tries]),
         "w_recipient": array_literal([d.recipient_id for d in ordered]),
         "w_channel": array_literal([d.channel for d in ordered]),
+        "w_queue": array_literal([d.queue for d in ordered]),
         "w_occurred": array_literal([d.occurred_at for d in ordered]),
         "w_accepted": array_literal([d.accepted_at for d in ordered]),
         "w_notification": array_literal([d.notification_id for d in ordered]),
