@@ -90,6 +90,7 @@ class Config:
     campaign_drain: int
     login_codes: int
     code_recipients: int
+    codes_to_members: bool
     stall_seconds: float
     s7_recipients: int
     s7_runs: int
@@ -128,6 +129,9 @@ class Config:
             # S3's codes go round robin to this many people (0: one each). Per-recipient
             # order sends one person's emails one at a time, so 1 is the worst case.
             code_recipients=env_int("BENCH_S3_RECIPIENTS", 0),
+            # S3's codes go to campaign members whose campaign emails are still to come
+            # when the codes go, instead of people outside the campaign.
+            codes_to_members=env_int("BENCH_S3_MEMBERS", 0) > 0,
             # A drain with no progress for this long has failed (it raised, or the gate
             # held everything back); better said at once than after the timeout.
             stall_seconds=env_float("BENCH_STALL_SECONDS", 60.0),

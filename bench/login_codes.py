@@ -4,9 +4,10 @@ The shipped processes run it: scripts/worker.sh high, scripts/worker.sh low and 
 outbox relays as the Procfile runs them (scripts/relay.sh high,medium and low), with
 email going to an SMTP sink. Each run
 starts them afresh, waits until both workers are ready and one warm-up code went
-through, then POSTs BENCH_LOGIN_CODES `security.login_code` events (email only, each to its own
-person unless BENCH_S3_RECIPIENTS says how many) through the API in-process, one every
-100 ms. The figure is the p99 of
+through, then POSTs BENCH_LOGIN_CODES `security.login_code` events (email only, each to
+its own person unless BENCH_S3_RECIPIENTS says how many; people outside the campaign
+unless BENCH_S3_MEMBERS=1 sends them to members whose campaign email is still to come)
+through the API in-process, one every 100 ms. The figure is the p99 of
 Delivery.finished_at - Notification.created_at over them: first idle (baseline), then
 after a campaign to BENCH_CAMPAIGN_DRAIN consenting recipients (inapp + email) has
 started draining on the low worker (subject). Runs alternate; the processes are stopped
@@ -77,7 +78,13 @@ def scenario_s3(bench: Bench) -> None:
     m = bench.config.campaign_drain
     with phase(f"S3: seeding {m} campaign recipients"):
         seed_recipients(bench, m)
-        users = code_recipients(bench.config.code_recipients or bench.config.login_codes)
+        count = bench.config.code_recipients or bench.config.login_codes
+        if bench.config.codes_to_members:
+            # Idle: any members; during the campaign, those still waiting for its email
+            # (members_waiting, chosen once it is under way).
+            users = [user_id(m - i) for i in range(min(count, m))]
+        else:
+            users = code_recipients(count)
     bench.close_db()
     sink, env = start_smtp_sink(bench.stack, bench.env)
     idle: list[Codes] = []
@@ -97,7 +104,8 @@ def scenario_s3(bench: Bench) -> None:
     print(
         f"S3 login code during a campaign: p99 {value:.3g}x idle ({busy_p99:.0f} ms vs "
         f"{idle_p99:.0f} ms, event -> email delivered, {k} codes 100 ms apart to "
-        f"{len(users)} people, campaign to "
+        f"{len(users)} people{' in the campaign' if bench.config.codes_to_members else ''}, "
+        "campaign to "
         f"{m} (inapp + email) draining on the low worker; {verdict(value, 2, at_least=False)})"
     )
     # The same over every run's codes together: the p99 of one run is its second slowest
@@ -206,6 +214,8 @@ def codes_run(
         if campaign:
             prefix = campaign_start(bench)
             wait_campaign_email(bench, prefix, procs)
+            if bench.config.codes_to_members:
+                users = members_waiting(prefix, len(users))
         for number in range(bench.config.login_codes):
             due = time.monotonic() + INTERVAL
             post_code(client, f"{stamp}-{number}", number, users[number % len(users)])
@@ -232,6 +242,21 @@ STAGES = ("relay", "route", "queue", "send")
 # Not steps but what the queue step may hold: time held back behind an earlier delivery
 # to the same person (per-recipient order), and the message's wait from its last publish.
 DETAILS = ("held", "published->claimed")
+
+
+def members_waiting(prefix: str, count: int) -> list[str]:
+    """Up to `count` campaign members whose campaign notification is written but not
+    routed yet (the furthest from it first): their campaign email is still to come."""
+    from notify.models import Notification
+
+    users = list(
+        Notification.objects.filter(event_id__startswith=prefix, routed_at__isnull=True)
+        .order_by("-created_at", "-id")
+        .values_list("recipient__user_id", flat=True)[:count]
+    )
+    if not users:
+        raise BenchError("S3: no campaign member is waiting for the campaign's email")
+    return users
 
 
 def code_stages(bench: Bench, prefix: str) -> dict[str, list[float]] | None:
