@@ -251,6 +251,11 @@ class Category(models.Model):
         whatever `queue` says (a row changed past validation must not reach `high`)."""
         return QueueClass.LOW.value if self.marketing else self.queue
 
+    @staticmethod
+    def sending_queue_sql(alias: str) -> str:
+        """`sending_queue` as an SQL expression over the category row aliased `alias`."""
+        return f"(CASE WHEN {alias}.marketing THEN '{QueueClass.LOW.value}' ELSE {alias}.queue END)"
+
 
 class Recipient(models.Model):
     """A person in the product, known by the product's own `user_id`."""

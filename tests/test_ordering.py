@@ -78,6 +78,18 @@ def person(user_id: str) -> Recipient:
     return Recipient.objects.create(user_id=user_id, email=f"{user_id}@example.com", locale="en")
 
 
+def marketing_person(user_id: str) -> Recipient:
+    """A person whom marketing reaches: consent to all of it, no quiet window."""
+    from preferences.models import ConsentRecord, ConsentSource, QuietHours
+
+    recipient = person(user_id)
+    ConsentRecord.objects.create(
+        recipient=recipient, granted=True, source=ConsentSource.SIGNUP, text_version="signup"
+    )
+    QuietHours.objects.create(recipient=recipient, start=time(0, 0), end=time(0, 0))
+    return recipient
+
+
 def test_a_later_email_waits_for_the_earlier_one_and_records_how_long(mail):
     person("ord-1")
     now = timezone.now()
@@ -176,13 +188,7 @@ def test_a_login_code_follows_the_same_order_as_any_category(mail):
 def test_campaign_email_holds_no_order_email_or_login_code_but_waits_behind_them(mail):
     """A person's marketing email still in a campaign's backlog holds nothing else back;
     a marketing email still waits behind an earlier order email, and another campaign's."""
-    from preferences.models import ConsentRecord, ConsentSource, QuietHours
-
-    recipient = person("ord-9")
-    ConsentRecord.objects.create(
-        recipient=recipient, granted=True, source=ConsentSource.SIGNUP, text_version="signup"
-    )
-    QuietHours.objects.create(recipient=recipient, start=time(0, 0), end=time(0, 0))
+    marketing_person("ord-9")
     start = timezone.now() - timedelta(minutes=1)
     promo = event("ord-9", "Sale", category="promo.weekly", channels=("email",), occurred_at=start)
     order = event("ord-9", "H-1", channels=("email",), occurred_at=start + timedelta(seconds=1))
@@ -216,13 +222,7 @@ def test_campaign_email_holds_no_order_email_or_login_code_but_waits_behind_them
 def test_an_order_email_done_with_wakes_the_next_held_order_email_and_campaign_email(mail):
     """What a sent email held is published at once: the next held one of its own rank
     and the next held campaign email, though the campaign email comes between them."""
-    from preferences.models import ConsentRecord, ConsentSource, QuietHours
-
-    recipient = person("ord-10")
-    ConsentRecord.objects.create(
-        recipient=recipient, granted=True, source=ConsentSource.SIGNUP, text_version="signup"
-    )
-    QuietHours.objects.create(recipient=recipient, start=time(0, 0), end=time(0, 0))
+    marketing_person("ord-10")
     start = timezone.now() - timedelta(minutes=1)
     order = event("ord-10", "J-1", channels=("email",), occurred_at=start)
     promo = event("ord-10", "Sale", category="promo.weekly", channels=("email",),

@@ -225,8 +225,8 @@ def test_a_burst_of_many_events_per_person_never_leaves_emails_idle_past_the_ord
 def test_a_login_code_is_not_held_behind_the_persons_waiting_campaign_email(
     api, pipeline, workers_with
 ):
-    """Order is kept among a person's notifications of one priority class: a login code
-    is never held behind a marketing email still waiting in the campaign's backlog."""
+    """Campaign work holds nothing else back: a login code is never held behind the
+    person's marketing email still waiting in the campaign's backlog."""
     smtp = pipeline
     workers_with(queues="high,medium")  # no low worker: campaign work waits its turn
     register(api, "pat-1", email="pat@example.com", locale="en")

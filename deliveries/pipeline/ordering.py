@@ -37,7 +37,7 @@ from django.utils import timezone
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.enqueue import deliveries_enqueue, delivery_enqueue
 from deliveries.pipeline.fairness import push_slot_member, push_slot_release
-from notify.models import PUSH_CHANNELS, Channel, QueueClass
+from notify.models import PUSH_CHANNELS, Category, Channel, QueueClass
 from notify.pgarrays import array_literal
 
 logger = logging.getLogger(__name__)
@@ -59,18 +59,15 @@ ORDER_RANKS = {QueueClass.HIGH.value: 0, QueueClass.MEDIUM.value: 0, QueueClass.
 
 
 def order_rank_sql(queue: str) -> str:
-    """The SQL order rank (ORDER_RANKS) of the queue class in the column or expression
-    `queue`."""
-    return f"(CASE {queue} WHEN '{QueueClass.LOW.value}' THEN 1 ELSE 0 END)"
+    """The order rank (ORDER_RANKS) of the queue class in the SQL column or expression
+    `queue`; an unknown class ranks 0, as `order_rank` says."""
+    whens = " ".join(f"WHEN '{name}' THEN {rank}" for name, rank in ORDER_RANKS.items())
+    return f"(CASE {queue} {whens} ELSE 0 END)"
 
 
 def order_rank(queue: str) -> int:
-    """The order rank (ORDER_RANKS) of a queue class."""
+    """The order rank (ORDER_RANKS) of a queue class; an unknown class ranks 0."""
     return ORDER_RANKS.get(queue, 0)
-
-
-# A notification's class, as its category's `sending_queue` says, for its alias `c`.
-_NOTIFICATION_QUEUE_SQL = f"(CASE WHEN c.marketing THEN '{QueueClass.LOW.value}' ELSE c.queue END)"
 
 
 def _before_sql(row: str, occurred: str, accepted: str, tiebreak: str) -> str:
@@ -114,7 +111,7 @@ ORDER_CLEAR_SQL = f"""(
                AND n.routed_at IS NULL AND n.cancelled_at IS NULL
                AND (n.send_at IS NULL OR n.send_at <= %(now)s)
                AND {_before_sql("n", "occurred_at", "created_at", "id")}
-               AND {order_rank_sql(_NOTIFICATION_QUEUE_SQL)} <= {order_rank_sql("d.queue")}
+               AND {order_rank_sql(Category.sending_queue_sql("c"))} <= {order_rank_sql("d.queue")}
         )
     )
 )"""
@@ -257,8 +254,8 @@ def delivery_supersede(*, delivery: Delivery, claimed_at: datetime) -> bool:
 
 # The next delivery held behind one that is done with, for the same person and channel,
 # of each order rank it may have held (its own and campaign work: a rank's later
-# deliveries wait behind its first), marked enqueued as they are woken. An index range read on
-# `delivery_order_pending` over what the person has in flight there.
+# deliveries wait behind its first), marked enqueued as they are woken. An index range
+# read on `delivery_order_pending` over what the person has in flight there.
 WAKE_HELD_SQL = f"""
     SELECT DISTINCT ON ({order_rank_sql("e.queue")}) e.id
       FROM {Delivery._meta.db_table} e

@@ -190,14 +190,13 @@ _OUTCOMES_SQL = f"""
 
 
 # The attempt rows of a batch, the wake of what each one that is done with held (the
-# next held delivery of each order rank it may hold: deliveries/pipeline/ordering.py), and
-# every delivery's next state
-# (`_OUTCOMES_SQL`), in one statement: per-recipient order and the outcomes cost a
-# round no round trip of their own. The woken rows are held ones (`held_since` set),
-# never the round's members (their claim cleared it), so no row is updated twice; all
-# parts see the rows as they were before the statement. Arrays, not a VALUES list, so
-# the text is the same for every batch size and is prepared once. A data-modifying CTE
-# runs whether or not the final SELECT reads it.
+# next held delivery of each order rank it may hold: deliveries/pipeline/ordering.py),
+# and every delivery's next state (`_OUTCOMES_SQL`), in one statement: per-recipient
+# order and the outcomes cost a round no round trip of their own. The woken rows are
+# held ones (`held_since` set), never the round's members (their claim cleared it), so
+# no row is updated twice; all parts see the rows as they were before the statement.
+# Arrays, not a VALUES list, so the text is the same for every batch size and is
+# prepared once. A data-modifying CTE runs whether or not the final SELECT reads it.
 _RECORD_SQL = f"""
     WITH attempt AS (
         INSERT INTO {DeliveryAttempt._meta.db_table}
