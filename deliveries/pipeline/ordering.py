@@ -70,6 +70,13 @@ def order_rank(queue: str) -> int:
     return ORDER_RANKS.get(queue, 0)
 
 
+# A notification's queue class (alias `n`), looked up per row the probe's index found: a
+# join to the category instead let the planner read every notification of a category.
+_NOTIFICATION_QUEUE_SQL = (
+    f"(SELECT {Category.sending_queue_sql('c')} FROM notify_category c WHERE c.id = n.category_id)"
+)
+
+
 def _before_sql(row: str, occurred: str, accepted: str, tiebreak: str) -> str:
     """`row`'s (occurred, accepted, notification id) sorts before the claimed delivery's
     (alias `d`). The first term bounds the index range read; the rest decide within it."""
@@ -106,12 +113,11 @@ ORDER_CLEAR_SQL = f"""(
         )
         AND NOT EXISTS (
             SELECT 1 FROM notify_notification n
-              JOIN notify_category c ON c.id = n.category_id
              WHERE n.recipient_id = d.recipient_id
                AND n.routed_at IS NULL AND n.cancelled_at IS NULL
                AND (n.send_at IS NULL OR n.send_at <= %(now)s)
                AND {_before_sql("n", "occurred_at", "created_at", "id")}
-               AND {order_rank_sql(Category.sending_queue_sql("c"))} <= {order_rank_sql("d.queue")}
+               AND {order_rank_sql(_NOTIFICATION_QUEUE_SQL)} <= {order_rank_sql("d.queue")}
         )
     )
 )"""
