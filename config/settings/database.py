@@ -27,6 +27,13 @@ DATABASE_POOL_TIMEOUT = env_float("DATABASE_POOL_TIMEOUT", 10.0, minimum=0.1)
 # transaction mode (DATABASE_SERVER_SIDE_BINDING=0 turns both off).
 DATABASE_SERVER_SIDE_BINDING = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
 DATABASE_PREPARE_THRESHOLD = env_int("DATABASE_PREPARE_THRESHOLD", 5, minimum=0)
+# PostgreSQL's JIT compiler, off for every connection we open: it starts compiling when a
+# plan's estimated cost passes jit_above_cost, and our statements are short (a batch's
+# claim runs in ~10 ms) while the estimate over a large partitioned table can pass that
+# bound, so one compile of ~350 functions (about 0.9 s of PostgreSQL CPU) went into a
+# claim. DATABASE_JIT=1 leaves the server's setting (e.g. behind a PgBouncer that
+# refuses the `options` startup parameter; then set jit = off in postgresql.conf).
+DATABASE_JIT = env_bool("DATABASE_JIT", False)
 DATABASES = {
     "default": {
         **database_from_url("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/notify"),
@@ -46,6 +53,7 @@ DATABASES = {
                 else {}
             ),
             "server_side_binding": DATABASE_SERVER_SIDE_BINDING,
+            **({} if DATABASE_JIT else {"options": "-c jit=off"}),
             **(
                 {"prepare_threshold": DATABASE_PREPARE_THRESHOLD}
                 if DATABASE_SERVER_SIDE_BINDING
