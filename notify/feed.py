@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.db import connection, transaction
 from django.utils import timezone
 
+from notify.links import link_is_safe
 from notify.models import FeedEntry, Notification, Recipient
 from notify.pgarrays import array_literal
 from notify.unread import unread_decrement, unread_increment_many
@@ -106,14 +107,16 @@ def feed_mark_read(
 
 
 def feed_entry_document(entry: FeedEntry) -> dict:
-    """A feed entry as the feed API and the live stream show it (one shape for both)."""
+    """A feed entry as the feed API and the live stream show it (one shape for both).
+    A link that is not safe to show (notify.links; entries written before links were
+    checked at send) is left out, for every client."""
     return {
         "id": entry.pk,
         "notification_id": entry.notification_id,
         "category": entry.category,
         "title": entry.title,
         "body": entry.body,
-        "url": entry.url,
+        "url": entry.url if link_is_safe(entry.url) else "",
         "created_at": entry.created_at,
         # Arrival order is the feed's; a client places an entry by when it happened.
         "occurred_at": entry.occurred_at,

@@ -16,13 +16,22 @@ a render is bounded cooperatively, at the only places where its cost can grow:
   the CPU time left has passed on the monotonic clock the bound cannot have been reached
   (half: a margin for the two clocks' rates, which the kernel keeps apart). A render
   therefore stops exactly where it stopped before; a quick one reads its CPU clock once.
+- Computed values. A value a template computes is charged to the same size budget as
+  output, before anything is built where it can be: `add` and `join` charge the size of
+  their result before making it (`size_spend`; thirty nested `{% with a=b|add:b %}`
+  would double a string thirty times without writing a character), and the values that
+  `with` binds, `if` conditions evaluate and `firstof` chooses are charged when an
+  expression computes them with a filter (a bare lookup is data already in memory, which
+  the intake limits) and always when `firstof` writes its choice out. A bound passed
+  inside an `if` condition, which Django's operators would swallow as "false", stays
+  passed: every later charge raises it again.
 - Single filter calls. One call cannot be stopped half-way, so the filters whose cost
   grows with an argument or a value's magnitude refuse what they cannot do quickly:
   `floatformat` beyond NOTIFY_TEMPLATE_MAX_DECIMALS places (`floatformat:"300000000"`
   would build a 300-million-digit number) and any number formatted by `floatformat`,
   `money` or `plural` whose exponent exceeds NOTIFY_TEMPLATE_MAX_NUMBER_DIGITS (a payload
   string "1e999999999" is a valid Decimal). Every other allowed filter is linear in the
-  size of its input, which the intake limits.
+  size of its input, which the intake limits and the budget bounds.
 
 What can be seen without data is refused at save (`static_bound_problems`): a literal
 `floatformat` precision beyond the bound, and loops nested deeper than
@@ -43,8 +52,15 @@ from typing import Any
 
 from django.conf import settings
 from django.template import Node, TemplateSyntaxError
-from django.template.base import FilterExpression, TextNode, VariableNode
-from django.template.defaulttags import ForNode, do_for
+from django.template.base import FilterExpression, TextNode, VariableNode, render_value_in_context
+from django.template.defaulttags import (
+    FirstOfNode,
+    ForNode,
+    IfNode,
+    TemplateLiteral,
+    WithNode,
+    do_for,
+)
 
 
 class RenderLimitExceeded(TemplateSyntaxError):
@@ -57,6 +73,9 @@ class _Budget:
     chars_left: int
     # Until the monotonic clock reaches this, the CPU clock cannot have reached the deadline.
     unchecked_until: float
+    # What passed the size bound first (output or computed values), said again on every
+    # later charge.
+    overdrawn_by: str = ""
 
 
 _budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar(
@@ -100,9 +119,10 @@ def budget_spend(chars: int) -> None:
         return
     budget.chars_left -= chars
     if budget.chars_left < 0:
-        raise RenderLimitExceeded(
+        budget.overdrawn_by = budget.overdrawn_by or (
             f"the text grows past {settings.NOTIFY_TEMPLATE_MAX_OUTPUT_CHARS} characters"
         )
+        raise RenderLimitExceeded(budget.overdrawn_by)
     now = time.monotonic()
     if now >= budget.unchecked_until:
         _clock_checked(budget, now)
@@ -154,14 +174,129 @@ def bounded_for(parser: Any, token: Any) -> ForNode:
 
 
 def bounded_template(template: Any) -> Any:
-    """Make a compiled template charge its output to the current budget (in place)."""
-    for node in template.nodelist.get_nodes_by_type(TextNode):
-        if type(node) is TextNode:
-            node.__class__ = _MeteredText
-    for node in template.nodelist.get_nodes_by_type(VariableNode):
-        if type(node) is VariableNode:
-            node.__class__ = _MeteredVariable
+    """Make a compiled template charge its output and the values it computes to the
+    current budget (in place)."""
+    metered = (
+        (TextNode, _MeteredText),
+        (VariableNode, _MeteredVariable),
+        (WithNode, _MeteredWith),
+        (FirstOfNode, _MeteredFirstOf),
+        (IfNode, _MeteredIf),
+    )
+    for plain, counted in metered:
+        for node in template.nodelist.get_nodes_by_type(plain):
+            if type(node) is plain:
+                node.__class__ = counted
+    for node in template.nodelist.get_nodes_by_type(_MeteredIf):
+        for condition, _ in node.conditions_nodelists:
+            _conditions_metered(condition)
     return template
+
+
+# --- computed values ----------------------------------------------------------------------
+
+
+def value_spend(value: Any) -> None:
+    """Charge the size of a value the template computed (see `value_size`)."""
+    size_spend(value_size(value))
+
+
+def size_spend(chars: int) -> None:
+    """Charge `chars` of computed values; raises, naming the budget, once the values and
+    the output pass it. Call it before building a value whose size is known beforehand
+    (`add`, `join`), so the value is never built."""
+    budget = _budget.get()
+    if budget is None:
+        return
+    if chars > budget.chars_left and not budget.overdrawn_by:
+        budget.overdrawn_by = (
+            "the values it computes (with, firstof, if, add, join) grow past the render "
+            f"budget of {settings.NOTIFY_TEMPLATE_MAX_OUTPUT_CHARS} characters"
+        )
+    budget_spend(chars)
+
+
+def value_size(value: Any) -> int:
+    """About the characters `value` prints as: a string its length, a list or dict its
+    items' sizes plus one each, anything else one.
+
+    A list is measured by what it holds, not by its length: a list of a thousand copies
+    of one long string is small in memory but prints, or joins, a thousand times that.
+    The cost of measuring is one step per item, never per character, and every list a
+    template builds was charged by this measure when it was built.
+    """
+    total, pending = 0, [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, dict):
+            total += len(item)
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            total += len(item)
+            pending.extend(item)
+        else:
+            total += 1
+    return total
+
+
+def _computed(expression: Any) -> bool:
+    """Whether an expression makes a new value (applies a filter) rather than look one up."""
+    return isinstance(expression, FilterExpression) and bool(expression.filters)
+
+
+class _MeteredWith(WithNode):
+    def render(self, context: Any) -> str:
+        values = {}
+        for key, expression in self.extra_context.items():
+            values[key] = expression.resolve(context)
+            if _computed(expression):
+                value_spend(values[key])
+        with context.push(**values):
+            return self.nodelist.render(context)
+
+
+class _MeteredFirstOf(FirstOfNode):
+    def render(self, context: Any) -> str:
+        first = ""
+        for expression in self.vars:
+            value = expression.resolve(context, ignore_failures=True)
+            if value:
+                value_spend(value)  # written out or bound as text: charged like output
+                first = render_value_in_context(value, context)
+                break
+        if self.asvar:
+            context[self.asvar] = first
+            return ""
+        return first
+
+
+class _MeteredIf(IfNode):
+    def render(self, context: Any) -> str:
+        output = super().render(context)
+        budget_spend(0)  # a bound passed in a condition, read as "false", is raised here
+        return output
+
+
+class _MeteredLiteral(TemplateLiteral):
+    def eval(self, context: Any) -> Any:
+        value = self.value.resolve(context, ignore_failures=True)
+        if _computed(self.value):
+            value_spend(value)
+        return value
+
+
+def _conditions_metered(condition: Any) -> None:
+    """Make every operand of an `if` condition charge the value it computes (in place)."""
+    if type(condition) is TemplateLiteral:
+        condition.__class__ = _MeteredLiteral
+        return
+    for part in ("first", "second"):
+        child = getattr(condition, part, None)
+        if child is not None:
+            _conditions_metered(child)
 
 
 # --- numbers ------------------------------------------------------------------------------

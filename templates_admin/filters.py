@@ -25,7 +25,13 @@ from django import template
 from django.conf import settings
 from django.template import defaultfilters, defaulttags
 
-from templates_admin.bounds import bounded_for, decimals_checked, number_checked
+from templates_admin.bounds import (
+    bounded_for,
+    decimals_checked,
+    number_checked,
+    size_spend,
+    value_size,
+)
 
 register = template.Library()
 
@@ -54,6 +60,27 @@ def floatformat(value: Any, arg: Any = -1) -> str:
     decimals_checked(arg)
     number_checked(value)
     return defaultfilters.floatformat(value, arg)
+
+
+@register.filter(name="add", is_safe=False)
+def add(value: Any, arg: Any) -> Any:
+    """Django's add, charging the string or list it joins to the render budget before
+    joining it (numbers add as numbers and cost nothing)."""
+    joins_text = isinstance(value, str) and isinstance(arg, str)
+    joins_lists = isinstance(value, list | tuple) and isinstance(arg, list | tuple)
+    if joins_text or joins_lists:
+        size_spend(value_size(value) + value_size(arg))
+    return defaultfilters.add(value, arg)
+
+
+@register.filter(name="join", is_safe=True, needs_autoescape=True)
+def join(value: Any, arg: Any, autoescape: bool = True) -> Any:
+    """Django's join, charging the text it makes to the render budget before making it:
+    the items, and the separator once between each two (`word|join:word` is the word's
+    length squared)."""
+    if isinstance(value, str | list | tuple | dict):
+        size_spend(value_size(value) + len(str(arg)) * max(len(value) - 1, 0))
+    return defaultfilters.join(value, arg, autoescape=autoescape)
 
 
 _recipient: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(

@@ -7,7 +7,8 @@ Four checks, every problem reported in the marketer's words with the field (and 
    field or a loop variable); a variable the schema does not require must be tested with
    `{% if %}` or given a `|default:"…"`;
 4. channel limits, rendered with each of the category's sample payloads: push title and
-   body lengths, SMS segments (GSM-7 vs UCS-2);
+   body lengths, SMS segments (GSM-7 vs UCS-2), and a link that is an http(s) URL or a
+   path on the product's site (`templates_admin.limits`);
 and the render bounds that hold whatever the data (`templates_admin.bounds`): loop
 nesting and floatformat precision. Sample renders run under the same time and output
 bounds as sending.
@@ -16,11 +17,9 @@ bounds as sending.
 from __future__ import annotations
 
 import difflib
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.template import TemplateSyntaxError
 from django.template.base import FilterExpression, Lexer, TokenType, Variable, VariableNode
 from django.template.defaulttags import FirstOfNode, ForNode, IfNode, TemplateLiteral, WithNode
@@ -28,6 +27,8 @@ from django.template.defaulttags import FirstOfNode, ForNode, IfNode, TemplateLi
 from notify.models import Channel
 from templates_admin.bounds import static_bound_problems
 from templates_admin.filters import ALLOWED_FILTERS, ALLOWED_TAGS, DEFAULTING_FILTERS, safe_engine
+from templates_admin.limits import link_source_problems, sample_problems
+from templates_admin.limits import sms_segments as sms_segments  # re-exported: callers' import
 from templates_admin.models import Template, TemplateVersion
 from templates_admin.rendering import (
     DIGEST_SCHEMA,
@@ -75,13 +76,6 @@ _SCALAR_TYPES = ("string", "integer", "number", "boolean")
 
 _CHECK_ENGINE = safe_engine(autoescape=False, debug=True)
 
-# GSM 03.38: the basic set costs one septet, the extension set two (escape + char).
-GSM7_BASIC = set(
-    "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?"
-    "¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà"
-)
-GSM7_EXTENSION = set("^{}\\[~]|€\f")
-
 
 @dataclass(frozen=True)
 class Problem:
@@ -92,24 +86,6 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{FIELD_LABELS.get(self.field, self.field)}: {self.message}"
-
-
-def sms_segments(text: str) -> tuple[str, int]:
-    """(`GSM-7` | `UCS-2`, number of SMS parts) for `text`.
-
-    GSM-7: 160 septets in one part, 153 per part when concatenated; extension characters
-    count twice. Anything outside GSM-7 makes the whole message UCS-2: 70 UTF-16 units in
-    one part, 67 per part when concatenated.
-    """
-    if not text:
-        return "GSM-7", 0
-    if all(char in GSM7_BASIC or char in GSM7_EXTENSION for char in text):
-        units = sum(2 if char in GSM7_EXTENSION else 1 for char in text)
-        single, multi, encoding = 160, 153, "GSM-7"
-    else:
-        units = len(text.encode("utf-16-le")) // 2
-        single, multi, encoding = 70, 67, "UCS-2"
-    return encoding, 1 if units <= single else math.ceil(units / multi)
 
 
 # --- 1 + 2: the language and the syntax ---------------------------------------------------
@@ -338,38 +314,6 @@ def template_source_check(*, field: str, source: str, schema: dict[str, Any]) ->
 # --- 4: channel limits over the sample payloads ------------------------------------------
 
 
-def _limit_problems(channel: str, rendered: Any, sample_no: int) -> list[Problem]:
-    which = f"with sample payload #{sample_no}"
-    problems = []
-    if channel in (Channel.WEBPUSH, Channel.FCM):
-        for field, limit in (
-            ("title", settings.NOTIFY_PUSH_TITLE_MAX_CHARS),
-            ("body", settings.NOTIFY_PUSH_BODY_MAX_CHARS),
-        ):
-            length = len(getattr(rendered, field))
-            if length > limit:
-                problems.append(
-                    Problem(
-                        field,
-                        f"{which} the text is {length} characters; a push shows at most "
-                        f"{limit}. Please shorten it.",
-                    )
-                )
-    if channel == Channel.SMS:
-        encoding, parts = sms_segments(rendered.body)
-        limit = settings.NOTIFY_SMS_MAX_SEGMENTS
-        if parts > limit:
-            problems.append(
-                Problem(
-                    "body",
-                    f"{which} the SMS takes {parts} parts ({encoding}"
-                    f"{', because of non-Latin characters' if encoding == 'UCS-2' else ''}); "
-                    f"the limit is {limit}. Please shorten it.",
-                )
-            )
-    return problems
-
-
 def template_version_check(
     *,
     channel: str,
@@ -399,6 +343,10 @@ def template_version_check(
         problems.extend(
             template_source_check(field=name, source=fields.get(name) or "", schema=schema)
         )
+    if "url" in used:
+        problems.extend(
+            Problem("url", text) for text in link_source_problems(fields.get("url") or "")
+        )
     if problems:
         return problems
     # An unsaved version: rendering is pure and never touches the database.
@@ -419,5 +367,5 @@ def template_version_check(
                 Problem(used[0], f"with sample payload #{number} rendering failed: {error}.")
             )
             continue
-        problems.extend(_limit_problems(channel, rendered, number))
+        problems.extend(Problem(*problem) for problem in sample_problems(channel, rendered, number))
     return problems

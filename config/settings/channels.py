@@ -38,7 +38,9 @@ NOTIFY_SMS_MAX_SEGMENTS = env_int("NOTIFY_SMS_MAX_SEGMENTS", 3, minimum=1)
 NOTIFY_DEFAULT_CURRENCY = env_str("NOTIFY_DEFAULT_CURRENCY", "EUR")
 NOTIFY_DEFAULT_TIMEZONE = env_str("NOTIFY_DEFAULT_TIMEZONE", "UTC")
 # Rendering bounds, the same in validation, preview and sending (one field at a time):
-# past them the render stops; at send the delivery fails with reason `render_limit`.
+# past them the render stops; at send the delivery fails with reason `render_limit`. The
+# character budget counts the output and the values the template computes (with, firstof,
+# if conditions, add, join), so a value built by nesting cannot outgrow it unseen.
 NOTIFY_TEMPLATE_RENDER_SECONDS = env_float("NOTIFY_TEMPLATE_RENDER_SECONDS", 1.0, minimum=0.01)
 NOTIFY_TEMPLATE_MAX_OUTPUT_CHARS = env_int("NOTIFY_TEMPLATE_MAX_OUTPUT_CHARS", 262144, minimum=1024)
 # Loops inside loops inside loops cost the product of list sizes no sample shows: refused.

@@ -130,6 +130,26 @@
 
   let instances = 0; // gives each element's inner ids a suffix of their own
 
+  // The link an entry may carry, or null: an absolute http(s) URL or a path on the page's
+  // own site, nothing else (the rule of notify/links.py, which the server applies when it
+  // writes the entry; this holds for an entry written before, or by another path). Edges
+  // are trimmed as a browser trims them; a control character left, another scheme
+  // (`javascript:`, `data:`, any case) or a protocol-relative `//host` gets no link.
+  function safeLink(url) {
+    if (typeof url !== "string") return null;
+    const text = url.replace(/^[\u0000-\u0020\s]+|[\u0000-\u0020\s]+$/g, "");
+    if (!text || /[\u0000-\u001f\u007f]/.test(text) || /^[\/\\]{2}/.test(text)) return null;
+    const scheme = /^([a-z][a-z0-9+.\-]*):/i.exec(text);
+    if (scheme && !/^https?$/i.test(scheme[1])) return null;
+    try {
+      // The browser's own reading must agree: a link that resolves elsewhere is refused.
+      if (!/^https?:$/.test(new URL(text, document.baseURI).protocol)) return null;
+    } catch (error) {
+      return null;
+    }
+    return text;
+  }
+
   function channelLabel(channel) {
     return CHANNELS[channel] || label(channel);
   }
@@ -671,9 +691,10 @@
       const title = document.createElement("div");
       title.className = "title";
       const state = entry.read_at ? "" : "Unread: ";
-      if (entry.url) {
+      const href = safeLink(entry.url);
+      if (href) {
         const link = document.createElement("a");
-        link.href = entry.url;
+        link.href = href;
         link.textContent = entry.title;
         link.dataset.action = "open";
         if (state) link.setAttribute("aria-label", state + entry.title);
