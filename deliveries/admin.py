@@ -31,6 +31,7 @@ from deliveries.models import (
 from deliveries.ops.selectors import open_dead_letters
 from deliveries.pipeline.dead_letters import dead_letters_redrive
 from deliveries.pipeline.redrive import REDRIVABLE, deliveries_redrive
+from deliveries.support.devices import DeviceAdmin, fingerprint
 from deliveries.support.pages import SupportNotificationAdmin
 from deliveries.support.send_to_me import send_to_me_register
 from deliveries.webhooks.endpoints import endpoint_enable, endpoint_url_check
@@ -203,16 +204,6 @@ class DeadLetterAdmin(admin.ModelAdmin):
                               messages.WARNING)  # fmt: skip
 
 
-@admin.register(Device)
-class DeviceAdmin(admin.ModelAdmin):
-    list_display = ("id", "recipient", "kind", "platform", "active", "deactivated_reason",
-                    "updated_at")  # fmt: skip
-    list_filter = ("kind", "active", "deactivated_reason")
-    search_fields = ("=recipient__user_id", "=id")
-    list_select_related = ("recipient",)
-    readonly_fields = ("recipient", "created_at", "updated_at")
-
-
 @admin.register(AddressSuppression)
 class AddressSuppressionAdmin(admin.ModelAdmin):
     """The hard-bounce list. Support deletes an entry to lift it (the person fixed their
@@ -229,6 +220,7 @@ class AddressSuppressionAdmin(admin.ModelAdmin):
 
 # Recipients are registered by campaigns/admin.py (SupportRecipientAdmin with erasure).
 admin.site.register(Notification, SupportNotificationAdmin)
+admin.site.register(Device, DeviceAdmin)  # its secrets only as fingerprints
 
 
 class DigestItemInline(admin.TabularInline):
@@ -293,16 +285,19 @@ class WebhookEndpointForm(forms.ModelForm):
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(admin.ModelAdmin):
     """A producer's status webhook endpoints: why one was disabled, every attempt, and
-    re-enabling it (what waited is posted then)."""
+    re-enabling it (what waited is posted then). Its secrets show only as fingerprints:
+    the producer gets one from the API (`rotate-secret` for an endpoint added here)."""
 
     list_display = ("id", "producer", "url", "active", "disabled_reason", "failures_in_row",
                     "updated_at")  # fmt: skip
     list_filter = ("active",)
     search_fields = ("url", "producer__name")
     list_select_related = ("producer",)
-    readonly_fields = ("secret", "previous_secret_until", "disabled_reason", "disabled_at",
+    readonly_fields = ("secret_fingerprint", "previous_secret_fingerprint",
+                       "previous_secret_until", "disabled_reason", "disabled_at",
                        "failing_since", "failures_in_row", "recent_attempts", "created_at",
                        "updated_at")  # fmt: skip
+    exclude = ("secret", "previous_secret")
     inlines = [WebhookSubscriptionInline]
     actions = ["enable"]
 
@@ -320,6 +315,14 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
             item.save()
         for gone in formset.deleted_objects:
             gone.delete()
+
+    @admin.display(description="Secret fingerprint")
+    def secret_fingerprint(self, endpoint: WebhookEndpoint) -> str:
+        return fingerprint(endpoint.secret)
+
+    @admin.display(description="Previous secret fingerprint")
+    def previous_secret_fingerprint(self, endpoint: WebhookEndpoint) -> str:
+        return fingerprint(endpoint.previous_secret)
 
     @admin.display(description="Recent attempts")
     def recent_attempts(self, endpoint: WebhookEndpoint) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import F, Q
+from django.utils import timezone
 
 from deliveries.statuses import (  # noqa: F401 (the rest of the app imports them here)
     CLAIMABLE_STATUSES,
@@ -87,6 +88,9 @@ class Delivery(InNotificationMonth):
     # ("" = not counted yet) and attempts. Only deliveries.counts writes them.
     counted_status = models.CharField(max_length=16, default="", db_default="", editable=False)
     counted_attempts = models.IntegerField(default=0, db_default=0, editable=False)
+    # How many times the sweeper gave back a claim whose sender was lost; once more than
+    # NOTIFY_CLAIM_RECOVERIES_MAX, the delivery ends dead. A re-drive starts it again.
+    claim_recoveries = models.IntegerField(default=0, db_default=0, editable=False)
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -213,6 +217,11 @@ class Device(models.Model):
     platform = models.CharField(max_length=20, blank=True)
     active = models.BooleanField(default=True)
     deactivated_reason = models.CharField(max_length=64, blank=True)
+    # Only a registration writes it (not an admin edit, not a deactivation): the cap on
+    # devices per person keeps the most recently registered ones.
+    registered_at = models.DateTimeField(
+        default=timezone.now, help_text="When its browser/app last registered it (or again)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

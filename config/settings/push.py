@@ -64,6 +64,11 @@ NOTIFY_PUSH_KEPT_IDLE_MAX = env_float("NOTIFY_PUSH_KEPT_IDLE_MAX", 60.0, minimum
 NOTIFY_FCM_MAX_RESPONSE_BYTES = env_int("NOTIFY_FCM_MAX_RESPONSE_BYTES", 16384, minimum=1024)
 # Web Push and FCM senders per worker process (each; see channel isolation in channels.py).
 NOTIFY_PUSH_SENDERS = env_int("NOTIFY_PUSH_SENDERS", 8, minimum=1)
+# At most this many active devices (browsers and apps together) per person. Registering
+# one more deactivates the one registered (or registered again) least recently, as a
+# dead token is deactivated (its row and history stay), so no caller can make one person
+# a fan-out of hundreds of pushes.
+NOTIFY_DEVICES_PER_RECIPIENT = env_int("NOTIFY_DEVICES_PER_RECIPIENT", 20, minimum=1)
 # At most this many push jobs per recipient queued + in flight (push fairness).
 NOTIFY_PUSH_PER_RECIPIENT_LIMIT = env_int("NOTIFY_PUSH_PER_RECIPIENT_LIMIT", 4, minimum=1)
 # Over the limit, a recipient's browsers take turns for the slots (the one served least

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -20,6 +21,9 @@ from deliveries.models import Device, DeviceKind
 from notify.models import Recipient
 
 logger = logging.getLogger(__name__)
+
+# A device's `deactivated_reason` when a newer one of its person took its place.
+OVER_CAP_REASON = "over_device_cap"
 
 
 @transaction.atomic
@@ -42,10 +46,15 @@ def device_register(
     the endpoint/token itself (a repeat registration). A match on the address moves it
     to this recipient, so one address never belongs to two devices (no duplicate pushes).
 
-    A Web Push endpoint outside WEBPUSH_ALLOWED_ORIGINS raises EndpointRefused.
+    A Web Push endpoint outside WEBPUSH_ALLOWED_ORIGINS raises EndpointRefused. Past
+    NOTIFY_DEVICES_PER_RECIPIENT active devices, the least recently registered others
+    are deactivated (`devices_over_cap_deactivate`).
     """
     if kind == DeviceKind.WEBPUSH:
         endpoint_check(endpoint)
+    # One registration at a time per person, so two at once cannot both stay under the
+    # cap. NO KEY: the lock does not hold up rows that only reference the recipient.
+    list(Recipient.objects.select_for_update(no_key=True).filter(pk=recipient.pk).values("pk"))
     address = Q(endpoint=endpoint) if kind == DeviceKind.WEBPUSH else Q(token=token)
     candidates = Device.objects.select_for_update().filter(kind=kind)
     device = None
@@ -71,15 +80,44 @@ def device_register(
         "platform": platform,
         "active": True,
         "deactivated_reason": "",
+        "registered_at": timezone.now(),
     }
     if installation_id:
         fields["installation_id"] = installation_id
+    created = device is None
     if device is None:
-        return Device.objects.create(kind=kind, **fields), True
-    for name, value in fields.items():
-        setattr(device, name, value)
-    device.save()
-    return device, False
+        device = Device.objects.create(kind=kind, **fields)
+    else:
+        for name, value in fields.items():
+            setattr(device, name, value)
+        device.save()
+    devices_over_cap_deactivate(recipient_id=recipient.pk, keep=device.pk)
+    return device, created
+
+
+def devices_over_cap_deactivate(*, recipient_id: int, keep: int) -> int:
+    """Deactivate the person's active devices past NOTIFY_DEVICES_PER_RECIPIENT: `keep`
+    (the one just registered) and the most recently registered others stay. Returns how
+    many were deactivated.
+
+    Deactivated as a dead token is: the row, its id and its deliveries' history stay,
+    it receives nothing more, and the same browser/app registering again is recognised
+    and active again (another one going in its place). The caller holds the recipient's
+    lock (`device_register`)."""
+    stays = settings.NOTIFY_DEVICES_PER_RECIPIENT - 1  # besides `keep`
+    over = list(
+        Device.objects.filter(recipient_id=recipient_id, active=True)
+        .exclude(pk=keep)
+        .order_by("-registered_at", "-pk")
+        .values_list("pk", flat=True)[stays:]
+    )
+    if not over:
+        return 0
+    evicted = Device.objects.filter(pk__in=over, active=True).update(
+        active=False, deactivated_reason=OVER_CAP_REASON, updated_at=timezone.now()
+    )
+    logger.info("deactivated %s devices of recipient %s over the cap", evicted, recipient_id)
+    return evicted
 
 
 def device_remove(*, recipient: Recipient, device_id: int) -> bool:

@@ -326,7 +326,8 @@ def _next_state(tried: Tried, now: datetime) -> tuple[AttemptResult, dict[str, A
         changes["clear_enqueued"] = True  # no message: the sweeper owns this wait
         return AttemptResult.RETRY_SCHEDULED, changes, None
     if decision.kind is RetryKind.EXHAUSTED:
-        changes.update(status=DeliveryStatus.DEAD, reason=Reason.RETRIES_EXHAUSTED, finished_at=now)
+        reason = tried.reason or Reason.RETRIES_EXHAUSTED  # the sweeper's says why it ends
+        changes.update(status=DeliveryStatus.DEAD, reason=reason, finished_at=now)
         return AttemptResult.DEAD, changes, None
     changes.update(status=DeliveryStatus.EXPIRED, reason=Reason.DEADLINE_PASSED, finished_at=now)
     return AttemptResult.EXPIRED, changes, None

@@ -49,6 +49,7 @@ def deliveries_redrive(*, delivery_ids: Iterable[int], by) -> int:
             claimed_at=None,
             enqueued_at=None,
             attempt_budget_from=F("attempts"),
+            claim_recoveries=0,
             updated_at=now,
         )
         # Every channel gets a fresh deadline, counted from the re-drive by the same rule

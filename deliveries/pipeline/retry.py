@@ -35,6 +35,23 @@ def retry_delays_for(channel: str) -> list[float]:
     return list(settings.NOTIFY_EMAIL_RETRY_DELAYS)
 
 
+def decide_claim_recovery(
+    *, recoveries: int, now: datetime, deadline: datetime | None
+) -> RetryKind:
+    """A claim whose sender was lost mid-send, found stale after `recoveries` earlier
+    recoveries: give it back for another try (RETRY), or end it.
+
+    Past its deadline it is `expired` (PAST_DEADLINE), as any delivery past its deadline
+    is, whatever its recoveries; given back NOTIFY_CLAIM_RECOVERIES_MAX times already, it
+    is `dead` (EXHAUSTED): a send that keeps killing its worker is not tried forever.
+    """
+    if deadline is not None and now >= deadline:
+        return RetryKind.PAST_DEADLINE
+    if recoveries >= settings.NOTIFY_CLAIM_RECOVERIES_MAX:
+        return RetryKind.EXHAUSTED
+    return RetryKind.RETRY
+
+
 def push_backoff(attempt: int) -> float:
     """Push base delay after failed attempt `attempt` (1-based): doubling, capped."""
     base = settings.NOTIFY_PUSH_RETRY_BASE

@@ -55,6 +55,7 @@ NEW_DELIVERY = {
     "attempt_budget_from": 0,
     "last_error": "",
     "held_since": None,
+    "claim_recoveries": 0,
 }
 
 _ROUTED_SQL = (
