@@ -46,6 +46,8 @@ _TEST_DEFAULTS = {
     # DEBUG is off here as in production, so the web process (uvicorn under the push
     # tests) needs a key it accepts; a test-only one.
     "DJANGO_SECRET_KEY": "tests-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+    # Likewise the erasure key: the processes refuse the built-in one with DEBUG off.
+    "NOTIFY_ERASURE_KEY": "tests-only-erasure-key-0123456789-abcdefghijklmnopqrstuvwxyz",
     "LOG_LEVEL": "WARNING",
     # Push: a test-only VAPID key, and the push backoff shortened (same shape).
     "WEBPUSH_VAPID_PRIVATE_KEY": os.path.join(

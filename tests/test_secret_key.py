@@ -1,19 +1,22 @@
-"""SECRET_KEY: refused when weak with DEBUG off; rotating it keeps signed things valid."""
+"""SECRET_KEY: refused when weak or known with DEBUG off (so is a known erasure key, and
+compose has no default for either); rotating it keeps signed things valid."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 
 import pytest
+import yaml
 
 from deliveries.models import Delivery, DeliveryStatus
 from deliveries.pipeline.routing import notification_route
 from deliveries.support.demo import seed_demo
-from notify.checks import secret_key_problem
+from notify.checks import KNOWN_DEFAULT_KEYS, secret_key_problem, signing_keys_problem
 from notify.models import Category, Notification, Producer, Recipient
 from notify.tokens import user_token_issue, user_token_recipient_id
 from preferences.gate import gate_seal, gate_seal_valid
@@ -28,6 +31,10 @@ from tests.conftest import ROOT
 from tests.waiting import wait_for
 
 BUILT_IN = "dev-only-insecure-key-change-me-in-any-deployment"
+# What docker-compose.yml defaulted to: long enough, and known to anyone.
+COMPOSE_KEY = "compose-dev-only-insecure-key-change-me-before-any-real-use-0123456789"
+ERASURE_BUILT_IN = "dev-only-erasure-key-change-me-in-any-deployment"
+KNOWN_MESSAGE = "known development key"
 OLD_KEY = "old-key-" + "o" * 60
 NEW_KEY = "new-key-" + "n" * 60
 
@@ -40,11 +47,28 @@ NEW_KEY = "new-key-" + "n" * 60
         ("x" * 49, False, True),
         ("x" * 50, False, False),
         (BUILT_IN, True, False),
+        (COMPOSE_KEY, False, True),
+        ("django-insecure-" + "x" * 50, False, True),
+        (COMPOSE_KEY, True, False),
     ],
 )
 def test_a_weak_secret_key_is_refused_only_with_debug_off(key, debug, refused):
-    problem = secret_key_problem(secret_key=key, debug=debug, built_in=BUILT_IN)
+    problem = secret_key_problem(secret_key=key, debug=debug, known=KNOWN_DEFAULT_KEYS)
     assert (problem is not None) is refused
+    if refused:
+        assert "set DJANGO_SECRET_KEY to a long random value" in problem
+
+
+def test_a_known_key_among_the_fallbacks_is_refused():
+    good = "a-long-enough-key-" + "k" * 40
+    problem = signing_keys_problem(
+        secret_key=good, fallbacks=[good + "-old", COMPOSE_KEY], debug=False,
+        known=KNOWN_DEFAULT_KEYS,
+    )  # fmt: skip
+    assert problem is not None and "FALLBACKS entry 2" in problem
+    assert signing_keys_problem(
+        secret_key=good, fallbacks=[good + "-old"], debug=False, known=KNOWN_DEFAULT_KEYS
+    ) is None  # fmt: skip
 
 
 @pytest.mark.parametrize("app", ["config.wsgi", "config.asgi"])
@@ -56,7 +80,7 @@ def test_the_web_process_does_not_start_on_the_built_in_key(app):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert started.returncode != 0
-    assert "built-in development key" in started.stderr
+    assert KNOWN_MESSAGE in started.stderr
 
     env["DJANGO_SECRET_KEY"] = "a-long-enough-key-" + "k" * 40
     assert subprocess.run(
@@ -66,7 +90,7 @@ def test_the_web_process_does_not_start_on_the_built_in_key(app):
 
 @pytest.mark.parametrize(
     ("key", "named"),
-    [(None, "built-in development key"), ("short-key", "shorter than 50 characters")],
+    [(None, KNOWN_MESSAGE), ("short-key", "shorter than 50 characters")],
     ids=["built-in", "short"],
 )
 @pytest.mark.parametrize(
@@ -146,7 +170,88 @@ def test_the_other_processes_do_not_start_on_the_built_in_key_either(command):
         timeout=60,
     )  # fmt: skip
     assert started.returncode != 0
-    assert "built-in development key" in started.stdout + started.stderr
+    assert KNOWN_MESSAGE in started.stdout + started.stderr
+
+
+def _started(command: list[str], **env_set: str | None) -> subprocess.CompletedProcess:
+    """Run `command` (python arguments) with DEBUG off and the settings of a deployment,
+    `env_set` changing the environment (None: unset)."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_DEBUG": "0"}
+    for name, value in env_set.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return subprocess.run(
+        [sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+
+
+GOOD_KEY = "a-long-enough-key-" + "k" * 40
+# How a refusal says to make a key.
+SET_ONE = "a long random value, e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(50))'"
+WEB = ["-c", "import config.wsgi"]
+WORKER = ["-m", "celery", "-A", "config", "worker", "-Q", "medium", "--pool", "threads"]
+CHECK_DEPLOY = ["manage.py", "check", "--deploy"]
+
+
+@pytest.mark.parametrize("command", [WEB, WORKER, CHECK_DEPLOY], ids=["web", "worker", "check"])
+@pytest.mark.parametrize(
+    ("settings_env", "named", "advice"),
+    [
+        ({"DJANGO_SECRET_KEY": None}, "SECRET_KEY is a known", SET_ONE),
+        ({"DJANGO_SECRET_KEY": COMPOSE_KEY}, "SECRET_KEY is a known", SET_ONE),
+        (
+            {"DJANGO_SECRET_KEY_FALLBACKS": COMPOSE_KEY},
+            "FALLBACKS entry 1 is a known",
+            "remove it from DJANGO_SECRET_KEY_FALLBACKS",
+        ),
+        ({"NOTIFY_ERASURE_KEY": None}, "NOTIFY_ERASURE_KEY is a known", SET_ONE),
+        ({"NOTIFY_ERASURE_KEY": ERASURE_BUILT_IN}, "NOTIFY_ERASURE_KEY is a known", SET_ONE),
+    ],
+    ids=["built-in", "compose", "fallback", "erasure-unset", "erasure-built-in"],
+)
+def test_a_process_does_not_start_on_a_known_key_and_says_how_to_set_one(
+    command, settings_env, named, advice
+):
+    started = _started(
+        command, **{"DJANGO_SECRET_KEY": GOOD_KEY, "NOTIFY_ERASURE_KEY": GOOD_KEY, **settings_env}
+    )
+    said = started.stdout + started.stderr
+    assert started.returncode != 0
+    assert named in said
+    assert advice in said
+
+
+def test_a_process_starts_on_keys_of_its_own():
+    started = _started(WEB, DJANGO_SECRET_KEY=GOOD_KEY, NOTIFY_ERASURE_KEY=GOOD_KEY)
+    assert started.returncode == 0, started.stderr
+
+
+COMPOSE_FILES = ["docker-compose.yml", "docker-compose.cluster.yml"]
+REQUIRED = {name: re.compile(r"\$\{" + name + r":\?[^}]+\}") for name in (
+    "DJANGO_SECRET_KEY", "NOTIFY_ERASURE_KEY")}  # fmt: skip
+
+
+@pytest.mark.parametrize("compose_file", COMPOSE_FILES)
+def test_compose_refuses_to_start_without_keys_of_your_own(compose_file):
+    """Every service that sets a key requires it from the environment (`${NAME:?…}`, no
+    default), and every service running the app sets both."""
+    services = yaml.safe_load((ROOT / compose_file).read_text())["services"]
+    app_services = 0
+    for name, service in services.items():
+        environment = service.get("environment") or {}
+        if isinstance(environment, list):
+            environment = dict(item.partition("=")[::2] for item in environment)
+        for key, required in REQUIRED.items():
+            if key in environment:
+                assert required.fullmatch(str(environment[key])), (name, environment[key])
+        if service.get("image") == "notify:local":
+            app_services += 1
+            assert set(REQUIRED) <= set(environment), name
+    assert app_services >= 5
+    assert COMPOSE_KEY not in (ROOT / compose_file).read_text()
 
 
 @pytest.mark.e2e

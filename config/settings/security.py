@@ -7,17 +7,19 @@ from notify.env import (
     env_str,
 )
 
-# Signs user tokens, unsubscribe links and the gate's seals. With DEBUG off the web
-# process refuses to start on this built-in key or any key shorter than 50 characters
-# (notify/checks.py). To rotate: the new key here, the old one in the fallbacks until
-# what it signed has expired (comma-separated).
+# Signs user tokens, unsubscribe links and the gate's seals. With DEBUG off every
+# long-running process refuses to start on this built-in key, any other known one (from
+# this repository, or Django's `django-insecure-` kind) or one shorter than 50 characters,
+# as SECRET_KEY or among the fallbacks (notify/checks.py). To rotate: the new key here,
+# the old one in the fallbacks until what it signed has expired (comma-separated).
 SECRET_KEY_DEFAULT = "dev-only-insecure-key-change-me-in-any-deployment"
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", SECRET_KEY_DEFAULT)
 SECRET_KEY_FALLBACKS = env_list("DJANGO_SECRET_KEY_FALLBACKS", [])
 # Erasure keeps consent records and suppression entries under an HMAC of the user id (and
 # of the email and phone) made with this key. It is not SECRET_KEY and is never rotated:
 # a new key would make every erased person's consent history unfindable and their
-# suppression ineffective. `check --deploy` refuses the built-in value (docs/erasure.md).
+# suppression ineffective. With DEBUG off the processes refuse to start on the built-in
+# value, as `check --deploy` does (docs/erasure.md).
 NOTIFY_ERASURE_KEY_DEFAULT = "dev-only-erasure-key-change-me-in-any-deployment"
 NOTIFY_ERASURE_KEY = env_str("NOTIFY_ERASURE_KEY", NOTIFY_ERASURE_KEY_DEFAULT)
 

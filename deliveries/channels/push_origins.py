@@ -87,15 +87,40 @@ def resolve_addresses(host: str, port: int) -> list[str]:
     return [info[4][0] for info in infos]
 
 
-def _is_public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+# IPv6 space refused whatever it carries: no public host is reached through it, and what
+# it does reach (a tunnel, a translator of the local network) is not ours to judge.
+_NEVER_PUBLIC_V6 = (
+    ipaddress.IPv6Network("::/96"),  # IPv4-compatible (deprecated), with :: and ::1
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),  # IPv4-translated (SIIT)
+    ipaddress.IPv6Network("64:ff9b:1::/48"),  # local-use NAT64: the network's own translator
+    ipaddress.IPv6Network("2001::/32"),  # Teredo: a tunnel through some relay
+)
+# The well-known NAT64 prefix: a connection to it reaches the IPv4 address in its last 32 bits.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a connection to `ip` really reaches (IPv4-mapped, NAT64, 6to4)."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip.sixtofour
+
+
+def address_is_public(address: str) -> bool:
+    """Whether an unlisted endpoint may be reached at `address`: globally routable unicast.
+
+    An IPv6 form that carries an IPv4 address is judged by that IPv4 address, so
+    `64:ff9b::7f00:1` (NAT64), `2002:7f00:1::` (6to4) and `::ffff:169.254.169.254` are
+    loopback and metadata, as what they reach is.
+    """
+    ip = ipaddress.ip_address(address.split("%", 1)[0])  # a scope id (`%eth0`) is no part
+    if isinstance(ip, ipaddress.IPv6Address):
+        if any(ip in network for network in _NEVER_PUBLIC_V6):
+            return False
+        ip = _embedded_ipv4(ip) or ip
     return ip.is_global and not ip.is_multicast
-
-
-# Shared with the other egress check (deliveries/webhooks/egress.py).
-is_public_address = _is_public
 
 
 def url_origin(url: str, *, invalid: str, no_host: str) -> tuple[str, str, int]:
@@ -134,5 +159,5 @@ def endpoint_check(
         addresses = resolve(host, port)
     except (OSError, UnicodeError):
         raise EndpointRefused("its host does not resolve", retryable=True) from None
-    if not addresses or not all(_is_public(address) for address in addresses):
+    if not addresses or not all(address_is_public(address) for address in addresses):
         raise EndpointRefused("resolves to a non-public address")

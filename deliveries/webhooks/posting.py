@@ -28,7 +28,6 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from deliveries.channels.base import bounded_session
 from deliveries.channels.push_origins import EndpointRefused
 from deliveries.models import (
     WebhookAttempt,
@@ -37,7 +36,7 @@ from deliveries.models import (
     WebhookEventStatus,
 )
 from deliveries.webhook_events import webhook_posts_publish
-from deliveries.webhooks.egress import public_url_check
+from deliveries.webhooks.egress import connections_pinned, egress_session, egress_target
 from deliveries.webhooks.signing import signed_headers
 
 logger = logging.getLogger(__name__)
@@ -90,7 +89,7 @@ def event_post(event: WebhookEvent, *, now: datetime) -> PostResult:
     """Sign and post one event to its endpoint; never raises for a network failure."""
     endpoint = event.endpoint
     try:
-        public_url_check(
+        target = egress_target(
             endpoint.url, allowed_private=settings.NOTIFY_WEBHOOK_ALLOWED_PRIVATE_ORIGINS
         )
     except EndpointRefused as refused:
@@ -102,16 +101,17 @@ def event_post(event: WebhookEvent, *, now: datetime) -> PostResult:
         timestamp=int(time.time()),
         body=body,
     )
-    session = bounded_session(
+    session = egress_session(
         settings.NOTIFY_WEBHOOK_CALL_DEADLINE, settings.NOTIFY_WEBHOOK_MAX_RESPONSE_BYTES
     )
     try:
-        response = session.post(
-            endpoint.url,
-            data=body,
-            headers=headers,
-            timeout=settings.NOTIFY_WEBHOOK_CALL_DEADLINE,
-        )
+        with connections_pinned(target):  # to the addresses just checked, never a new lookup
+            response = session.post(
+                endpoint.url,
+                data=body,
+                headers=headers,
+                timeout=settings.NOTIFY_WEBHOOK_CALL_DEADLINE,
+            )
     except requests.RequestException as error:
         code = "timeout" if isinstance(error, requests.Timeout) else type(error).__name__
         return PostResult(False, code, str(error)[:500])

@@ -13,8 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class WebhookReceiver:
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
         self.port = port
+        self.host = host  # any loopback address (127.0.0.0/8)
         self.answer = 204
         self.delay = 0.0  # seconds before each answer (a slow receiver)
         self.received: list[tuple[int, dict[str, str], bytes]] = []
@@ -38,12 +39,12 @@ class WebhookReceiver:
             def log_message(self, *args) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server = ThreadingHTTPServer((host, port), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hooks"
+        return f"http://{self.host}:{self.port}/hooks"
 
     def start(self) -> None:
         self.thread.start()
