@@ -31,6 +31,8 @@ from bench.web_scenarios import http_scenarios
 from bench.webhook_backlog import scenario_s9
 from bench.wrk import Load, LoadResult, run_wrk
 
+BENCH_KEY_SCOPES = "notifications:send,users:read,campaigns:write"
+
 
 def child_environment(places: Places, config: Config) -> dict[str, str]:
     """The environment of every process the bench starts (and of the bench itself)."""
@@ -45,6 +47,10 @@ def child_environment(places: Places, config: Config) -> dict[str, str]:
             # With DEBUG off the web process refuses a short or built-in key.
             "DJANGO_SECRET_KEY": env.get(
                 "DJANGO_SECRET_KEY", "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
+            ),
+            # And every process refuses the built-in erasure key.
+            "NOTIFY_ERASURE_KEY": env.get(
+                "NOTIFY_ERASURE_KEY", "bench-only-erasure-key-0123456789-abcdefghijklmnopqrstuvwxyz"
             ),
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
             "PYTHONUNBUFFERED": "1",
@@ -98,7 +104,12 @@ class Bench:
             vhost_state = ensure_vhost(self.places)
             manage(self.env, "migrate", "--noinput")
             manage(self.env, "seed_demo")
-            key_out = manage(self.env, "create_producer", "bench").strip().splitlines()
+            # The scopes the scenarios use: intake, the unread count and stream, campaigns.
+            key_out = (
+                manage(self.env, "create_producer", "bench", "--scopes", BENCH_KEY_SCOPES)
+                .strip()
+                .splitlines()
+            )
             self.api_key = key_out[-1].strip() if key_out else ""
             if not self.api_key or " " in self.api_key:
                 raise BenchError(f"create_producer printed no key: {key_out}")

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 
 from campaigns.models import AudienceKind, Campaign, CampaignMember
-from notify.models import Notification, Recipient
+from notify.models import Category, Notification, Recipient
 from preferences.models import ConsentRecord
 
 RECIPIENTS = Recipient._meta.db_table
@@ -107,6 +108,22 @@ def audience_sql(campaign: Campaign) -> tuple[str, dict[str, Any]]:
     elif campaign.audience_kind == AudienceKind.ALL:
         conditions.append(_consent_sql())
     return " AND ".join(conditions), params
+
+
+def audience_size_at_launch(*, kind: str, spec: dict[str, Any], category: Category) -> int:
+    """How many recipients a campaign about to be stored would reach, for its quota: a
+    user-id list's length, else one COUNT of the recipients its condition selects now
+    (the first fan-out batch fixes the audience, so it may differ by those who sign up
+    or leave in between). An upload is loaded once the campaign exists (admin): 0."""
+    if kind == AudienceKind.USER_IDS:
+        return len(spec["user_ids"])
+    if kind == AudienceKind.UPLOAD:
+        return 0
+    probe = Campaign(category=category, audience_kind=kind, audience_spec=spec)
+    condition, params = audience_sql(probe)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {RECIPIENTS} r WHERE {condition}", params)
+        return cursor.fetchone()[0]
 
 
 def _consent_sql() -> str:

@@ -23,6 +23,7 @@ from notify.erasure import (
     erasure_suppress,
     recipient_keys_forget,
     recipient_rows_erase,
+    user_id_erased_before,
 )
 from notify.models import Erasure, ErasureVia, Recipient
 from preferences.erasure import preferences_erase
@@ -39,9 +40,12 @@ class Erased:
 def person_erase(*, user_id: str, via: str, requested_by: str) -> Erased:
     """Erase the person with this product user id everywhere; safe to ask again.
 
-    A user id with no recipient (never registered, or erased before) still has its
-    campaign audience lists cleaned and its suppression entry made, and the request is
-    recorded. Redis being away raises RedisError and nothing is erased: ask again.
+    A user id with no recipient still has its campaign audience lists cleaned and the
+    request is recorded. One that was never registered (no recipient, and not erased
+    before) is recorded as such and is not put on the suppression list: otherwise a key
+    could erase ids nobody holds yet, and the person who signs up with one later would
+    receive nothing, not even a login code. Redis being away raises RedisError and
+    nothing is erased: ask again.
     """
     with transaction.atomic():
         recipient = Recipient.objects.select_for_update().filter(user_id=user_id).first()
@@ -56,17 +60,20 @@ def person_erase(*, user_id: str, via: str, requested_by: str) -> Erased:
             # and retention finishes it (history.archive.archive_ledger_apply).
             recipient_pk = recipient.pk
             transaction.on_commit(lambda: archive_erase_recipient(recipient_pk), robust=True)
-        erasure_suppress(
-            user_id=user_id,
-            email=recipient.email if recipient else "",
-            phone=recipient.phone if recipient else "",
-        )
+        never_registered = recipient is None and not user_id_erased_before(user_id=user_id)
+        if not never_registered:
+            erasure_suppress(
+                user_id=user_id,
+                email=recipient.email if recipient else "",
+                phone=recipient.phone if recipient else "",
+            )
         erasure = erasure_record(
             user_id=user_id,
             recipient_pk=recipient.pk if recipient else None,
             via=via,
             requested_by=requested_by,
             removed=removed,
+            never_registered=never_registered,
         )
     return Erased(erasure=erasure, found=recipient is not None)
 

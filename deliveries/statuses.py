@@ -73,7 +73,16 @@ class Reason(models.TextChoices):
     REJECTED = "rejected", "The provider refused it permanently"
     BOUNCED = "bounced", "Accepted by the provider, then bounced hard by the mailbox"
     RETRIES_EXHAUSTED = "retries_exhausted", "Every retry failed"
+    CLAIM_RECOVERED_TOO_OFTEN = (
+        "claim_recovered_too_often",
+        "Its sender was lost mid-send too many times (NOTIFY_CLAIM_RECOVERIES_MAX)",
+    )
     DEADLINE_PASSED = "deadline_passed", "The next retry would fall past the deadline"
+    CATEGORY_SETTING_INVALID = (
+        "category_setting_invalid",
+        "Its category's digest window or delay on this channel cannot be computed (too "
+        "large, or not a number): fix the category; the rest of the batch went on",
+    )
     PUSH_LIMIT = "push_limit", "The recipient already had the most push jobs in flight"
     CAMPAIGN_PAUSED = "campaign_paused", "Held while its campaign is paused"
     CAMPAIGN_CANCELLED = "campaign_cancelled", "Its campaign was cancelled"

@@ -8,13 +8,33 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import Q
+from django.http import HttpRequest
 from django.utils.html import format_html_join
+from redis.exceptions import RedisError
 
 from notify.deadlines import category_deadlines, duration_text
 from notify.erasure import user_hash
-from notify.models import ApiKey, Category, Erasure, FeedEntry, Outbox, Producer
+from notify.models import (
+    ApiKey,
+    Category,
+    ContactChange,
+    Erasure,
+    FeedEntry,
+    Outbox,
+    Producer,
+    RecipientGrant,
+)
 from notify.payloads import schema_problem
+from notify.quotas import (
+    CAMPAIGN_EVENTS_PER_DAY,
+    EVENTS_PER_DAY,
+    EVENTS_PER_MINUTE,
+    UseToday,
+    producer_quotas,
+    producers_use_today,
+)
 
 
 class CategoryForm(forms.ModelForm):
@@ -25,7 +45,7 @@ class CategoryForm(forms.ModelForm):
         fields = [
             "key", "description", "queue", "mandatory", "marketing", "payload_schema",
             "sample_payloads", "default_channels", "fallback_channel", "ttl_seconds",
-            "digest_windows", "digest_key", "delays_if_unread",
+            "digest_windows", "digest_key", "delays_if_unread", "owner",
         ]  # fmt: skip
 
     def clean(self) -> dict[str, Any]:
@@ -36,15 +56,97 @@ class CategoryForm(forms.ModelForm):
         return data
 
 
+UNAVAILABLE = "unavailable"  # today's use when Redis, which counts it, does not answer
+
+
+def _quota_text(producer: Producer, field: str) -> str:
+    """A quota as it applies: the producer's own, the setting's default, or none."""
+    if getattr(producer, field) is not None:
+        return str(getattr(producer, field))
+    default = getattr(producer_quotas(producer), field)
+    return "none" if default is None else f"{default} (default)"
+
+
+def _use_today(producer: Producer) -> UseToday | None:
+    """The producer's use today, as the change list read it for its whole page (one
+    round trip), else read now; None when Redis does not answer."""
+    if hasattr(producer, "use_today"):
+        return producer.use_today
+    try:
+        return producers_use_today([producer.pk])[producer.pk]
+    except RedisError:
+        return None
+
+
+def _use_text(used: int | None, limit: int | None, counted: bool) -> str:
+    if not counted:
+        return "not counted (no quota)"
+    if used is None:
+        return UNAVAILABLE
+    return str(used) if limit is None else f"{used} of {limit}"
+
+
 @admin.register(Producer)
 class ProducerAdmin(admin.ModelAdmin):
-    list_display = ("name", "created_at")
+    """Producers with their quotas (own, or the settings' default) and today's use of
+    them, read from Redis (the changelist reads a whole page in one round trip)."""
+
+    list_display = (
+        "name", "per_minute", "per_day", "campaign_per_day", "events_today",
+        "campaign_recipients_today", "created_at",
+    )  # fmt: skip
     search_fields = ("name",)
+    fields = ("name", "events_per_minute", "events_per_day", "campaign_events_per_day",
+              "events_today", "campaign_recipients_today")  # fmt: skip
+    readonly_fields = ("events_today", "campaign_recipients_today")
+
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
+        changelist = super().get_changelist_instance(request)
+        producers = list(changelist.result_list)
+        try:
+            use = producers_use_today(producer.pk for producer in producers)
+        except RedisError:
+            use = {}
+        for producer in producers:
+            producer.use_today = use.get(producer.pk)
+        return changelist
+
+    @admin.display(description="Events per minute")
+    def per_minute(self, producer: Producer) -> str:
+        return _quota_text(producer, EVENTS_PER_MINUTE)
+
+    @admin.display(description="Events per day")
+    def per_day(self, producer: Producer) -> str:
+        return _quota_text(producer, EVENTS_PER_DAY)
+
+    @admin.display(description="Campaign recipients per day")
+    def campaign_per_day(self, producer: Producer) -> str:
+        return _quota_text(producer, CAMPAIGN_EVENTS_PER_DAY)
+
+    @admin.display(description="Events today (UTC)")
+    def events_today(self, producer: Producer) -> str:
+        if producer.pk is None:
+            return "-"
+        quotas = producer_quotas(producer)
+        use = _use_today(producer)
+        return _use_text(
+            None if use is None else use.events, quotas.events_per_day, counted=quotas.meters_events
+        )
+
+    @admin.display(description="Campaign recipients today (UTC)")
+    def campaign_recipients_today(self, producer: Producer) -> str:
+        if producer.pk is None:
+            return "-"
+        per_day = producer_quotas(producer).campaign_events_per_day
+        use = _use_today(producer)
+        return _use_text(
+            None if use is None else use.campaign_recipients, per_day, counted=per_day is not None
+        )
 
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ("prefix", "producer", "all_categories", "created_at", "revoked_at")
+    list_display = ("prefix", "producer", "all_categories", "scopes", "created_at", "revoked_at")
     list_filter = ("all_categories",)
     readonly_fields = ("prefix", "key_hash", "created_at")
     filter_horizontal = ("categories",)
@@ -53,7 +155,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 @admin.register(Category)
 class CategoryAdmin(admin.ModelAdmin):
     form = CategoryForm
-    list_display = ("key", "queue", "mandatory", "marketing", "default_channels")
+    list_display = ("key", "owner", "queue", "mandatory", "marketing", "default_channels")
     list_filter = ("queue", "mandatory", "marketing")
     search_fields = ("key",)
     readonly_fields = ("deadlines",)
@@ -88,11 +190,16 @@ class ErasureAdmin(admin.ModelAdmin):
     """The erasure ledger (docs/erasure.md): evidence, so nobody adds, edits or deletes it
     here; erasing is done from Recipients, the API or `manage.py erase_user`."""
 
-    list_display = ("erased_at", "via", "requested_by", "recipient_pk", "user_hash")
-    list_filter = ("via",)
+    list_display = (
+        "erased_at", "via", "requested_by", "recipient_pk", "never_registered", "user_hash",
+    )  # fmt: skip
+    list_filter = ("via", "never_registered")
     search_fields = ("user_hash",)  # see get_search_results
     search_help_text = "The person's user id (matched by its keyed hash) or a recipient id."
-    readonly_fields = ("user_hash", "recipient_pk", "via", "requested_by", "erased_at", "removed")
+    readonly_fields = (
+        "user_hash", "recipient_pk", "via", "requested_by", "erased_at", "removed",
+        "never_registered",
+    )  # fmt: skip
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
@@ -111,3 +218,32 @@ class ErasureAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+class ContactChangeInline(admin.TabularInline):
+    """Every change of the person's email or phone, with who made it (support's recipient
+    page): the values are keyed hashes, so the record holds no address."""
+
+    model = ContactChange
+    verbose_name_plural = "Contact changes"
+    fields = ("changed_at", "field", "changed_by", "old_hash", "new_hash")
+    readonly_fields = fields
+    ordering = ("-changed_at",)
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class RecipientGrantInline(admin.TabularInline):
+    """Producers, besides the one that registered the person, whose keys may reach them
+    while recipients are owned (NOTIFY_RECIPIENTS_OWNED)."""
+
+    model = RecipientGrant
+    fields = ("producer", "granted_at")
+    readonly_fields = ("granted_at",)
+    extra = 0

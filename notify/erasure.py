@@ -133,16 +133,25 @@ def recipient_keys_forget(*, recipient_id: int, user_id: str) -> None:
 
 def erasure_record(
     *, user_id: str, recipient_pk: int | None, via: str, requested_by: str,
-    removed: dict[str, int],
+    removed: dict[str, int], never_registered: bool = False,
 ) -> Erasure:  # fmt: skip
-    """Write the ledger row: who asked, when, for which (hashed) person, what went."""
+    """Write the ledger row: who asked, when, for which (hashed) person, what went, and
+    whether the user id was never registered at all."""
     return Erasure.objects.create(
         user_hash=user_hash(user_id),
         recipient_pk=recipient_pk,
         via=via,
         requested_by=requested_by[: Erasure._meta.get_field("requested_by").max_length],
         removed=removed,
+        never_registered=never_registered,
     )
+
+
+def user_id_erased_before(*, user_id: str) -> bool:
+    """Whether this user id is on the suppression list (a person with it was erased)."""
+    return ErasureSuppression.objects.filter(
+        kind=SuppressedKind.USER_ID, key=user_hash(user_id)
+    ).exists()
 
 
 def erasure_hold_start(*, recipient: Recipient) -> None:

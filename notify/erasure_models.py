@@ -30,6 +30,11 @@ class Erasure(models.Model):
     requested_by = models.CharField(max_length=200)
     erased_at = models.DateTimeField(auto_now_add=True)
     removed = models.JSONField(default=dict, blank=True, help_text="Rows removed, per kind.")
+    never_registered = models.BooleanField(
+        default=False,
+        help_text="Nobody was ever registered with this user id: nothing was erased, and "
+        "the id was not put on the suppression list.",
+    )
 
     class Meta:
         ordering = ["-erased_at"]

@@ -4,14 +4,20 @@ the outbox and the in-app feed. Rules live in services.py and selectors.py."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from notify.deadlines import channel_deadline
 from notify.month_key import InNotificationMonth
+from notify.producer_models import DANGEROUS_SCOPES, DEFAULT_SCOPES, ApiKey, Producer, Scope
+
+__all__ = ["DANGEROUS_SCOPES", "DEFAULT_SCOPES", "ApiKey", "Producer", "Scope"]
 
 
 class Channel(models.TextChoices):
@@ -32,79 +38,26 @@ class QueueClass(models.TextChoices):
     LOW = "low", "Low (marketing, campaigns)"
 
 
-class Scope(models.TextChoices):
-    """What an API key may do; a key with no scopes listed may do all (keys made before)."""
-
-    NOTIFICATIONS_SEND = "notifications:send", "Send, cancel and launch (per category)"
-    RECIPIENTS_WRITE = "recipients:write", "Create and change recipients' contact data"
-    USERS_READ = "users:read", "Read feeds, unread counts, streams, statuses, preferences"
-    USERS_TOKENS = "users:tokens", "Issue end-user tokens"
-    PREFERENCES_WRITE = "preferences:write", "Change preferences and consent"
-    DEVICES_WRITE = "devices:write", "Register and remove push devices"
-    USERS_ERASE = "users:erase", "Erase a person's data on request"
-    WEBHOOKS_WRITE = "webhooks:write", "Register and manage status webhook endpoints"
-    CATEGORIES_READ = "categories:read", "Read categories and their digest settings"
-    CATEGORIES_WRITE = "categories:write", "Change categories' digest and delay settings"
-
-
-class Producer(models.Model):
-    """A product team (or service) that sends events."""
-
-    name = models.CharField(max_length=100, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class ApiKey(models.Model):
-    """A producer's credential. Only a hash is stored; the key is shown once."""
-
-    producer = models.ForeignKey(Producer, on_delete=models.CASCADE, related_name="api_keys")
-    prefix = models.CharField(max_length=16, unique=True, help_text="Public part, for lookup.")
-    key_hash = models.CharField(max_length=64)
-    all_categories = models.BooleanField(
-        default=False, help_text="May send every category, present and future."
-    )
-    categories = models.ManyToManyField("Category", blank=True, related_name="api_keys")
-    rate_per_second = models.FloatField(
-        null=True, blank=True, help_text="Overrides NOTIFY_API_RATE_PER_SECOND for this key."
-    )
-    rate_burst = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Overrides NOTIFY_API_RATE_BURST for this key."
-    )
-    scopes = models.JSONField(
-        default=list,
-        blank=True,
-        help_text="Scope values (see Scope) this key may use; empty = all of them.",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    def __str__(self) -> str:
-        return f"{self.producer.name} {self.prefix}…"
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
-
-    def has_scope(self, scope: str) -> bool:
-        """True when the key lists `scope`, or lists none (all scopes)."""
-        return not self.scopes or scope in self.scopes
-
-
 MARKETING_QUEUE_MESSAGE = (
     "A marketing category rides the low queue: choose Low, or untick Marketing."
 )
 
 
 def channel_seconds_problems(
-    value: object, *, what: str, mandatory: bool, inapp: bool = False
+    value: object,
+    *,
+    what: str,
+    mandatory: bool,
+    inapp: bool = False,
+    most: Callable[[str], int] | None = None,
 ) -> list[str]:
     """What is wrong with a {channel: seconds} setting of a category (empty: nothing).
     Mandatory categories (login codes, payments) may be neither digested nor delayed:
     they go at once, every time. `inapp`: whether the setting applies to in-app (a
-    digest may: one entry per window; a delay may not: it waits for that entry)."""
+    digest may: one entry per window; a delay may not: it waits for that entry).
+    `most(channel)`: the largest value the channel allows (a window at most a day, a
+    delay short of the channel's deadline), so no stored value is too large to compute
+    with."""
     if value in (None, {}, ""):
         return []
     if not isinstance(value, dict):
@@ -118,7 +71,22 @@ def channel_seconds_problems(
             problems.append(f"“{channel}”: {what} applies to {usable}.")
         elif isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
             problems.append(f"“{channel}”: {what} is a whole number of seconds above 0.")
+        elif most is not None and seconds > most(channel):
+            problems.append(
+                f"“{channel}”: {what} is at most {most(channel)} seconds on this channel."
+            )
     return problems
+
+
+def digest_window_most(channel: str) -> int:
+    """The longest digest window a channel may have (NOTIFY_DIGEST_WINDOW_MAX_SECONDS)."""
+    return settings.NOTIFY_DIGEST_WINDOW_MAX_SECONDS
+
+
+def delay_most(category_ttl: int | None) -> Callable[[str], int]:
+    """The longest delay each channel may have for a category with this TTL: short of the
+    channel's deadline, or the delayed delivery would be expired before it could go."""
+    return lambda channel: channel_deadline(channel=channel, category_ttl=category_ttl).seconds - 1
 
 
 class Category(models.Model):
@@ -126,6 +94,15 @@ class Category(models.Model):
 
     key = models.CharField(max_length=100, unique=True)
     description = models.CharField(max_length=300, blank=True)
+    owner = models.ForeignKey(
+        Producer,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="owned_categories",
+        help_text="The producer whose keys (with categories:write) may change its settings "
+        "through the API; empty = none may (admin only).",
+    )
     queue = models.CharField(max_length=10, choices=QueueClass.choices, default=QueueClass.MEDIUM)
     mandatory = models.BooleanField(
         default=False, help_text="Login codes, payments: ignores opt-outs, quiet hours, caps."
@@ -203,9 +180,13 @@ class Category(models.Model):
                 what="a digest window",
                 mandatory=self.mandatory,
                 inapp=True,
+                most=digest_window_most,
             ),
             "delays_if_unread": channel_seconds_problems(
-                self.delays_if_unread, what="a delay", mandatory=self.mandatory
+                self.delays_if_unread,
+                what="a delay",
+                mandatory=self.mandatory,
+                most=delay_most(self.ttl_seconds),
             ),
         }
         # The cross-field rules read only settings of the right shape (the rest is refused above).
@@ -265,6 +246,15 @@ class Recipient(models.Model):
     phone = models.CharField(max_length=32, blank=True)
     locale = models.CharField(max_length=35, blank=True)
     timezone = models.CharField(max_length=64, default="UTC")
+    created_by = models.ForeignKey(
+        Producer,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The producer that registered the person (recipient ownership, "
+        "docs/producers.md).",
+    )
     erasure_hold_since = models.DateTimeField(
         null=True,
         blank=True,
@@ -416,6 +406,19 @@ class Outbox(models.Model):
     due_at = models.DateTimeField(default=timezone.now)
     published_at = models.DateTimeField(null=True, blank=True)
     publish_attempts = models.PositiveIntegerField(default=0)
+    # The notification's producer, copied at intake (same INSERT): the relay takes turns
+    # across producers on a fair class by index alone, without reading the notifications.
+    # Empty on rows written before it existed, which the relay treats as one producer.
+    # No constraint: the notification's own foreign key (PROTECT) already keeps it valid.
+    producer = models.ForeignKey(
+        "Producer",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
 
     class Meta:
         verbose_name_plural = "outbox"
@@ -425,7 +428,14 @@ class Outbox(models.Model):
                 fields=["queue", "due_at"],
                 name="outbox_unpublished_class_due",
                 condition=Q(published_at__isnull=True),
-            )
+            ),
+            # A fair class: the producers with waiting rows (a skip scan) and each one's
+            # oldest due rows, one probe per producer however long the flood.
+            models.Index(
+                fields=["queue", "producer", "due_at", "id"],
+                name="outbox_unpublished_producer",
+                condition=Q(published_at__isnull=True),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -507,3 +517,4 @@ class FeedEntry(InNotificationMonth):
 
 # Models of this app kept in a module of their own; imported here so Django registers them.
 from notify.erasure_models import Erasure, ErasureSuppression, ErasureVia, SuppressedKind  # noqa: E402, F401
+from notify.guard_models import ContactChange, RecipientGrant  # noqa: E402, F401

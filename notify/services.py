@@ -20,7 +20,14 @@ from django.utils import timezone
 
 from notify.cache import TtlCache
 from notify.erasure import erasure_hold_needed, erasure_hold_start
+from notify.guard import (
+    GUARDED_CONTACT_FIELDS,
+    ChangeAuthor,
+    category_change_log,
+    contact_changes_record,
+)
 from notify.models import (
+    DEFAULT_SCOPES,
     ApiKey,
     Category,
     EventKey,
@@ -52,22 +59,36 @@ class IssuedKey:
     key: str  # shown once; only its hash is stored
 
 
+# The producer fields a quota may be set in (notify.quotas reads them).
+PRODUCER_QUOTA_FIELDS = ("events_per_minute", "events_per_day", "campaign_events_per_day")
+
+
 def api_key_issue(
     *,
     producer_name: str,
     category_keys: list[str] | None = None,
     scopes: list[str] | None = None,
+    quotas: dict[str, int] | None = None,
 ) -> IssuedKey:
     """A new key for the producer (created if new).
 
-    No categories given → all categories; no scopes given → all scopes (Scope). An
-    unknown category or scope raises ValueError.
+    No categories given → all categories; no scopes given → DEFAULT_SCOPES only (send,
+    and read what its own producer sent): every other power is named. `quotas` sets the
+    producer's event quotas (fields of Producer: events_per_minute, events_per_day,
+    campaign_events_per_day). An unknown category or scope raises ValueError.
     """
     unknown_scopes = sorted(set(scopes or ()) - set(Scope.values))
     if unknown_scopes:
         raise ValueError(f"unknown scopes: {', '.join(unknown_scopes)}")
+    unknown_quotas = sorted(set(quotas or ()) - set(PRODUCER_QUOTA_FIELDS))
+    if unknown_quotas:
+        raise ValueError(f"unknown quotas: {', '.join(unknown_quotas)}")
     with transaction.atomic():
         producer, _ = Producer.objects.get_or_create(name=producer_name)
+        if quotas:
+            for name, value in quotas.items():
+                setattr(producer, name, value)
+            producer.save(update_fields=list(quotas))
         prefix = secrets.token_hex(6)
         key = f"{API_KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
         api_key = ApiKey.objects.create(
@@ -75,7 +96,7 @@ def api_key_issue(
             prefix=prefix,
             key_hash=_hash_key(key),
             all_categories=not category_keys,
-            scopes=sorted(set(scopes or ())),
+            scopes=sorted(set(scopes or DEFAULT_SCOPES)),
         )
         if category_keys:
             categories = list(Category.objects.filter(key__in=category_keys))
@@ -152,11 +173,14 @@ def category_check_add(check: CategoryCheck) -> None:
         _category_checks.append(check)
 
 
-def category_digests_update(*, key: str, fields: dict[str, Any]) -> Category | None:
+def category_digests_update(
+    *, key: str, fields: dict[str, Any], author: ChangeAuthor | None = None
+) -> Category | None:
     """Change a category's digest settings (some of CATEGORY_DIGEST_FIELDS), validated as
     an admin save validates them (Category.full_clean, and the checks other apps added
     with category_check_add); None when there is no such category. Raises django's
-    ValidationError, by field, and then changes nothing.
+    ValidationError, by field, and then changes nothing. A change is written to the
+    category's admin history with its `author` (category_change_log).
 
     The pipeline reads a category with each notification it routes, closes or sends, so
     the next route uses the new settings; windows already open close at the time they
@@ -180,6 +204,7 @@ def category_digests_update(*, key: str, fields: dict[str, Any]) -> Category | N
             raise ValidationError(problems)
         if fields:
             category.save(update_fields=list(fields))
+            category_change_log(category=category, fields=list(fields), author=author)
     _categories.forget(key)  # this process's intake at once; others within the cache's time
     return category
 
@@ -187,22 +212,34 @@ def category_digests_update(*, key: str, fields: dict[str, Any]) -> Category | N
 # --- Recipients -----------------------------------------------------------------------
 
 
-def recipient_upsert(*, user_id: str, fields: dict[str, str]) -> tuple[Recipient, bool]:
+def recipient_upsert(
+    *, user_id: str, fields: dict[str, str], author: ChangeAuthor | None = None
+) -> tuple[Recipient, bool]:
     """Create or update a recipient's contact data; returns (recipient, created).
+
+    A change of an existing person's email or phone is recorded with its `author`
+    (notify.guard.contact_changes_record), in the same transaction; a recipient a
+    producer creates is that producer's (recipient ownership, notify.guard).
 
     A user id, email or phone that was erased before puts the recipient on hold: nothing
     is sent to them until fresh consent (notify.erasure).
     """
-    recipient, created = Recipient.objects.get_or_create(user_id=user_id, defaults=fields)
-    if not created and fields:
-        for name, value in fields.items():
-            setattr(recipient, name, value)
-        recipient.save(update_fields=[*fields, "updated_at"])
-    contact_given = created or bool({"email", "phone"} & set(fields))
-    if contact_given and erasure_hold_needed(
-        user_id=user_id, email=recipient.email, phone=recipient.phone
-    ):
-        erasure_hold_start(recipient=recipient)
+    creator = {"created_by": author.producer} if author and author.producer else {}
+    with transaction.atomic():
+        recipient, created = Recipient.objects.get_or_create(
+            user_id=user_id, defaults={**fields, **creator}
+        )
+        if not created and fields:
+            before = {name: getattr(recipient, name) for name in GUARDED_CONTACT_FIELDS}
+            for name, value in fields.items():
+                setattr(recipient, name, value)
+            recipient.save(update_fields=[*fields, "updated_at"])
+            contact_changes_record(recipient=recipient, before=before, author=author)
+        contact_given = created or bool({"email", "phone"} & set(fields))
+        if contact_given and erasure_hold_needed(
+            user_id=user_id, email=recipient.email, phone=recipient.phone
+        ):
+            erasure_hold_start(recipient=recipient)
     return recipient, created
 
 
@@ -370,8 +407,8 @@ def notifications_accept(
                 RETURNING id
             ), o AS (
                 INSERT INTO {Outbox._meta.db_table}
-                    (notification_id, queue, created_at, due_at, publish_attempts)
-                SELECT n.id, e.queue, %(now)s, GREATEST(%(now)s, e.send_at), 0
+                    (notification_id, queue, created_at, due_at, publish_attempts, producer_id)
+                SELECT n.id, e.queue, %(now)s, GREATEST(%(now)s, e.send_at), 0, %(producer)s
                   FROM n JOIN e ON e.id = n.id
             )
             SELECT id FROM n

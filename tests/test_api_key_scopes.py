@@ -104,11 +104,15 @@ def test_each_scope_opens_only_its_own_operations(demo_data, victim):
     assert devices.delete(f"/v1/users/victim/devices/{web.json()['device_id']}").status_code == 204
 
 
-def test_a_key_without_scopes_listed_may_do_everything(api, victim):
-    # `api` is a key made as before scopes existed: an empty list means all.
-    assert ApiKey.objects.get().scopes == []
-    assert api.get("/v1/users/victim/feed").status_code == 200
-    assert api.post("/v1/users/victim/tokens").status_code == 201
+def test_a_key_holds_exactly_the_scopes_it_lists(demo_data, victim):
+    # An empty list (nothing named, nothing written out) is no power at all.
+    issued = api_key_issue(producer_name="nothing")
+    ApiKey.objects.filter(pk=issued.api_key.pk).update(scopes=[])
+    nothing = client_for(issued.key)
+    assert_missing_scope(nothing.get("/v1/users/victim/feed"))
+    event = {"event_id": "e-0", "user_id": "victim", "category": "order.shipped",
+             "payload": ORDER}  # fmt: skip
+    assert_missing_scope(nothing.post("/v1/notifications", event, format="json"))
 
 
 def test_the_cached_key_carries_its_scopes(demo_data, victim, settings):
@@ -141,8 +145,9 @@ def test_create_producer_narrows_scopes_and_prints_the_key_last(demo_data):
     assert api_key.scopes == ["users:read", "users:tokens"]
 
     out = StringIO()
-    call_command("create_producer", "wide", stdout=out)
-    assert api_key_authenticate(key=out.getvalue().strip().splitlines()[-1]).scopes == []
+    call_command("create_producer", "default", stdout=out)
+    default = api_key_authenticate(key=out.getvalue().strip().splitlines()[-1])
+    assert default.scopes == ["notifications:send"]
 
     with pytest.raises(CommandError, match="unknown scopes"):
         call_command("create_producer", "typo", "--scopes", "users:write", stdout=StringIO())

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from deliveries.models import Delivery, DeliveryStatus, DigestWindow
 from deliveries.pipeline.routing import notification_route
-from notify.models import Category, Recipient, Scope
+from notify.models import Category, Producer, Recipient, Scope
 from notify.services import api_key_issue
 from notify.tokens import user_token_issue
 from tests.digest_data import COMMENT_SAMPLES, COMMENT_SCHEMA, comment_category, comment_event
@@ -22,13 +22,18 @@ from tests.test_api_key_scopes import assert_missing_scope, client_for
 DIGEST_FIELDS = ("digest_windows", "digest_key", "delays_if_unread")
 
 
+def shop() -> Producer:
+    """The `api` fixture's producer, which owns the categories these tests change."""
+    return Producer.objects.get(name="shop")
+
+
 def digest_settings(key: str) -> tuple:
     category = Category.objects.get(key=key)
     return tuple(getattr(category, name) for name in DIGEST_FIELDS)
 
 
 def test_reads_every_category_with_its_digest_settings(api):
-    comment_category(digest_windows={"email": 600}, digest_key="thread_id")
+    comment_category(digest_windows={"email": 600}, digest_key="thread_id", owner=shop())
 
     listed = api.get("/v1/categories")
     assert listed.status_code == 200, listed.content
@@ -53,7 +58,7 @@ def test_reads_every_category_with_its_digest_settings(api):
 
 
 def test_a_30_minute_email_window_set_through_the_api_is_the_admins_and_the_routes(api):
-    comment_category()
+    comment_category(owner=shop())
     ann = Recipient.objects.create(user_id="ann", email="ann@example.com", locale="en")
     before = comment_event(Category.objects.get(key="comment.posted"), ann, 1)
     notification_route(notification_id=str(before.pk), now=timezone.now())
@@ -107,7 +112,7 @@ BAD_INPUTS = [
 def test_bad_digest_settings_are_refused_naming_the_field_and_change_nothing(
     api, body, status, field, says
 ):
-    comment_category(digest_windows={"email": 600})
+    comment_category(digest_windows={"email": 600}, owner=shop())
     before = digest_settings("comment.posted")
 
     refused = api.patch("/v1/categories/comment.posted", body, format="json")
@@ -121,7 +126,7 @@ def test_bad_digest_settings_are_refused_naming_the_field_and_change_nothing(
 
 
 def test_a_mandatory_category_cannot_be_digested_or_delayed(api):
-    Category.objects.create(key="login.code", queue="high", mandatory=True)
+    Category.objects.create(key="login.code", queue="high", mandatory=True, owner=shop())
     for body, field in (
         ({"digest_windows": {"email": 1800}}, "digest_windows"),
         ({"delays_if_unread": {"sms": 60}}, "delays_if_unread"),
@@ -146,12 +151,18 @@ def test_a_key_without_the_scope_is_a_403_and_a_user_token_too(demo_data):
     assert reader.get("/v1/categories/order.shipped").status_code == 200
     assert_missing_scope(reader.patch("/v1/categories/order.shipped", window, format="json"))
 
-    writer = client_for(api_key_issue(producer_name="w", scopes=["categories:write"]).key)
+    writer_key = api_key_issue(producer_name="w", scopes=["categories:write"])
+    Category.objects.filter(key="order.shipped").update(owner=writer_key.api_key.producer)
+    writer = client_for(writer_key.key)
     changed = writer.patch("/v1/categories/order.shipped", window, format="json")
     assert changed.status_code == 200, changed.content
 
     # A key limited to other categories may not change this one.
-    promo = client_for(api_key_issue(producer_name="p", category_keys=["promo.weekly"]).key)
+    promo = client_for(
+        api_key_issue(
+            producer_name="w", category_keys=["promo.weekly"], scopes=["categories:write"]
+        ).key
+    )
     refused = promo.patch("/v1/categories/order.shipped", {"digest_windows": {}}, format="json")
     assert (refused.status_code, refused.json()["error"]["code"]) == (403, "category_not_allowed")
 

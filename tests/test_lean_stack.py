@@ -48,7 +48,7 @@ def bearer(value: str) -> dict[str, str]:
 @pytest.mark.django_db(transaction=True)
 def test_the_unread_count_answers_the_same_through_the_lean_stack(people, settings):
     alice, bob = people
-    key = api_key_issue(producer_name="shop").key
+    key = api_key_issue(producer_name="shop", scopes=[Scope.USERS_READ]).key
     narrowed = api_key_issue(producer_name="shop", scopes=[Scope.CATEGORIES_READ]).key
     token = user_token_issue(recipient_id=alice.pk)
     cases = {
@@ -88,7 +88,7 @@ def test_the_unread_count_answers_the_same_through_the_lean_stack(people, settin
 
 @pytest.mark.django_db(transaction=True)
 def test_only_lean_views_skip_the_session_middleware(people, monkeypatch):
-    key = api_key_issue(producer_name="shop").key
+    key = api_key_issue(producer_name="shop", scopes=[Scope.USERS_READ]).key
     seen: list[str] = []
     process_request = SessionMiddleware.process_request
 

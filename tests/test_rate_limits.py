@@ -50,7 +50,7 @@ def test_every_producer_operation_draws_from_the_keys_one_bucket(api, producer_k
         assert_error(response, 429, "rate_limited")
         assert int(response["Retry-After"]) >= 1
     # Another key has a bucket of its own.
-    other = _client(api_key_issue(producer_name="another-shop").key)
+    other = _client(api_key_issue(producer_name="another-shop", scopes=["users:read"]).key)
     assert other.get("/v1/users/rl-1/feed").status_code == 200
 
 

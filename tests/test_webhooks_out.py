@@ -297,7 +297,7 @@ def test_routing_tells_subscribers_what_was_routed_suppressed_and_delivered(api)
 
     types = ["notification.routed", "delivery.suppressed", "delivery.delivered"]
     assert register(api, "https://hooks.example/shop", types).status_code == 201
-    other = _other_producer_api("elsewhere")
+    other = _other_producer_api("elsewhere", scopes=["notifications:send", "webhooks:write"])
     assert register(other, "https://hooks.example/else", types).status_code == 201
     Recipient.objects.create(user_id="no-mail", locale="en")  # email: no address
     notification = _accepted("shop", "no-mail", ["inapp", "email"])

@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from campaigns.api import serializers as s
-from campaigns.audience import audience_problem
+from campaigns.audience import audience_problem, audience_size_at_launch
 from campaigns.control import (
     CampaignStateError,
     campaign_cancel,
@@ -27,6 +27,7 @@ from campaigns.models import AudienceKind, Campaign
 from campaigns.selectors import campaign_progress
 from notify.api.errors import ApiError, first_validation_error
 from notify.api.lookups import category_allowed, category_or_422, payload_fits
+from notify.api.quota_answers import campaign_charge_or_503, quota_exceeded, with_quota_headers
 from notify.api.schema import error_responses, linked_from
 from notify.models import Scope
 
@@ -53,7 +54,7 @@ def _audience_from(raw: dict) -> tuple[str, dict]:
 
 
 class CampaignLaunchApi(APIView):
-    required_scope = Scope.NOTIFICATIONS_SEND
+    required_scope = Scope.CAMPAIGNS_WRITE
     # An audience of user ids is large: the body limit is the campaign's own.
     body_limit_setting = "NOTIFY_CAMPAIGN_MAX_BODY_BYTES"
 
@@ -80,6 +81,14 @@ class CampaignLaunchApi(APIView):
         category_allowed(request.user.api_key, category)
         payload_fits(category, data["payload"])
         kind, spec = _audience_from(request.data.get("audience") or {})
+        # The audience counts against the producer's daily campaign quota, whole or not
+        # at all; counted (one query for a segment or everyone) only when a quota applies.
+        charge = campaign_charge_or_503(
+            producer=request.user.producer,
+            count_audience=lambda: audience_size_at_launch(kind=kind, spec=spec, category=category),
+        )
+        if charge is not None and charge.refused:
+            return quota_exceeded(charge)
         campaign = campaign_launch(
             name=data["name"],
             category=category,
@@ -89,7 +98,8 @@ class CampaignLaunchApi(APIView):
             send_at=data.get("send_at"),
             producer=request.user.producer,
         )
-        return Response({"campaign_id": campaign.pk}, status=status.HTTP_202_ACCEPTED)
+        launched = Response({"campaign_id": campaign.pk}, status=status.HTTP_202_ACCEPTED)
+        return with_quota_headers(launched, charge)
 
 
 def _own_campaign(request: Request, campaign_id: int) -> Campaign:
@@ -124,7 +134,7 @@ def _campaign_document(campaign: Campaign) -> dict:
 
 
 class CampaignDetailApi(APIView):
-    required_scope = Scope.NOTIFICATIONS_SEND
+    required_scope = Scope.CAMPAIGNS_WRITE
 
     @extend_schema(
         operation_id="get_campaign",
@@ -150,7 +160,7 @@ def _control(request: Request, campaign_id: int, action: Callable[..., int]) -> 
 
 
 class CampaignPauseApi(APIView):
-    required_scope = Scope.NOTIFICATIONS_SEND
+    required_scope = Scope.CAMPAIGNS_WRITE
 
     @extend_schema(
         operation_id="pause_campaign",
@@ -166,7 +176,7 @@ class CampaignPauseApi(APIView):
 
 
 class CampaignResumeApi(APIView):
-    required_scope = Scope.NOTIFICATIONS_SEND
+    required_scope = Scope.CAMPAIGNS_WRITE
 
     @extend_schema(
         operation_id="resume_campaign",
@@ -182,7 +192,7 @@ class CampaignResumeApi(APIView):
 
 
 class CampaignCancelApi(APIView):
-    required_scope = Scope.NOTIFICATIONS_SEND
+    required_scope = Scope.CAMPAIGNS_WRITE
 
     @extend_schema(
         operation_id="cancel_campaign",

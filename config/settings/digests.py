@@ -3,6 +3,10 @@
 from notify.env import env_float, env_int
 
 # --- Digest windows and delays if unread ----------------------------------------------
+# The longest digest window a category may set on a channel (seconds; a day by default),
+# at save, in the API and in admin. A delay if unread is bounded by the channel's deadline
+# instead (NOTIFY_CHANNEL_DEADLINE_SECONDS and the category's TTL).
+NOTIFY_DIGEST_WINDOW_MAX_SECONDS = env_int("NOTIFY_DIGEST_WINDOW_MAX_SECONDS", 86400, minimum=1)
 # How often beat closes the digest windows that are due (seconds). A window that opens
 # also publishes a countdown to its own close when it is at most
 # NOTIFY_DIGEST_COUNTDOWN_MAX away (longer waits are the sweep's alone, see

@@ -11,6 +11,13 @@ from notify.env import (
     env_str,
 )
 
+# --- Recipients between producers (docs/producers.md) ---------------------------------------
+# Off (the default): recipients are shared by every producer, and each change of a person's
+# email or phone is recorded with the key that made it. On: a producer's keys reach only the
+# recipients it registered or was granted in admin (contact data, tokens, preferences,
+# devices, feed, stream, erasure of a registered person).
+NOTIFY_RECIPIENTS_OWNED = env_bool("NOTIFY_RECIPIENTS_OWNED", False)
+
 # --- Preferences, consent, quiet hours, caps, user tokens ----------------------------------
 # Unsubscribe links must keep working in old emails: two years by default.
 NOTIFY_UNSUBSCRIBE_TOKEN_MAX_AGE = env_int(

@@ -30,6 +30,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import close_old_connections, connection
 from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
 
 from deliveries.api.stream_limits import (
     StreamSlot,
@@ -52,6 +53,7 @@ from notify.api.auth import api_key_scope_refusal
 from notify.api.errors import ApiError, error_body
 from notify.api.lookups import user_id_checked
 from notify.feed import feed_entry_document
+from notify.guard import recipient_reach_refusal
 from notify.models import FeedEntry, Recipient, Scope
 from notify.services import api_key_authenticate
 from notify.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
@@ -115,6 +117,9 @@ def _authorized_recipient(
     refusal = api_key_scope_refusal(api_key, Scope.USERS_READ)
     if refusal is not None:
         return _error(403, "missing_scope", refusal)
+    refusal = recipient_reach_refusal(producer=api_key.producer, user_id=user_id)
+    if refusal is not None:
+        return _error(403, "recipient_not_granted", refusal)
     if recipient is None:
         return _error(404, "unknown_recipient", f"No recipient with user_id {user_id!r}.")
     return recipient, api_key.pk
@@ -156,9 +161,14 @@ def _prepare(request: HttpRequest, user_id: str):
     return found, device, cursor, api_key_id
 
 
+# Authenticated by its Authorization header, never by a cookie: nothing for CSRF to guard,
+# and another method meets the 405 below rather than the CSRF check's HTML page.
+@csrf_exempt
 async def stream(request: HttpRequest, user_id: str) -> HttpResponseBase:
     if request.method != "GET":
-        return _error(405, "method_not_allowed", "Use GET.")
+        refused = _error(405, "method_not_allowed", "Use GET.")
+        refused["Allow"] = "GET"  # RFC 9110: a 405 names the methods the resource has
+        return refused
     recipient, device, cursor, api_key_id = await _in_thread(_prepare)(request, user_id)
     if isinstance(recipient, JsonResponse):
         return recipient

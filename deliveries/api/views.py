@@ -84,7 +84,8 @@ class DeviceDeleteApi(APIView):
 
 
 class NotificationStatusApi(APIView):
-    required_scope = Scope.USERS_READ
+    # A sender reads what its own producer sent (others' are 404), as support tools do.
+    required_scope = (Scope.NOTIFICATIONS_SEND, Scope.USERS_READ)
 
     @extend_schema(
         operation_id="get_notification_status",

@@ -69,6 +69,23 @@ def unread_delay_seconds(notification: Notification, channel: str) -> float | No
     return seconds * settings.NOTIFY_DIGEST_TIME_SCALE if seconds else None
 
 
+def category_timing_problem(notification: Notification, channel: str, now: datetime) -> str | None:
+    """Why this notification's digest window or delay on `channel` cannot be computed (a
+    message), or None. Validation bounds both at every save, but a row written past it (by
+    hand, or before the bounds) may hold a value no date can be computed from; that must
+    fail this notification's delivery alone, not the route batch it rides in."""
+    try:
+        for seconds in (
+            digest_window_seconds(notification, channel),
+            unread_delay_seconds(notification, channel),
+        ):
+            if seconds is not None:
+                now + timedelta(seconds=seconds)
+    except (OverflowError, ValueError, TypeError) as error:
+        return f"{notification.category.key} on {channel}: {error}"
+    return None
+
+
 def digest_key_of(notification: Notification) -> str:
     """The value that splits this notification's digests (the category's digest key
     field in its payload), or "" (one window per recipient and channel)."""

@@ -25,6 +25,7 @@ from deliveries.pipeline.attempt import deliveries_attempt
 from deliveries.pipeline.claim import Loaded
 from deliveries.pipeline.digests import (
     Filed,
+    category_timing_problem,
     digest_items_file,
     digest_window_seconds,
     unread_delay_seconds,
@@ -347,6 +348,11 @@ def _delivery_row(
     live = status == DeliveryStatus.QUEUED
     later = decision.not_before
     if gather and status in (DeliveryStatus.QUEUED, DeliveryStatus.DEFERRED):
+        problem = category_timing_problem(notification, channel, now)
+        if problem is not None:
+            logger.error("Delivery failed: its category's setting cannot be computed: %s", problem)
+            status, reason = DeliveryStatus.FAILED, Reason.CATEGORY_SETTING_INVALID
+            return _row(notification, decision, status, reason, None, deadline, now, None)
         # Gathered into a digest (quiet hours are decided when the window closes), or
         # held until the in-app entry is read; neither is sent now.
         if digest_window_seconds(notification, channel) is not None:

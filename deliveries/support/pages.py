@@ -12,6 +12,8 @@ from django.utils.html import format_html
 
 from deliveries.models import Delivery, Device
 from deliveries.selectors import recipient_timeline
+from deliveries.support.devices import device_address_fingerprint, push_service_host
+from notify.admin import ContactChangeInline, RecipientGrantInline
 from notify.models import Notification
 from notify.payloads import payload_masked
 from notify.selectors import recipients_matching
@@ -19,10 +21,12 @@ from preferences.admin import ConsentRecordInline, PreferenceInline, QuietHoursI
 
 
 class DeviceInline(admin.TabularInline):
-    """The recipient's browsers and apps, live or deactivated (and why)."""
+    """The recipient's browsers and apps, live or deactivated (and why); their addresses
+    only as fingerprints (deliveries/support/devices.py)."""
 
     model = Device
-    fields = ("id", "kind", "platform", "address", "active", "deactivated_reason", "updated_at")
+    fields = ("id", "kind", "platform", "service", "address", "active", "deactivated_reason",
+              "registered_at")  # fmt: skip
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -30,10 +34,13 @@ class DeviceInline(admin.TabularInline):
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
-    @admin.display(description="Endpoint / token")
+    @admin.display(description="Push service")
+    def service(self, device: Device) -> str:
+        return push_service_host(device)
+
+    @admin.display(description="Endpoint / token fingerprint")
     def address(self, device: Device) -> str:
-        value = device.endpoint or device.token
-        return value if len(value) <= 60 else f"{value[:57]}…"
+        return device_address_fingerprint(device)
 
 
 class SupportRecipientAdmin(admin.ModelAdmin):
@@ -52,7 +59,10 @@ class SupportRecipientAdmin(admin.ModelAdmin):
             return queryset, False
         return recipients_matching(queryset, term), False
 
-    inlines = [PreferenceInline, QuietHoursInline, ConsentRecordInline, DeviceInline]
+    inlines = [
+        PreferenceInline, QuietHoursInline, ConsentRecordInline, DeviceInline,
+        ContactChangeInline, RecipientGrantInline,
+    ]  # fmt: skip
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = extra_context or {}

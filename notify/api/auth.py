@@ -9,6 +9,7 @@ from django.conf import settings
 from redis.exceptions import RedisError
 from rest_framework import authentication, exceptions, permissions, throttling
 
+from notify.guard import recipient_reach_refusal
 from notify.models import ApiKey, Producer, Recipient
 from notify.ratelimit import bucket_key, bucket_take, user_bucket_key
 from notify.selectors import recipient_id_get
@@ -98,12 +99,12 @@ class UserTokenAuthentication(authentication.BaseAuthentication):
         return 'Bearer realm="notify"'
 
 
-def view_scope(view: object, method: str) -> str | None:
+def view_scope(view: object, method: str) -> str | tuple[str, ...] | None:
     """The scope an API key needs for this view's method; None when the view states none.
 
     Each view states its own as `required_scope`: one scope for every method, or a
-    {method: scope} map. An operation without one is refused to every key narrowed by
-    scopes (deny by default).
+    {method: scope} map; a tuple of scopes means any one of them. An operation without
+    one is refused to every key (deny by default).
     """
     scope = getattr(view, "required_scope", None)
     if isinstance(scope, dict):
@@ -111,20 +112,23 @@ def view_scope(view: object, method: str) -> str | None:
     return scope
 
 
-def api_key_scope_refusal(api_key: ApiKey, scope: str | None) -> str | None:
+def api_key_scope_refusal(api_key: ApiKey, scope: str | tuple[str, ...] | None) -> str | None:
     """Why the key may not perform an operation that needs `scope` (a message), or None
-    when it may; an operation needing no stated scope is refused to a narrowed key."""
-    if not api_key.scopes:
-        return None  # a key without scopes listed may do everything
+    when it may. A key holds exactly the scopes it lists (least privilege)."""
     if scope is None:
         return "This API key's scopes do not cover this operation."
-    if not api_key.has_scope(scope):
-        return f"This API key lacks the {scope!r} scope."
+    wanted = (scope,) if isinstance(scope, str) else scope
+    if not any(api_key.has_scope(one) for one in wanted):
+        return f"This API key lacks the {' or '.join(repr(one) for one in wanted)} scope."
     return None
 
 
 class ApiKeyScopes(permissions.BasePermission):
-    """403 `missing_scope` when the request's API key lacks the operation's scope.
+    """403 `missing_scope` when the request's API key lacks the operation's scope, and
+    403 `recipient_not_granted` when the operation is on a person (a `user_id` in its
+    path) that the key's producer may not reach (notify.guard.recipient_reach_refusal:
+    never while recipients are shared, the default). Checked here, for every operation,
+    so no view can forget it.
 
     End-user tokens are limited by UserTokenAuthentication instead.
     """
@@ -133,10 +137,19 @@ class ApiKeyScopes(permissions.BasePermission):
         principal = request.user
         if not isinstance(principal, ProducerPrincipal):
             return True
+        if request.method.lower() not in getattr(view, "http_method_names", ()) or not hasattr(
+            view, request.method.lower()
+        ):
+            return True  # a method the operation does not have: DRF answers 405 with Allow
         refusal = api_key_scope_refusal(principal.api_key, view_scope(view, request.method))
         if refusal is not None:
             # Not ApiError: errors.py imports DRF's views, which import this module.
             raise exceptions.PermissionDenied(refusal, code="missing_scope")
+        user_id = getattr(view, "kwargs", {}).get("user_id")
+        if isinstance(user_id, str):
+            refusal = recipient_reach_refusal(producer=principal.producer, user_id=user_id)
+            if refusal is not None:
+                raise exceptions.PermissionDenied(refusal, code="recipient_not_granted")
         return True
 
 

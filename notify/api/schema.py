@@ -29,7 +29,9 @@ from notify.api.lookups import USER_ID_MAX, USER_ID_PATTERN
 from notify.api.serializers import ErrorOut
 
 _ERROR_DESCRIPTIONS = {
-    400: "Invalid input; `field` names the part at fault (body, path id or query).",
+    400: "Invalid input; `field` names the part at fault (body, path id or query). No text "
+    "in a body, the keys of free-form objects included, may hold a NUL character or a "
+    "lone surrogate.",
     401: "No, unknown or revoked API key or user token.",
     403: "The API key lacks the operation's scope or the category, or a user token is "
     "used on another user's data or on a producer operation.",
@@ -39,7 +41,8 @@ _ERROR_DESCRIPTIONS = {
     422: "Well-formed, but names something that does not exist (a category, a recipient, "
     "a preference cell), a time outside the window allowed from now (`out_of_window`), "
     "or settings the category's own rules refuse (`invalid_settings`).",
-    429: "Over the caller's rate limit; retry after Retry-After seconds.",
+    429: "Over the caller's rate limit (`rate_limited`), or over its producer's quota in "
+    "events (`quota_exceeded`, naming the quota); retry after Retry-After seconds.",
     503: "The rate limiter cannot reach Redis and is set to fail closed "
     "(NOTIFY_API_RATE_LIMIT_FAIL_OPEN=0); retry after Retry-After seconds.",
 }

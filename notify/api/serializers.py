@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import zoneinfo
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -14,7 +15,7 @@ from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
 from notify.api.strict import StrictSerializer
-from notify.models import Channel, QueueClass
+from notify.models import Channel, QueueClass, delay_most, digest_window_most
 
 # Empty clears the value; \Z (not $, which also takes a final newline) ends the text.
 _PHONE = re.compile(r"^(?:\+[1-9][0-9]{6,14})?\Z")
@@ -23,6 +24,10 @@ _TIMEZONES = frozenset(zoneinfo.available_timezones())
 # How the schema states a time zone: a string of a named format, not an enum of every
 # zone (client generators choke on ~600 members, some of which differ only in `+`/`-`).
 TIME_ZONE_FORMAT = "iana-time-zone"
+# A feed cursor: a `next_cursor` the API issued (notify.selectors.encode_cursor), opaque to
+# clients. A named format, so that what a client may send is one it was given.
+FEED_CURSOR_FORMAT = "feed-cursor"
+FEED_CURSOR_SCHEMA = {"type": "string", "format": FEED_CURSOR_FORMAT, "pattern": "^[A-Za-z0-9_-]*$"}
 # A well-formed time outside the window the server allows counted from now (a 422: no
 # schema can state a bound that moves with the clock).
 OUT_OF_WINDOW = "out_of_window"
@@ -99,7 +104,7 @@ class ErrorOut(serializers.Serializer):
 
 
 class NotificationBatchItemOut(serializers.Serializer):
-    status = serializers.IntegerField(help_text="202, 400, 403, 409 or 422")
+    status = serializers.IntegerField(help_text="202, 400, 403, 409, 422 or 429")
     notification_id = serializers.UUIDField(required=False)
     error = ErrorOut(required=False)
 
@@ -270,11 +275,15 @@ class UnreadCountOut(serializers.Serializer):
     available = serializers.BooleanField(required=False)
 
 
-def _channel_seconds_schema(channels: list[str], meaning: str) -> dict:
-    """A {channel: seconds} setting as the schema states it (Category.clean refuses the rest)."""
+def _channel_seconds_schema(channels: list[str], most: Callable[[str], int], meaning: str) -> dict:
+    """A {channel: seconds} setting as the schema states it (Category.clean refuses the
+    rest); `most(channel)`: the largest value any category may have there."""
     return {
         "type": "object",
-        "properties": {channel: {"type": "integer", "minimum": 1} for channel in channels},
+        "properties": {
+            channel: {"type": "integer", "minimum": 1, "maximum": most(channel)}
+            for channel in channels
+        },
         "additionalProperties": False,
         "description": meaning,
     }
@@ -283,14 +292,17 @@ def _channel_seconds_schema(channels: list[str], meaning: str) -> dict:
 CATEGORY_SETTING_SCHEMAS = {
     "digest_windows": _channel_seconds_schema(
         Channel.values,
+        digest_window_most,
         "Seconds per channel: at most one notification on that channel per window and "
         "recipient, listing the window's events (in-app: one entry per window). Empty: "
         "none digested. Refused on a mandatory category.",
     ),
     "delays_if_unread": _channel_seconds_schema(
         [c for c in Channel.values if c != Channel.INAPP],
+        delay_most(None),
         "Seconds per channel: that channel waits, and goes only if the in-app entry is "
-        "still unread then. Not on a digested channel, nor while in-app is digested, nor "
+        "still unread then, short of the channel's deadline (shorter still when the "
+        "category's TTL is). Not on a digested channel, nor while in-app is digested, nor "
         "on a mandatory category.",
     ),
 }

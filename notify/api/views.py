@@ -21,8 +21,15 @@ from notify.api.lookups import (
     recipient_or_404,
     user_id_checked,
 )
+from notify.api.quota_answers import (
+    events_charge_or_503,
+    quota_exceeded,
+    quota_item_error,
+    with_quota_headers,
+)
 from notify.api.schema import error_responses, linked_from
 from notify.feed import feed_entry_document, feed_mark_read
+from notify.guard import ChangeAuthor, category_change_refusal
 from notify.models import ApiKey, Category, Scope
 from notify.selectors import BadCursor, feed_page, recipient_id_cached
 from notify.services import (
@@ -91,12 +98,17 @@ class NotificationCreateApi(APIView):
     )
     def post(self, request: Request) -> Response:
         event = _event_from(request.data, request.user.api_key)
+        # Charged once valid, before it is stored: a replay of an event id counts again.
+        charge = events_charge_or_503(producer=request.user.producer, count=1)
+        if charge is not None and charge.refused:
+            return quota_exceeded(charge)
         answer = notifications_accept(producer=request.user.producer, events=[event])[0]
         if not isinstance(answer, Accepted):
             raise _refusal(event, answer)
-        return Response(
+        accepted = Response(
             {"notification_id": str(answer.notification_id)}, status=status.HTTP_202_ACCEPTED
         )
+        return with_quota_headers(accepted, charge)
 
 
 class NotificationBatchApi(APIView):
@@ -111,7 +123,10 @@ class NotificationBatchApi(APIView):
         description=(
             "Each answer carries the status the event would have had alone (202, 400, 403, "
             "409, 422) and its notification id or error. Events are idempotent as single "
-            "events are: repeating the batch creates nothing new."
+            "events are: repeating the batch creates nothing new. Past the producer's quota "
+            "in events, the valid events are accepted in order while it lasts and the rest "
+            "answer 429 `quota_exceeded` (not stored); the response then carries "
+            "Retry-After, and the RateLimit headers whenever a quota applies."
         ),
     )
     def post(self, request: Request) -> Response:
@@ -125,6 +140,12 @@ class NotificationBatchApi(APIView):
                 answers.append(None)
             except ApiError as error:
                 answers.append(_item_error(error))
+        # The valid events are charged in one take; those past a quota are not stored.
+        charge = events_charge_or_503(producer=request.user.producer, count=len(valid))
+        if charge is not None:
+            for index, _ in valid[charge.granted :]:
+                answers[index] = quota_item_error(charge)
+            valid = valid[: charge.granted]
         results = notifications_accept(
             producer=request.user.producer, events=[event for _, event in valid]
         )
@@ -133,7 +154,7 @@ class NotificationBatchApi(APIView):
                 answers[index] = {"status": 202, "notification_id": str(answer.notification_id)}
             else:
                 answers[index] = _item_error(_refusal(event, answer))
-        return Response({"results": answers})
+        return with_quota_headers(Response({"results": answers}), charge)
 
 
 def _item_error(error: ApiError) -> dict:
@@ -156,7 +177,9 @@ class RecipientUpsertApi(APIView):
         data_in = s.RecipientIn(data=request.data)
         data_in.is_valid(raise_exception=True)
         recipient, created = recipient_upsert(
-            user_id=user_id_checked(user_id), fields=dict(data_in.validated_data)
+            user_id=user_id_checked(user_id),
+            fields=dict(data_in.validated_data),
+            author=ChangeAuthor.of_key(request.user.api_key),
         )
         return Response(
             s.RecipientOut(recipient).data,
@@ -179,7 +202,7 @@ class FeedListApi(APIView):
             ),
             OpenApiParameter(
                 "cursor",
-                str,
+                s.FEED_CURSOR_SCHEMA,
                 description="`next_cursor` of the page before; opaque: an unknown one is 400.",
             ),
         ],
@@ -303,6 +326,9 @@ class CategoryApi(APIView):
         responses={200: s.CategoryOut, **error_responses(422)},
         summary="Change a category's digest and delay settings (only those).",
         description=(
+            "Only the keys of the producer that owns the category (set in admin) may: "
+            "any other key is a 403 `category_not_owned`. Each change is kept in the "
+            "category's admin history with the key that made it. "
             "Fields left out stay as they are. Validated as an admin save is, and a "
             "refusal names the field and changes nothing: a value outside this schema (a "
             "window or delay of 0 or less, an unknown channel) is a 400 `invalid`; a "
@@ -315,10 +341,17 @@ class CategoryApi(APIView):
     def patch(self, request: Request, key: str) -> Response:
         data_in = s.CategoryDigestsIn(data=request.data)
         data_in.is_valid(raise_exception=True)
-        category_allowed(request.user.api_key, _category_or_404(key))
+        api_key = request.user.api_key
+        category = _category_or_404(key)
+        refusal = category_change_refusal(api_key=api_key, category=category)
+        if refusal is not None:
+            raise ApiError(403, "category_not_owned", refusal)
+        category_allowed(api_key, category)
         fields = dict(data_in.validated_data)
         try:
-            category = category_digests_update(key=key, fields=fields)
+            category = category_digests_update(
+                key=key, fields=fields, author=ChangeAuthor.of_key(api_key)
+            )
         except ValidationError as refused:
             raise _category_refusal(refused, fields) from None
         if category is None:

@@ -74,7 +74,8 @@ def test_another_producer_cannot_see_or_control_a_campaign(api, promo_data):
 
     campaign_id = api.post("/v1/campaigns", body(), format="json").json()["campaign_id"]
     other = APIClient()
-    other.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_issue(producer_name='other').key}")
+    other_key = api_key_issue(producer_name="other", scopes=["campaigns:write"]).key
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {other_key}")
     assert other.get(f"/v1/campaigns/{campaign_id}").status_code == 404
     assert other.post(f"/v1/campaigns/{campaign_id}/cancel").status_code == 404
     assert APIClient().get(f"/v1/campaigns/{campaign_id}").status_code == 401
@@ -138,7 +139,9 @@ def test_a_key_limited_to_other_categories_cannot_launch(promo_data):
     from notify.services import api_key_issue
 
     client = APIClient()
-    key = api_key_issue(producer_name="orders", category_keys=["order.shipped"]).key
+    key = api_key_issue(
+        producer_name="orders", category_keys=["order.shipped"], scopes=["campaigns:write"]
+    ).key
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
     response = client.post("/v1/campaigns", body(), format="json")
     assert response.status_code == 403

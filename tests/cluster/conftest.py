@@ -142,7 +142,7 @@ def live(deployment, transactional_db):
     from notify.services import api_key_issue
 
     seed_demo()
-    issued = api_key_issue(producer_name="cluster")
+    issued = api_key_issue(producer_name="cluster", scopes=["notifications:send", "users:read"])
     issued.api_key.rate_per_second = 10_000  # intake's own limit is not what is tested
     issued.api_key.rate_burst = 100_000
     issued.api_key.save()
