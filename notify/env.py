@@ -34,6 +34,13 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return value
 
 
+def env_int_or_none(name: str, *, minimum: int | None = None) -> int | None:
+    """An optional integer variable: None when unset or empty, else as `env_int`."""
+    if not os.environ.get(name, "").strip():
+        return None
+    return env_int(name, 0, minimum=minimum)
+
+
 def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
     """A number variable; a non-number or one below `minimum` stops the start."""
     raw = os.environ.get(name)

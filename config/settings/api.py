@@ -4,6 +4,7 @@ from notify.env import (
     env_bool,
     env_float,
     env_int,
+    env_int_or_none,
     env_str,
 )
 
@@ -72,6 +73,17 @@ NOTIFY_USER_RATE_BURST = env_int("NOTIFY_USER_RATE_BURST", 30, minimum=1)
 # outage must not become an API outage. Closed (0) answers 503 with Retry-After
 # instead, for deployments that face producers they do not trust.
 NOTIFY_API_RATE_LIMIT_FAIL_OPEN = env_bool("NOTIFY_API_RATE_LIMIT_FAIL_OPEN", True)
+# Quotas in events, per producer and shared by all its keys (notify/quotas.py): events
+# accepted per minute (a token bucket: N/60 per second, bursts up to N), per UTC day,
+# and campaign recipients launched per UTC day. A batch counts each of its events, a
+# campaign its audience. Unset = no quota (and no Redis work for them); a producer's own
+# quota in admin or create_producer wins. Past one: 429 with Retry-After and RateLimit
+# headers. Redis down: as NOTIFY_API_RATE_LIMIT_FAIL_OPEN says for the rate limits.
+NOTIFY_PRODUCER_EVENTS_PER_MINUTE = env_int_or_none("NOTIFY_PRODUCER_EVENTS_PER_MINUTE", minimum=0)
+NOTIFY_PRODUCER_EVENTS_PER_DAY = env_int_or_none("NOTIFY_PRODUCER_EVENTS_PER_DAY", minimum=0)
+NOTIFY_PRODUCER_CAMPAIGN_EVENTS_PER_DAY = env_int_or_none(
+    "NOTIFY_PRODUCER_CAMPAIGN_EVENTS_PER_DAY", minimum=0
+)
 NOTIFY_DEFAULT_LOCALE = env_str("NOTIFY_DEFAULT_LOCALE", "en")
 # A scheduled notification (send_at) may be at most this far ahead.
 NOTIFY_SEND_AT_MAX_DAYS = env_int("NOTIFY_SEND_AT_MAX_DAYS", 90, minimum=1)
