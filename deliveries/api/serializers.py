@@ -41,8 +41,10 @@ def _caseless(text: str) -> str:
 def endpoint_pattern() -> str:
     """A Web Push endpoint this server registers, as a regex over the whole URL: one of
     WEBPUSH_ALLOWED_ORIGINS (scheme and host in any case, the default port optional),
-    then a path, query or fragment without whitespace. A host reached through a `*.`
-    wildcard must also resolve to public addresses, which no pattern can say."""
+    then a path, query or fragment without whitespace as Django's URL check counts it
+    (Python's regex: also the separators U+001C to U+001F and NEL, which an ECMA regex
+    does not count). A host reached through a `*.` wildcard must also resolve to public
+    addresses, which no pattern can say."""
     label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
     origins = []
     for origin in allowed_origins(tuple(settings.WEBPUSH_ALLOWED_ORIGINS)):
@@ -51,7 +53,7 @@ def endpoint_pattern() -> str:
         if _DEFAULT_PORTS[origin.scheme] == origin.port:
             port = f"(?:{port})?"
         origins.append(f"{_caseless(origin.scheme)}://{host}{port}")
-    return f"^(?:{'|'.join(origins) or '(?!)'})(?:[/?#][^\\s]*)?$"
+    return f"^(?:{'|'.join(origins) or '(?!)'})(?:[/?#][^\\s\\u001c-\\u001f\\u0085]*)?$"
 
 
 class WebPushKeysIn(StrictSerializer):

@@ -26,12 +26,25 @@ from notify.api.schema import error_responses
 from notify.api.strict import StrictSerializer
 from notify.models import Scope
 
+# What the egress rules take without a DNS lookup, stated for the schema: an https URL
+# with a host (a name or an IPv4 address) and no credentials, its port in range. Whether
+# the host is public is known only by resolving it (a 422).
+HTTPS_URL_PATTERN = (
+    r"^https://[^\s/?#@:\[\]]+"
+    r"(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
+    r"(?:[/?#]\S*)?$"
+)
+
 
 class WebhookIn(StrictSerializer):
     # Checked by the egress rules (a 422 saying why), which also refuse what is no URL:
     # DRF's URLField would refuse some names RFC 3986 allows, which the schema cannot say.
     url = serializers.CharField(
-        max_length=1024, help_text="https://… (public addresses only)", trim_whitespace=False
+        max_length=1024,
+        help_text="https://host[:port][/path], whose host resolves to public addresses only "
+        "(else a 422 `endpoint_not_allowed`); the private origins the operator lists "
+        "(NOTIFY_WEBHOOK_ALLOWED_PRIVATE_ORIGINS) are taken as listed, http too.",
+        trim_whitespace=False,
     )
     event_types = serializers.ListField(
         child=serializers.ChoiceField(choices=WebhookEventType.choices),
@@ -39,6 +52,8 @@ class WebhookIn(StrictSerializer):
         max_length=len(WebhookEventType.choices),
     )
     description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+    openapi_extra = {"properties": {"url": {"pattern": HTTPS_URL_PATTERN}}}
 
 
 class WebhookPatchIn(WebhookIn):

@@ -20,7 +20,7 @@ from notify.api.lookups import recipient_or_404
 from notify.api.schema import error_responses, linked_from
 from notify.api.serializers import LanguageTagField, TimeZoneField
 from notify.api.strict import StrictSerializer
-from notify.models import Scope
+from notify.models import Channel, Scope
 from notify.tokens import user_token_issue
 from preferences.center import preference_center_links_revoke
 from preferences.models import ConsentSource
@@ -77,6 +77,21 @@ class PreferencesIn(StrictSerializer):
     )
     source = serializers.ChoiceField(choices=PRODUCER_SOURCES, required=False)
     consent_text_version = serializers.CharField(max_length=50, required=False, allow_blank=True)
+
+    # A cell is a category and a channel: the channels are known to the schema (another is
+    # a 422 `unknown_preference`, as is a category that does not exist).
+    openapi_extra = {
+        "properties": {
+            "categories": {
+                "description": "Cells to change: category key → channel → on (true) or off.",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {channel: {"type": "boolean"} for channel in Channel.values},
+                    "additionalProperties": False,
+                },
+            }
+        }
+    }
 
 
 class PreferencesOut(serializers.Serializer):

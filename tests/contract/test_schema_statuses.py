@@ -50,6 +50,19 @@ def test_the_live_stream_is_in_the_schema_with_every_status_it_answers(api):
     assert APIClient().get("/v1/users/demo-user/stream").status_code == 401
 
 
+def test_a_method_the_live_stream_does_not_have_is_a_405_naming_get(producer_key):
+    # As a browser-less client calls it: CSRF checks on, as in the deployed stack, so a
+    # POST meets the 405 and not the CSRF check's HTML page.
+    client = APIClient(enforce_csrf_checks=True)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {producer_key.key}")
+    for method in ("post", "put", "patch", "delete", "options", "head"):
+        response = getattr(client, method)("/v1/users/demo-user/stream")
+        assert response.status_code == 405, (method, response.content)
+        assert response["Allow"] == "GET", method
+        if method != "head":
+            assert_error(response, 405, "method_not_allowed")
+
+
 def test_a_created_resource_links_to_the_operations_on_it(db):
     def links(path: str, method: str, status: str) -> dict:
         return _operation(path, method)["responses"][status]["links"]
