@@ -30,6 +30,8 @@ SMPP_RECONNECT_BASE = env_float("SMPP_RECONNECT_BASE", 1.0, minimum=0.01)
 SMPP_RECONNECT_MAX = env_float("SMPP_RECONNECT_MAX", 60.0, minimum=0.01)
 # Unacknowledged submit_sm per bind (window) and submits per second per bind (TPS). With
 # several sender processes, per-bind TPS times binds must stay within the account's TPS.
+# A batch of SMS keeps up to a window of submits outstanding instead of waiting for each
+# submit_sm_resp (one person's messages still one after the other).
 SMPP_WINDOW_SIZE = env_int("SMPP_WINDOW_SIZE", 10, minimum=1)
 SMPP_TPS = env_float("SMPP_TPS", 30.0, minimum=0.01)
 # Throttling (0x58): pause base doubling to the ceiling, ± jitter, this many retries

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import requests
 from django.conf import settings
 from django.utils import timezone
+from requests.adapters import DEFAULT_POOLSIZE
 
 from deliveries.channels.deadline import BoundedAdapter
 from deliveries.models import AttemptOutcome, DeviceKind
@@ -160,25 +161,41 @@ class BoundedSession(requests.Session):
     `BoundedAdapter`: an answer is read there, at most `max_bytes` of it, before the
     deadline (pywebpush reads `response.text`, which is then that bounded body)."""
 
-    def __init__(self, *, total_seconds: float, max_bytes: int, kept_idle_max: float) -> None:
+    def __init__(
+        self,
+        *,
+        total_seconds: float,
+        max_bytes: int,
+        kept_idle_max: float,
+        pool_size: int = DEFAULT_POOLSIZE,
+    ) -> None:
         super().__init__()
         self.trust_env = False  # no proxy from the environment: we post only where allowed
         bounded_mount(
-            self, total_seconds=total_seconds, max_bytes=max_bytes, kept_idle_max=kept_idle_max
-        )
+            self, total_seconds=total_seconds, max_bytes=max_bytes, kept_idle_max=kept_idle_max,
+            pool_maxsize=pool_size,
+        )  # fmt: skip
 
     def request(self, method, url, *args, **kwargs) -> requests.Response:
         kwargs["allow_redirects"] = False
         return super().request(method, url, *args, **kwargs)
 
 
-def bounded_session(total_seconds: float, max_bytes: int) -> BoundedSession:
-    """The process's shared session for this deadline and answer size."""
-    return _bounded_session(total_seconds, max_bytes, settings.NOTIFY_PUSH_KEPT_IDLE_MAX)
+def bounded_session(
+    total_seconds: float, max_bytes: int, *, pool_size: int = DEFAULT_POOLSIZE
+) -> BoundedSession:
+    """The process's shared session for this deadline and answer size, keeping up to
+    `pool_size` connections per host (posts in flight beyond it open one each)."""
+    return _bounded_session(total_seconds, max_bytes, settings.NOTIFY_PUSH_KEPT_IDLE_MAX, pool_size)
 
 
 @lru_cache(maxsize=4)
-def _bounded_session(total_seconds: float, max_bytes: int, kept_idle_max: float) -> BoundedSession:
+def _bounded_session(
+    total_seconds: float, max_bytes: int, kept_idle_max: float, pool_size: int
+) -> BoundedSession:
     return BoundedSession(
-        total_seconds=total_seconds, max_bytes=max_bytes, kept_idle_max=kept_idle_max
+        total_seconds=total_seconds,
+        max_bytes=max_bytes,
+        kept_idle_max=kept_idle_max,
+        pool_size=pool_size,
     )

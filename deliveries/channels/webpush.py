@@ -14,11 +14,17 @@ The endpoint came from a browser, so before each post it is checked against
 WEBPUSH_ALLOWED_ORIGINS (deliveries/channels/push_origins.py); redirects are never
 followed, at most WEBPUSH_MAX_RESPONSE_BYTES of the answer is read, and the whole call
 ends at NOTIFY_CALL_DEADLINE_WEBPUSH however slowly the endpoint drips its answer.
+
+A batch's pushes are posted overlapped (`send_overlapped`): up to
+NOTIFY_WEBPUSH_CONCURRENCY at once per sender, each with its own deadline and bounded
+read, one person's pushes still one after the other; each is encrypted on its call
+thread while the others wait for their answers.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import requests
@@ -34,10 +40,11 @@ from deliveries.channels.base import (
     refusal,
     ttl_left,
 )
+from deliveries.channels.overlap import call_pool, calls_overlapped
 from deliveries.channels.push_origins import EndpointRefused, endpoint_check
 from deliveries.channels.vapid import vapid_headers
 from deliveries.models import DeviceKind
-from deliveries.selectors import device_for_delivery
+from deliveries.selectors import device_for_delivery, devices_for_targets
 from templates_admin.rendering import render_version
 
 if TYPE_CHECKING:
@@ -49,9 +56,12 @@ URGENCY_BY_QUEUE = {"high": "high", "medium": "normal", "low": "low"}
 
 
 def push_session() -> BoundedSession:
-    """The shared session for the configured deadline and answer size."""
+    """The shared session for the configured deadline and answer size, with a kept
+    connection per push host for every post a process may have in flight."""
     return bounded_session(
-        settings.NOTIFY_PROVIDER_CALL_DEADLINES["webpush"], settings.WEBPUSH_MAX_RESPONSE_BYTES
+        settings.NOTIFY_PROVIDER_CALL_DEADLINES["webpush"],
+        settings.WEBPUSH_MAX_RESPONSE_BYTES,
+        pool_size=settings.NOTIFY_WEBPUSH_CONCURRENCY * settings.NOTIFY_PUSH_SENDERS,
     )
 
 
@@ -84,8 +94,47 @@ def render_payload(
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
     """Encrypt the rendered push for the device's current subscription and post it."""
     device = device_for_delivery(target=delivery.target, kind=DeviceKind.WEBPUSH)
+    return push_prepare(delivery, version, context, device=device)()
+
+
+def send_overlapped(
+    items: Sequence[tuple[Delivery, TemplateVersion, dict[str, Any]]],
+    *,
+    lanes: Sequence[Hashable],
+    before_each: Callable[[], object] | None = None,
+) -> Iterator[tuple[int, SendResult | Exception, float]]:
+    """A batch's pushes, up to NOTIFY_WEBPUSH_CONCURRENCY posted at once; yields
+    (index, result or exception, seconds) as each answer comes. The devices are read in
+    one query; each push is rendered here just before it goes, and encrypted and posted
+    on a call thread (deliveries/channels/overlap.py keeps each lane's order)."""
+    devices = devices_for_targets(
+        targets=[delivery.target for delivery, _, _ in items], kind=DeviceKind.WEBPUSH
+    )
+
+    def prepare(index: int) -> Callable[[], SendResult]:
+        delivery, version, context = items[index]
+        return push_prepare(delivery, version, context, device=devices.get(delivery.target))
+
+    limit = settings.NOTIFY_WEBPUSH_CONCURRENCY
+    pool = call_pool("webpush-call", limit * settings.NOTIFY_PUSH_SENDERS)
+    return calls_overlapped(prepare, lanes=lanes, limit=limit, pool=pool, before_each=before_each)
+
+
+def push_prepare(
+    delivery: Delivery, version: TemplateVersion, context: dict[str, Any], *, device: Device | None
+) -> Callable[[], SendResult]:
+    """Render the push (in the calling thread: a render error raises here) and return
+    the call that checks the endpoint, encrypts and posts it (safe on any thread)."""
     if device is None:
-        return SendResult.permanent(status_code="no_device", response="device gone or inactive")
+        gone = SendResult.permanent(status_code="no_device", response="device gone or inactive")
+        return lambda: gone
+    payload = render_payload(version, context, delivery=delivery)
+    urgency = URGENCY_BY_QUEUE.get(delivery.queue, "normal")
+    ttl = ttl_left(delivery)
+    return lambda: _post(device, payload, urgency=urgency, ttl=ttl)
+
+
+def _post(device: Device, payload: bytes, *, urgency: str, ttl: int) -> SendResult:
     try:
         endpoint_check(device.endpoint)
     except EndpointRefused as refused:
@@ -93,14 +142,13 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
         if refused.retryable:
             return SendResult.transient(status_code="endpoint_dns", response=response)
         return SendResult.permanent(status_code="endpoint_refused", response=response)
-    payload = render_payload(version, context, delivery=delivery)
     headers = vapid_headers(device.endpoint)
-    headers["Urgency"] = URGENCY_BY_QUEUE.get(delivery.queue, "normal")
+    headers["Urgency"] = urgency
     try:
         response = WebPusher(_subscription(device), requests_session=push_session()).send(
             payload,
             headers,
-            ttl=ttl_left(delivery),
+            ttl=ttl,
             timeout=(settings.NOTIFY_PUSH_CONNECT_TIMEOUT, settings.NOTIFY_PUSH_REQUEST_TIMEOUT),
         )
     except requests.RequestException as error:  # a timeout (per read, or the deadline)

@@ -336,9 +336,10 @@ def _provider_calls(
     mark_sent: bool,
 ) -> list[Tried]:
     """Render and send each call, by its provider's batching rule: a provider with
-    `send_many` (FCM's multicast) takes the channel's members at once; the others take
-    them one after another on their kept session (one SMTP connection, one SMPP bind),
-    each message it took marked sent when `mark_sent` (a batch's)."""
+    `send_many` (FCM's multicast) takes the channel's members at once; one with
+    `send_overlapped` (Web Push, SMPP) keeps several in flight, one person's still one
+    after the other; the others take them one after another on their kept session (one
+    SMTP connection), each message it took marked sent when `mark_sent` (a batch's)."""
     tries: list[Tried] = []
     by_channel: dict[str, list[_Call]] = {}
     for call in calls:
@@ -388,6 +389,12 @@ def _channel_calls(
         for call, (result, reason) in zip(group, results, strict=True):
             tries.append(_after_call(call, result, reason, claimed_at, duration))
         return tries
+    send_overlapped = getattr(provider, "send_overlapped", None)
+    if send_overlapped is not None and len(group) > 1:
+        return _overlapped_calls(
+            channel, send_overlapped, group, claimed_at=claimed_at, between=between,
+            mark_sent=mark_sent,
+        )  # fmt: skip
     with SentMarks() as marks:
         for call in group:
             if between is not None:
@@ -411,6 +418,47 @@ def _channel_calls(
                     provider_message_id=result.provider_message_id,
                 )
             tries.append(_after_call(call, result, reason, claimed_at, duration))
+    return tries
+
+
+def _overlapped_calls(
+    channel: str,
+    send_overlapped: Callable,
+    group: Sequence[_Call],
+    *,
+    claimed_at: datetime,
+    between: Callable[[], object] | None,
+    mark_sent: bool,
+) -> list[Tried]:
+    """A provider that keeps several calls in flight (Web Push's posts, SMPP's window):
+    each answer is marked sent as it comes, and the tries are returned in order."""
+    answers: dict[int, tuple[SendResult, str, int]] = {}
+    clock = time.monotonic()
+    channel_call_begin(channel=channel)
+    with SentMarks() as marks:
+        try:
+            items = [(c.loaded.delivery, c.loaded.version, _context(c)) for c in group]
+            lanes = [_order_lane(c.loaded.delivery) for c in group]
+            for index, answer, seconds in send_overlapped(items, lanes=lanes, before_each=between):
+                delivery = group[index].loaded.delivery
+                if isinstance(answer, Exception):
+                    result, reason = _classify_raised(answer, delivery)
+                else:
+                    result, reason = answer, ""
+                if mark_sent and result.outcome == AttemptOutcome.DELIVERED:
+                    marks.add(delivery_id=delivery.pk, claimed_at=claimed_at,
+                              provider_message_id=result.provider_message_id)  # fmt: skip
+                answers[index] = (result, reason, int(seconds * 1000))
+        except Exception as error:  # the batch call itself failed: the rest record it
+            for index, call in enumerate(group):
+                if index not in answers:
+                    answers[index] = (*_classify_raised(error, call.loaded.delivery), 0)
+    # Slot time per message, as for a multicast: what a delivery costs the sender thread.
+    channel_call_timed(channel=channel, seconds=time.monotonic() - clock, count=len(group))
+    tries: list[Tried] = []
+    for index, call in enumerate(group):
+        result, reason, duration = answers[index]
+        tries.append(_after_call(call, result, reason, claimed_at, duration))
     return tries
 
 

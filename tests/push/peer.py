@@ -131,6 +131,13 @@ class PushService:
         with self.lock:
             self.scripts.setdefault(name, []).extend(responses)
 
+    def answer_after(self, group: str, seconds: float) -> None:
+        """From now on, answer every request to the subscriptions named `group` or
+        `group.<anything>` after `seconds` (a push service under load); the requests
+        meanwhile are read and held, and `most_in_flight[group]` counts them."""
+        with self.lock:
+            self.slow[group] = seconds
+
     def hang_up_after_answer(self, name: str) -> None:
         """From now on, the connection that carries an answer for this subscription is
         let go once the answer is out, without `Connection: close`: the next request

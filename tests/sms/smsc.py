@@ -43,6 +43,7 @@ class Submit:
     message_payload: bytes | None
     status: int = 0
     message_id: str = ""
+    answered: bool = False  # its submit_sm_resp went out (a delayed one may never)
 
 
 @dataclass
@@ -126,6 +127,12 @@ class Smsc:
         self.idle_timeout: float | None = None
         self.idle_drops = 0
         self.resend_limit = 10
+        # Each submit_sm is answered this many seconds after it arrives (a busy SMSC),
+        # the submits behind it read meanwhile; `most_outstanding` is the most submits
+        # seen at once still waiting for their answer (the client's window).
+        self.submit_delay = 0.0
+        self.outstanding = 0
+        self.most_outstanding = 0
         # Receipts waiting for their deliver_sm_resp, by (connection, sequence): each
         # bind numbers its own PDUs. Timers of an earlier test are cancelled.
         self._awaiting: dict[tuple[int, int], Receipt] = {}
@@ -167,7 +174,7 @@ class Smsc:
         return len(self._writers)
 
     def accepted(self) -> list[Submit]:
-        return [submit for submit in self.submits if submit.status == 0]
+        return [submit for submit in self.submits if submit.status == 0 and submit.answered]
 
     # --- the protocol -------------------------------------------------------------------
 
@@ -253,12 +260,33 @@ class Smsc:
         elif self.script:
             submit.status = self.script.popleft()
         self.submits.append(submit)
+        if self.submit_delay > 0:
+            self.outstanding += 1
+            self.most_outstanding = max(self.most_outstanding, self.outstanding)
+            timers = self._timers
+            timer = self._loop.call_later(
+                self.submit_delay,
+                lambda: (
+                    timers.discard(timer),
+                    self._answer_submit(writer, sequences, sequence, submit, late=True),
+                ),
+            )
+            timers.add(timer)
+            return
+        self._answer_submit(writer, sequences, sequence, submit)
+
+    def _answer_submit(self, writer, sequences, sequence, submit: Submit, *, late=False):
+        if late:
+            self.outstanding -= 1
+            if writer.is_closing():
+                return  # the bind is gone: the answer never comes
+        submit.answered = True
         if submit.status:
             writer.write(_pdu(SUBMIT_SM | RESP, submit.status, sequence, b"\x00"))
             return
         submit.message_id = f"SMSC{next(self._ids):06d}"
         writer.write(_pdu(SUBMIT_SM | RESP, 0, sequence, _cstr(submit.message_id)))
-        if registered_delivery & 0x01 and self.receipt_state:
+        if submit.registered_delivery & 0x01 and self.receipt_state:
             receipt = Receipt(submit.message_id, self.receipt_state, submit)
             self.receipts[submit.message_id] = receipt
             self._later(self.receipt_delay, writer, sequences, receipt)

@@ -10,17 +10,24 @@ handled here, inside the attempt: pause 100 ms doubling to 5 s with jitter, at m
 SMPP_THROTTLE_RETRIES retries, each 0x58 also feeding the bind's adaptive rate. When
 the retries run out the result is transient with status THROTTLE_EXHAUSTED, which per
 the retry policy ends the delivery as dead (see `throttle_exhausted`).
+
+A batch keeps up to SMPP_WINDOW_SIZE submits outstanding (`send_overlapped`) instead of
+waiting for each submit_sm_resp before the next submit_sm; the bind's adaptive rate
+paces them all, a 0x58 pauses only its own message (and lowers the rate when
+sustained), and a bind lost mid-window fails the unanswered ones as transient, retried.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
 from deliveries.channels.base import SendResult
+from deliveries.channels.overlap import call_pool, calls_overlapped
 from deliveries.channels.sms.smpp.codes import StatusKind, classify_status, refused, status_code
 from deliveries.channels.sms.smpp.encoding import (
     EncodedText,
@@ -45,17 +52,50 @@ THROTTLE_EXHAUSTED = "smpp_throttled_out"
 
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
     """Render the SMS text and submit it on this process's SMPP bind."""
+    return sms_prepare(delivery, version, context, session=session_for_process)()
+
+
+def send_overlapped(
+    items: Sequence[tuple[Delivery, TemplateVersion, dict[str, Any]]],
+    *,
+    lanes: Sequence[Hashable],
+    before_each: Callable[[], object] | None = None,
+) -> Iterator[tuple[int, SendResult | Exception, float]]:
+    """A batch's messages with up to SMPP_WINDOW_SIZE submit_sm outstanding on the bind
+    (the bind matches each submit_sm_resp to its submit by sequence number); yields
+    (index, result or exception, seconds) as each message is answered. Each message's
+    parts go one after the other, and one person's messages too."""
+    limit = settings.SMPP_WINDOW_SIZE
+    pool = call_pool("smpp-submit", limit * settings.NOTIFY_WORKER_THREADS)
+
+    def prepare(index: int) -> Callable[[], SendResult]:
+        return sms_prepare(*items[index], session=session_for_process)
+
+    return calls_overlapped(prepare, lanes=lanes, limit=limit, pool=pool, before_each=before_each)
+
+
+def sms_prepare(
+    delivery: Delivery,
+    version: TemplateVersion,
+    context: dict[str, Any],
+    *,
+    session: Callable[[], SmppSession],
+) -> Callable[[], SendResult]:
+    """Render and encode the text (here: a render error raises) and return the call
+    that submits its parts on the bind (safe on any thread)."""
     text = render_version(version, context).body
     encoded = encode_text(text, limits=segment_limits())
     if encoded.segments == 0:
-        return SendResult.permanent(status_code="empty", response="the SMS text is empty")
+        empty = SendResult.permanent(status_code="empty", response="the SMS text is empty")
+        return lambda: empty
     if encoded.segments > settings.NOTIFY_SMS_MAX_SEGMENTS:
-        return SendResult.permanent(
+        too_long = SendResult.permanent(
             status_code="too_long",
             response=f"{encoded.segments} {encoded.encoding} segments; the limit is "
             f"{settings.NOTIFY_SMS_MAX_SEGMENTS}",
         )
-    return submit_text(session_for_process(), destination=delivery.target, encoded=encoded)
+        return lambda: too_long
+    return lambda: submit_text(session(), destination=delivery.target, encoded=encoded)
 
 
 def segment_limits() -> SegmentLimits:
