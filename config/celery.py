@@ -15,17 +15,24 @@ from celery.signals import (
     celeryd_after_setup,
     task_postrun,
     task_prerun,
+    task_success,
     worker_init,
     worker_ready,
     worker_shutting_down,
 )
+from django_redis import get_redis_connection
 from redbeat import RedBeatScheduler
 from redbeat.schedulers import get_redis
 
 from notify.broker import NotifyTask, declare_topology, delivered_queue
 from notify.campaign_statements import campaign_statements_free, campaign_statements_limited
 from notify.checks import process_exit_on_weak_secret_key
-from notify.ops.beat import beat_job_mark, beat_started_mark
+from notify.ops.beat import (
+    beat_job_finished_mark,
+    beat_job_mark,
+    beat_job_of_task,
+    beat_started_mark,
+)
 from notify.ops.heap import startup_heap_freeze
 from notify.priority import high_work_mark, low_work_done, low_work_yield
 
@@ -169,3 +176,16 @@ def _campaign_work_yields_to_high(sender=None, task=None, **kwargs) -> None:
 def _campaign_turn_back(sender=None, task=None, **kwargs) -> None:
     low_work_done()  # a no-op unless this thread's low task took a turn
     campaign_statements_free()
+
+
+@task_success.connect
+def _periodic_job_finished(sender=None, **kwargs) -> None:
+    # Beat's marks say a job was sent; this one says a worker ran it to the end, so a
+    # sweep whose workers are dead is seen to stop (notify/ops/beat.py). One SET.
+    job = beat_job_of_task(getattr(sender, "name", ""))
+    if job is None:
+        return
+    try:
+        beat_job_finished_mark(get_redis_connection("default"), job=job)
+    except Exception:  # the run's work is done; a lost mark must not fail it
+        logger.warning("could not mark %s as finished", job, exc_info=True)

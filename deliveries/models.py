@@ -91,6 +91,9 @@ class Delivery(InNotificationMonth):
     # How many times the sweeper gave back a claim whose sender was lost; once more than
     # NOTIFY_CLAIM_RECOVERIES_MAX, the delivery ends dead. A re-drive starts it again.
     claim_recoveries = models.IntegerField(default=0, db_default=0, editable=False)
+    # The last sequence number given to a status webhook event about this delivery:
+    # raised in the statement that writes the events (deliveries/webhook_events.py).
+    webhook_sequence = models.IntegerField(default=0, db_default=0, editable=False)
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -609,6 +612,12 @@ class WebhookEvent(models.Model):
     msg_id = models.CharField(max_length=64, unique=True)
     event_type = models.CharField(max_length=40, choices=WebhookEventType.choices)
     payload = models.JSONField()
+    # Its order among the events about the same delivery (0: `notification.routed`, which
+    # comes before them all); in the payload and the `webhook-sequence` header.
+    sequence = models.IntegerField(default=0, db_default=0)
+    # The notification it is about: a re-drive posts one notification's events in one
+    # message, so they arrive in sequence.
+    notification_id = models.UUIDField(null=True, blank=True)
     # Whose notification it is about, so erasure finds it (no foreign key: the history
     # tables are partitioned and archived, and an event outlives nothing it names).
     recipient_id = models.BigIntegerField(null=True, blank=True, db_index=True)
@@ -616,6 +625,8 @@ class WebhookEvent(models.Model):
         max_length=10, choices=WebhookEventStatus.choices, default=WebhookEventStatus.PENDING
     )
     attempts = models.PositiveIntegerField(default=0)
+    # Attempts made before the last re-delivery: the retry schedule counts after them.
+    attempts_before_redrive = models.PositiveIntegerField(default=0, db_default=0)
     next_attempt_at = models.DateTimeField()
     claimed_at = models.DateTimeField(null=True, blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
@@ -632,6 +643,18 @@ class WebhookEvent(models.Model):
                 condition=Q(status__in=["pending", "sending"]),
             ),
             models.Index(fields=["endpoint", "status"], name="webhook_event_endpoint"),
+            # A disabled endpoint's backlog, trimmed from its oldest.
+            models.Index(
+                fields=["endpoint", "id"],
+                name="webhook_event_backlog",
+                condition=Q(status="pending"),
+            ),
+            # Re-delivery of an endpoint's failed events by time.
+            models.Index(
+                fields=["endpoint", "created_at"],
+                name="webhook_event_failed",
+                condition=Q(status="failed"),
+            ),
         ]
 
     def __str__(self) -> str:

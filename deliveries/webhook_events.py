@@ -5,7 +5,8 @@ SMS receipt) writes its events for every subscribed endpoint in ONE INSERT…SEL
 the round's transaction, and publishes their post messages after commit. Whether
 anyone subscribes to an event type at all is kept in each process for
 NOTIFY_WEBHOOK_SUBSCRIPTION_CACHE_SECONDS, so a round nobody listens to runs no
-statement. The payload follows the Standard Webhooks shape: `{type, timestamp, data}`.
+statement. The payload follows the Standard Webhooks shape: `{type, timestamp, data}`;
+`data.sequence` orders the events about one delivery (numbered in the same statement).
 
 Posting, signing, retries and disabling are in deliveries/webhooks/.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from django.conf import settings
@@ -53,13 +54,12 @@ _cache: dict[str, object] = {"types": frozenset(), "at": float("-inf")}
 
 
 def subscribed_event_types() -> frozenset[str]:
-    """The event types some active endpoint subscribes to (cached in this process)."""
+    """The event types some endpoint subscribes to (cached in this process)."""
     now = time.monotonic()
     if now - _cache["at"] >= settings.NOTIFY_WEBHOOK_SUBSCRIPTION_CACHE_SECONDS:
+        # Disabled endpoints too: their events are written, and wait for them.
         _cache["types"] = frozenset(
-            WebhookSubscription.objects.filter(endpoint__active=True)
-            .values_list("event_type", flat=True)
-            .distinct()
+            WebhookSubscription.objects.values_list("event_type", flat=True).distinct()
         )
         _cache["at"] = now
     return _cache["types"]  # type: ignore[return-value]
@@ -82,52 +82,87 @@ def _common_data_sql() -> str:
 
 
 # Delivery events, then notification.routed events; each row joined to the producer's
-# subscriptions of its type on active endpoints. One statement for the whole round.
+# subscriptions of its type, on enabled and disabled endpoints alike (a disabled one's
+# events wait for it, bounded: deliveries/webhooks/backlog.py). One statement for the
+# whole round. Each delivery event takes the next of its delivery's sequence numbers,
+# raised in the same statement (`bumped`): the UPDATE locks the delivery's row, so two
+# rounds writing about one delivery number their events in the order they commit. One
+# happening is one number, shared by the copies for several endpoints; a routed event
+# is 0, before all of its deliveries' events.
 _EVENTS_SQL = f"""
-    INSERT INTO {WebhookEvent._meta.db_table}
-        (endpoint_id, msg_id, event_type, payload, recipient_id, status, attempts,
-         next_attempt_at, enqueued_at, created_at, last_error)
-    SELECT s.endpoint_id, 'msg_' || replace(gen_random_uuid()::text, '-', ''), s.event_type,
-           jsonb_build_object('type', s.event_type, 'timestamp', {_timestamp_sql()},
-               'data', jsonb_build_object({_common_data_sql()},
-                   'delivery_id', d.id, 'channel', d.channel, 'status', d.status,
-                   'reason', d.reason, 'attempts', d.attempts)
-                 || CASE WHEN v.reported THEN jsonb_build_object(
-                        'provider_occurred_at', {_timestamp_sql("v.reported_at")})
-                    ELSE '{{}}'::jsonb END),
-           n.recipient_id, '{WebhookEventStatus.PENDING.value}', 0, %(now)s, %(now)s, %(now)s, ''
-      FROM unnest(%(d_id)s::bigint[], %(d_month)s::timestamptz[], %(d_type)s::text[],
-                  %(d_reported)s::boolean[], %(d_reported_at)s::timestamptz[])
-           AS v(id, month, event_type, reported, reported_at)
-      JOIN {Delivery._meta.db_table} d ON d.id = v.id AND d.accepted_at = v.month
-      JOIN {Notification._meta.db_table} n ON n.id = d.notification_id
-                                          AND n.created_at = d.accepted_at
-      JOIN {Recipient._meta.db_table} r ON r.id = n.recipient_id
-      JOIN {Category._meta.db_table} c ON c.id = n.category_id
-      JOIN {WebhookSubscription._meta.db_table} s ON s.producer_id = n.producer_id
-                                                AND s.event_type = v.event_type
-      JOIN {WebhookEndpoint._meta.db_table} e ON e.id = s.endpoint_id AND e.active
-    UNION ALL
-    SELECT s.endpoint_id, 'msg_' || replace(gen_random_uuid()::text, '-', ''), s.event_type,
-           jsonb_build_object('type', s.event_type, 'timestamp', {_timestamp_sql()},
-               'data', jsonb_build_object({_common_data_sql()},
-                   'deliveries', COALESCE((
-                       SELECT jsonb_agg(jsonb_build_object('delivery_id', d.id,
-                                'channel', d.channel, 'status', d.status, 'reason', d.reason)
-                                ORDER BY d.id)
-                         FROM {Delivery._meta.db_table} d
-                        WHERE d.notification_id = n.id AND d.accepted_at = n.created_at),
-                       '[]'::jsonb))),
-           n.recipient_id, '{WebhookEventStatus.PENDING.value}', 0, %(now)s, %(now)s, %(now)s, ''
-      FROM unnest(%(n_id)s::uuid[], %(n_month)s::timestamptz[]) AS v(id, month)
-      JOIN {Notification._meta.db_table} n ON n.id = v.id AND n.created_at = v.month
-      JOIN {Recipient._meta.db_table} r ON r.id = n.recipient_id
-      JOIN {Category._meta.db_table} c ON c.id = n.category_id
-      JOIN {WebhookSubscription._meta.db_table} s
-        ON s.producer_id = n.producer_id
-       AND s.event_type = '{WebhookEventType.NOTIFICATION_ROUTED.value}'
-      JOIN {WebhookEndpoint._meta.db_table} e ON e.id = s.endpoint_id AND e.active
-    RETURNING id, endpoint_id
+    WITH v AS (
+        SELECT * FROM unnest(%(d_id)s::bigint[], %(d_month)s::timestamptz[], %(d_type)s::text[],
+                             %(d_reported)s::boolean[], %(d_reported_at)s::timestamptz[])
+               WITH ORDINALITY AS v(id, month, event_type, reported, reported_at, ord)
+    ), wanted AS (
+        SELECT v.*, d.channel, d.status, d.reason, d.attempts, n.id AS notification_id,
+               n.event_id, n.recipient_id, n.producer_id, r.user_id, c.key AS category,
+               row_number() OVER (PARTITION BY v.id ORDER BY v.ord) AS k,
+               count(*) OVER (PARTITION BY v.id) AS how_many
+          FROM v
+          JOIN {Delivery._meta.db_table} d ON d.id = v.id AND d.accepted_at = v.month
+          JOIN {Notification._meta.db_table} n ON n.id = d.notification_id
+                                              AND n.created_at = d.accepted_at
+          JOIN {Recipient._meta.db_table} r ON r.id = n.recipient_id
+          JOIN {Category._meta.db_table} c ON c.id = n.category_id
+         WHERE EXISTS (SELECT 1 FROM {WebhookSubscription._meta.db_table} s
+                        WHERE s.producer_id = n.producer_id AND s.event_type = v.event_type)
+    ), bumped AS (
+        UPDATE {Delivery._meta.db_table} d
+           SET webhook_sequence = d.webhook_sequence + w.how_many
+          FROM (SELECT DISTINCT id, month, how_many FROM wanted) w
+         WHERE d.id = w.id AND d.accepted_at = w.month
+        RETURNING d.id, d.webhook_sequence - w.how_many AS seq_from
+    ), written AS (
+        INSERT INTO {WebhookEvent._meta.db_table}
+            (endpoint_id, msg_id, event_type, payload, recipient_id, status, attempts,
+             attempts_before_redrive, next_attempt_at, enqueued_at, created_at, last_error,
+             sequence, notification_id)
+        SELECT s.endpoint_id, 'msg_' || replace(gen_random_uuid()::text, '-', ''),
+               s.event_type,
+               jsonb_build_object('type', s.event_type, 'timestamp', {_timestamp_sql()},
+                   'data', jsonb_build_object(
+                       'notification_id', w.notification_id, 'event_id', w.event_id,
+                       'user_id', w.user_id, 'category', w.category,
+                       'delivery_id', w.id, 'channel', w.channel, 'status', w.status,
+                       'reason', w.reason, 'attempts', w.attempts,
+                       'sequence', b.seq_from + w.k)
+                     || CASE WHEN w.reported THEN jsonb_build_object(
+                            'provider_occurred_at', {_timestamp_sql("w.reported_at")})
+                        ELSE '{{}}'::jsonb END),
+               w.recipient_id, '{WebhookEventStatus.PENDING.value}', 0, 0, %(now)s, %(now)s,
+               %(now)s, '', b.seq_from + w.k, w.notification_id
+          FROM wanted w
+          JOIN bumped b ON b.id = w.id
+          JOIN {WebhookSubscription._meta.db_table} s ON s.producer_id = w.producer_id
+                                                    AND s.event_type = w.event_type
+        UNION ALL
+        SELECT s.endpoint_id, 'msg_' || replace(gen_random_uuid()::text, '-', ''),
+               s.event_type,
+               jsonb_build_object('type', s.event_type, 'timestamp', {_timestamp_sql()},
+                   'data', jsonb_build_object({_common_data_sql()},
+                       'sequence', 0,
+                       'deliveries', COALESCE((
+                           SELECT jsonb_agg(jsonb_build_object('delivery_id', d.id,
+                                    'channel', d.channel, 'status', d.status,
+                                    'reason', d.reason) ORDER BY d.id)
+                             FROM {Delivery._meta.db_table} d
+                            WHERE d.notification_id = n.id AND d.accepted_at = n.created_at),
+                           '[]'::jsonb))),
+               n.recipient_id, '{WebhookEventStatus.PENDING.value}', 0, 0, %(now)s, %(now)s,
+               %(now)s, '', 0, n.id
+          FROM unnest(%(n_id)s::uuid[], %(n_month)s::timestamptz[]) AS v(id, month)
+          JOIN {Notification._meta.db_table} n ON n.id = v.id AND n.created_at = v.month
+          JOIN {Recipient._meta.db_table} r ON r.id = n.recipient_id
+          JOIN {Category._meta.db_table} c ON c.id = n.category_id
+          JOIN {WebhookSubscription._meta.db_table} s
+            ON s.producer_id = n.producer_id
+           AND s.event_type = '{WebhookEventType.NOTIFICATION_ROUTED.value}'
+        RETURNING id, endpoint_id, notification_id
+    )
+    SELECT w.id, w.endpoint_id, w.notification_id
+      FROM written w
+      JOIN {WebhookEndpoint._meta.db_table} e ON e.id = w.endpoint_id AND e.active
 """
 
 
@@ -139,7 +174,8 @@ def webhook_events_write(
     reported: bool = False,
     reported_at: datetime | None = None,
 ) -> int:
-    """Write the events of a round and publish their posts after commit; how many.
+    """Write the events of a round and publish their posts after commit; how many are
+    posted (a disabled endpoint's are written too, and wait for it).
 
     `deliveries`: (id, accepted_at, status written) of deliveries whose outcome this
     round wrote; `notifications`: (id, created_at) of notifications this round routed;
@@ -177,23 +213,66 @@ def webhook_events_write(
     }
     with connection.cursor() as cursor:
         cursor.execute(_EVENTS_SQL, params)
-        written = cursor.fetchall()
-    if written:
-        by_endpoint: dict[int, list[int]] = {}
-        for event_id, endpoint_id in written:
-            by_endpoint.setdefault(endpoint_id, []).append(event_id)
-        transaction.on_commit(lambda: webhook_posts_publish(by_endpoint=by_endpoint))
-    return len(written)
+        postable = cursor.fetchall()  # those of enabled endpoints: a disabled one's wait
+    if postable:
+        by_endpoint, groups = events_by_endpoint(postable)
+        transaction.on_commit(lambda: webhook_posts_publish(by_endpoint=by_endpoint, groups=groups))
+    return len(postable)
 
 
-def webhook_posts_publish(*, by_endpoint: dict[int, list[int]], countdown: float | None = None):
-    """Publish post messages on `low`: one endpoint's events, in batches, per message.
+def events_by_endpoint(
+    rows: Iterable[tuple[int, int, object]],
+) -> tuple[dict[int, list[int]], dict[int, object]]:
+    """(event id, endpoint id, notification id) rows as `webhook_posts_publish` takes them."""
+    by_endpoint: dict[int, list[int]] = {}
+    groups: dict[int, object] = {}
+    for event_id, endpoint_id, notification_id in rows:
+        by_endpoint.setdefault(endpoint_id, []).append(event_id)
+        groups[event_id] = notification_id
+    return by_endpoint, groups
+
+
+def post_batches(ids: Iterable[int], *, groups: Mapping[int, object], size: int) -> list[list[int]]:
+    """Event ids cut into messages of about `size`, never splitting a group (one
+    notification's events): a message posts its events one after another, so events of
+    one delivery that travel together arrive in their order, whatever runs beside them.
+    Groups come in the order of their first event, each in id order (= sequence order)."""
+    by_group: dict[object, list[int]] = {}
+    for event_id in sorted(ids):
+        group = groups.get(event_id)
+        by_group.setdefault(event_id if group is None else group, []).append(event_id)
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for members in by_group.values():
+        if current and len(current) + len(members) > size:
+            batches.append(current)
+            current = []
+        current = current + members
+    if current:
+        batches.append(current)
+    return batches
+
+
+def webhook_posts_publish(
+    *,
+    by_endpoint: Mapping[int, Sequence[int]],
+    groups: Mapping[int, object] | None = None,
+    countdown: float | None = None,
+) -> None:
+    """Publish post messages on `low`: one endpoint's events, in batches, per message;
+    `groups` (event id → its notification id) keeps each notification's events in one
+    message (see `post_batches`).
 
     A failed publish is logged: the events keep their `enqueued_at`, and the sweep
     re-queues them after NOTIFY_WEBHOOK_SWEEP_GRACE.
     """
     for ids in by_endpoint.values():
-        for batch in chunked(sorted(ids), settings.NOTIFY_WEBHOOK_POST_BATCH):
+        batches = (
+            post_batches(ids, groups=groups, size=settings.NOTIFY_WEBHOOK_POST_BATCH)
+            if groups
+            else chunked(sorted(ids), settings.NOTIFY_WEBHOOK_POST_BATCH)
+        )
+        for batch in batches:
             try:
                 publish_task(
                     WEBHOOK_POST_TASK,

@@ -62,6 +62,11 @@ REDBEAT_REDIS_OPTIONS = {
 # A periodic job that beat has not sent for this many of its intervals is overdue:
 # `manage.py beat_check` fails naming it, and /metrics and admin show it.
 NOTIFY_BEAT_OVERDUE_FACTOR = env_float("NOTIFY_BEAT_OVERDUE_FACTOR", 3.0, minimum=1)
+# A periodic job that no worker has finished for this many of its intervals is stalled
+# (sent, perhaps, but not run: the workers of its queue are down or far behind):
+# `manage.py beat_check` fails naming it, and /metrics shows each job's age since its
+# last finished run.
+NOTIFY_BEAT_STALLED_FACTOR = env_float("NOTIFY_BEAT_STALLED_FACTOR", 2.0, minimum=1)
 # Maintenance runs on `high`: it is small, and recovery must not wait behind a campaign.
 CELERY_BEAT_SCHEDULE = {
     "retry-sweep": {

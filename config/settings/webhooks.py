@@ -7,7 +7,8 @@ from notify.env import env_float, env_float_list, env_int, env_list
 # never holds a login code), signed as the Standard Webhooks specification says.
 # Waits between tries of one event (seconds, each jittered by NOTIFY_RETRY_JITTER): the
 # last try is made about 35 h after the first, so a receiver down for a day still gets
-# everything. After the last, the event is `failed` (kept, visible in admin).
+# everything. After the last, the event is `failed` (kept, visible in admin, and
+# re-delivered on request: POST /v1/webhooks/{id}/redeliver or the admin action).
 NOTIFY_WEBHOOK_RETRY_DELAYS = env_float_list(
     "NOTIFY_WEBHOOK_RETRY_DELAYS", [5, 300, 1800, 7200, 18000, 36000, 36000, 28800]
 )
@@ -44,6 +45,15 @@ NOTIFY_WEBHOOK_SWEEP_GRACE = env_float("NOTIFY_WEBHOOK_SWEEP_GRACE", 30.0, minim
 NOTIFY_WEBHOOK_SWEEP_BATCH = env_int("NOTIFY_WEBHOOK_SWEEP_BATCH", 1000, minimum=1)
 # Posted and failed events (and their attempts) are kept this many days.
 NOTIFY_WEBHOOK_RETENTION_DAYS = env_int("NOTIFY_WEBHOOK_RETENTION_DAYS", 30, minimum=1)
+# While an endpoint is disabled its events are still written and wait for it: at most
+# this many per endpoint (the sweep drops the oldest first, and any older than
+# NOTIFY_RETENTION_DAYS; /metrics counts the drops), delivered in order once re-enabled.
+NOTIFY_WEBHOOK_DISABLED_BACKLOG_MAX = env_int(
+    "NOTIFY_WEBHOOK_DISABLED_BACKLOG_MAX", 10_000, minimum=0
+)
+# Failed events one re-delivery (API or admin) queues at most, the oldest first; the
+# answer says whether more are left for another call.
+NOTIFY_WEBHOOK_REDELIVER_MAX = env_int("NOTIFY_WEBHOOK_REDELIVER_MAX", 10_000, minimum=1)
 # Endpoints one producer may register.
 NOTIFY_WEBHOOK_MAX_ENDPOINTS = env_int("NOTIFY_WEBHOOK_MAX_ENDPOINTS", 10, minimum=1)
 # A rotated-out secret keeps signing (beside the new one) this long, so a receiver can

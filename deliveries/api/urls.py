@@ -37,4 +37,9 @@ urlpatterns = [
         webhooks.WebhookEnableApi.as_view(),
         name="webhook-enable",
     ),
+    path(
+        "webhooks/<int:webhook_id>/redeliver",
+        webhooks.WebhookRedeliverApi.as_view(),
+        name="webhook-redeliver",
+    ),
 ]

@@ -1,6 +1,7 @@
 """Status webhook endpoints of the calling producer: `/v1/webhooks` (scope webhooks:write).
 
 The secret (`whsec_…`) is shown when an endpoint is created and when it is rotated.
+Failed events (their retry schedule spent) are re-delivered on request (`redeliver`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from deliveries.webhooks.endpoints import (
     endpoint_secret_rotate,
     endpoint_update,
 )
+from deliveries.webhooks.redelivery import EndpointDisabled, failed_events_redeliver
 from notify.api.errors import ApiError
 from notify.api.schema import error_responses
 from notify.api.strict import StrictSerializer
@@ -217,3 +219,73 @@ class WebhookEnableApi(APIView):
             raise _refused(refused) from None
         endpoint_enable(endpoint=endpoint)
         return Response(_shape(endpoint))
+
+
+# Event ids one re-delivery may name: a receiver lists what it missed, a page at a time.
+REDELIVER_IDS_MAX = 1000
+
+
+class WebhookRedeliverIn(StrictSerializer):
+    """Which failed events to post again: those written from `since` (until `until`, by
+    default now), or those named by `event_ids`; both together narrow each other."""
+
+    # The rule `validate` applies, for the OpenAPI schema.
+    openapi_extra = {"anyOf": [{"required": ["since"]}, {"required": ["event_ids"]}]}
+    since = serializers.DateTimeField(
+        required=False, help_text="Events written at or after this time (RFC 3339)."
+    )
+    until = serializers.DateTimeField(
+        required=False,
+        help_text="Events written before this time (RFC 3339); an empty range queues nothing.",
+    )
+    event_ids = serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        required=False,
+        allow_empty=False,
+        max_length=REDELIVER_IDS_MAX,
+        help_text="The events' `webhook-id`s (`msg_…`); ids of events not failed, or not "
+        "this endpoint's, are left out of the count.",
+    )
+
+    def validate(self, attrs: dict) -> dict:
+        if "since" not in attrs and "event_ids" not in attrs:
+            raise serializers.ValidationError(
+                {"since": "Give `since` (and `until`), or `event_ids`."}
+            )
+        return attrs
+
+
+class WebhookRedeliverOut(serializers.Serializer):
+    queued = serializers.IntegerField(help_text="Failed events queued to be posted again now.")
+    more = serializers.BooleanField(
+        help_text="More failed events match than one call queues "
+        "(NOTIFY_WEBHOOK_REDELIVER_MAX): call again."
+    )
+
+
+class WebhookRedeliverApi(APIView):
+    required_scope = Scope.WEBHOOKS_WRITE
+
+    @extend_schema(
+        operation_id="redeliver_webhook_events",
+        request=WebhookRedeliverIn,
+        responses={202: WebhookRedeliverOut, **error_responses(409)},
+        summary="Post failed events (retries spent) again, by time or by id, oldest first; "
+        "each notification's events in order. A disabled endpoint is a 409: re-enable it.",
+    )
+    def post(self, request: Request, webhook_id: int) -> Response:
+        endpoint = _own_endpoint(request, webhook_id)
+        data_in = WebhookRedeliverIn(data=request.data)
+        data_in.is_valid(raise_exception=True)
+        data = data_in.validated_data
+        try:
+            done = failed_events_redeliver(
+                endpoint=endpoint,
+                since=data.get("since"),
+                until=data.get("until"),
+                msg_ids=data.get("event_ids"),
+            )
+        except EndpointDisabled:
+            raise ApiError(409, "endpoint_disabled", "This endpoint is disabled: re-enable "
+                           "it first (what waited is posted then).") from None  # fmt: skip
+        return Response({"queued": done.queued, "more": done.more}, status=status.HTTP_202_ACCEPTED)

@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from deliveries.models import DeliveryStatus
 from deliveries.ops import selectors
+from deliveries.webhooks.backlog import backlog_drops as backlog_drops_by_endpoint
 from notify.models import Channel
 from notify.ops.beat import beat_jobs
 
@@ -120,6 +121,15 @@ def _redis() -> Iterator[Metric]:
     for provider, state in selectors.breaker_states().items():
         breakers.add_metric([provider], state)
     yield breakers
+    backlog_drops = CounterMetricFamily(
+        "notify_webhook_backlog_dropped",
+        "Status webhook events dropped from a disabled endpoint's backlog (over "
+        "NOTIFY_WEBHOOK_DISABLED_BACKLOG_MAX, or older than NOTIFY_RETENTION_DAYS), per endpoint.",
+        labels=["endpoint"],
+    )
+    for endpoint, count in backlog_drops_by_endpoint().items():
+        backlog_drops.add_metric([endpoint], count)
+    yield backlog_drops
 
 
 def _beat() -> Iterator[Metric]:
@@ -134,12 +144,27 @@ def _beat() -> Iterator[Metric]:
         "1 when beat has not sent the job for NOTIFY_BEAT_OVERDUE_FACTOR intervals.",
         labels=["job"],
     )
+    finished = GaugeMetricFamily(
+        "notify_beat_job_last_finished_age_seconds",
+        "Seconds since a worker last finished each periodic job (no series: never).",
+        labels=["job"],
+    )
+    stalled = GaugeMetricFamily(
+        "notify_beat_job_stalled",
+        "1 when no worker has finished the job for NOTIFY_BEAT_STALLED_FACTOR intervals.",
+        labels=["job"],
+    )
     for job in jobs:
         if job.age is not None:
             age.add_metric([job.name], job.age)
         overdue.add_metric([job.name], 1 if job.overdue else 0)
+        if job.finished_age is not None:
+            finished.add_metric([job.name], job.finished_age)
+        stalled.add_metric([job.name], 1 if job.stalled else 0)
     yield age
     yield overdue
+    yield finished
+    yield stalled
 
 
 BUILT_IN: dict[str, Callable[[], Iterator[Metric]]] = {

@@ -56,6 +56,7 @@ NEW_DELIVERY = {
     "last_error": "",
     "held_since": None,
     "claim_recoveries": 0,
+    "webhook_sequence": 0,
 }
 
 _ROUTED_SQL = (

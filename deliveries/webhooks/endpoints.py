@@ -20,7 +20,11 @@ from deliveries.models import (
     WebhookEventStatus,
     WebhookSubscription,
 )
-from deliveries.webhook_events import subscription_cache_clear, webhook_posts_publish
+from deliveries.webhook_events import (
+    events_by_endpoint,
+    subscription_cache_clear,
+    webhook_posts_publish,
+)
 from deliveries.webhooks.egress import public_url_check
 from deliveries.webhooks.signing import secret_new
 from notify.models import Producer
@@ -97,7 +101,9 @@ def endpoint_delete(*, endpoint: WebhookEndpoint) -> None:
 
 def endpoint_enable(*, endpoint: WebhookEndpoint) -> int:
     """Re-enable an endpoint (after its owner fixed it): its failure count starts over
-    and the events that waited are posted now. Returns how many were re-queued."""
+    and the events that waited (those written while it was disabled among them) are
+    posted now, each notification's in one message, so the events about one delivery
+    arrive in their sequence. Returns how many were re-queued."""
     now = timezone.now()
     with transaction.atomic():
         WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
@@ -107,11 +113,16 @@ def endpoint_enable(*, endpoint: WebhookEndpoint) -> int:
         waiting = list(
             WebhookEvent.objects.filter(
                 endpoint=endpoint, status=WebhookEventStatus.PENDING
-            ).values_list("pk", flat=True)
+            ).values_list("pk", "endpoint_id", "notification_id")
         )
-        WebhookEvent.objects.filter(pk__in=waiting).update(next_attempt_at=now, enqueued_at=now)
+        WebhookEvent.objects.filter(endpoint=endpoint, status=WebhookEventStatus.PENDING).update(
+            next_attempt_at=now, enqueued_at=now
+        )
         if waiting:
-            transaction.on_commit(lambda: webhook_posts_publish(by_endpoint={endpoint.pk: waiting}))
+            by_endpoint, groups = events_by_endpoint(waiting)
+            transaction.on_commit(
+                lambda: webhook_posts_publish(by_endpoint=by_endpoint, groups=groups)
+            )
     endpoint.refresh_from_db()
     subscription_cache_clear()
     return len(waiting)

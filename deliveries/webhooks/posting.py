@@ -3,9 +3,10 @@
 Each post is one attempt row (answer, duration). 2xx → the event is delivered. Anything
 else (an answer, a timeout, a refused address, a redirect, which is never followed) →
 it is tried again after the next of NOTIFY_WEBHOOK_RETRY_DELAYS, jittered; after the
-last it is `failed`. An endpoint that failed NOTIFY_WEBHOOK_DISABLE_FAILURES times in a
-row over at least NOTIFY_WEBHOOK_DISABLE_AFTER seconds is disabled with the reason;
-its events wait (pending) until it is re-enabled.
+last it is `failed` (until re-delivered: deliveries/webhooks/redelivery.py). An endpoint
+that failed NOTIFY_WEBHOOK_DISABLE_FAILURES times in a row over at least
+NOTIFY_WEBHOOK_DISABLE_AFTER seconds is disabled with the reason; its events wait
+(pending, bounded: deliveries/webhooks/backlog.py) until it is re-enabled.
 
 Events are claimed with a conditional UPDATE (`pending → sending`), so a message that
 arrives twice posts once; a claim of a lost worker is given back by the sweep.
@@ -35,11 +36,16 @@ from deliveries.models import (
     WebhookEvent,
     WebhookEventStatus,
 )
-from deliveries.webhook_events import webhook_posts_publish
+from deliveries.webhook_events import events_by_endpoint, webhook_posts_publish
+from deliveries.webhooks.backlog import disabled_backlogs_trim
 from deliveries.webhooks.egress import connections_pinned, egress_session, egress_target
 from deliveries.webhooks.signing import signed_headers
 
 logger = logging.getLogger(__name__)
+
+
+# Orders the events about one delivery (0: notification.routed, before them all).
+SEQUENCE_HEADER = "webhook-sequence"
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,8 @@ def event_post(event: WebhookEvent, *, now: datetime) -> PostResult:
         timestamp=int(time.time()),
         body=body,
     )
+    # The body's `data.sequence`, where a receiver can read it before parsing the body.
+    headers[SEQUENCE_HEADER] = str(event.sequence)
     session = egress_session(
         settings.NOTIFY_WEBHOOK_CALL_DEADLINE, settings.NOTIFY_WEBHOOK_MAX_RESPONSE_BYTES
     )
@@ -231,10 +239,11 @@ def _error_text(result: PostResult) -> str:
 
 
 def _event_failed(failure: Posted, rows, *, now: datetime) -> datetime | None:
-    """The failed event waits for its next try, or is `failed` when its schedule is spent."""
+    """The failed event waits for its next try, or is `failed` when its schedule is spent
+    (counted from its last re-delivery)."""
     attempts = failure.event.attempts + 1
     delay = webhook_retry_delay(
-        attempts=attempts,
+        attempts=attempts - failure.event.attempts_before_redrive,
         delays=settings.NOTIFY_WEBHOOK_RETRY_DELAYS,
         jitter=settings.NOTIFY_RETRY_JITTER,
     )
@@ -293,14 +302,15 @@ _SWEEP_SQL = f"""
        SET status = '{WebhookEventStatus.PENDING.value}', claimed_at = NULL,
            enqueued_at = %(now)s
       FROM due WHERE ev.id = due.id
-    RETURNING ev.id, ev.endpoint_id
+    RETURNING ev.id, ev.endpoint_id, ev.notification_id
 """
 
 
 def webhook_events_sweep(*, now: datetime | None = None) -> int:
     """Beat: re-queue events whose try is due and not on its way (a retry past the
     countdown limit, a lost publish, a lost worker's claim); drop finished events past
-    retention. Returns how many were re-queued."""
+    retention, and what disabled endpoints' backlogs hold beyond their bounds. Returns
+    how many were re-queued."""
     now = now or timezone.now()
     grace = timedelta(seconds=settings.NOTIFY_WEBHOOK_SWEEP_GRACE)
     params = {
@@ -313,14 +323,15 @@ def webhook_events_sweep(*, now: datetime | None = None) -> int:
         with connection.cursor() as cursor:
             cursor.execute(_SWEEP_SQL, params)
             rows = cursor.fetchall()
-        by_endpoint: dict[int, list[int]] = {}
-        for event_id, endpoint_id in rows:
-            by_endpoint.setdefault(endpoint_id, []).append(event_id)
+        by_endpoint, groups = events_by_endpoint(rows)
         if by_endpoint:
-            transaction.on_commit(lambda: webhook_posts_publish(by_endpoint=by_endpoint))
+            transaction.on_commit(
+                lambda: webhook_posts_publish(by_endpoint=by_endpoint, groups=groups)
+            )
     kept = now - timedelta(days=settings.NOTIFY_WEBHOOK_RETENTION_DAYS)
     WebhookEvent.objects.filter(
         status__in=[WebhookEventStatus.DELIVERED, WebhookEventStatus.FAILED],
         finished_at__lt=kept,
     ).delete()
+    disabled_backlogs_trim(now=now)
     return len(rows)

@@ -142,8 +142,8 @@ OPERATION_IDS = {
     "create_preference_center_link", "revoke_preference_center_links", "launch_campaign",
     "get_campaign", "pause_campaign", "resume_campaign", "cancel_campaign", "list_webhooks",
     "register_webhook", "get_webhook", "update_webhook", "remove_webhook",
-    "rotate_webhook_secret", "enable_webhook", "list_categories", "get_category",
-    "update_category_digests",
+    "rotate_webhook_secret", "enable_webhook", "redeliver_webhook_events", "list_categories",
+    "get_category", "update_category_digests",
 }  # fmt: skip
 
 

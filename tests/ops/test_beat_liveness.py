@@ -1,5 +1,5 @@
-"""Beat's liveness: how long ago beat sent each periodic job, on /metrics, in admin and
-as a check a process manager runs on beat's host (`manage.py beat_check`)."""
+"""Beat's liveness: how long ago beat sent each periodic job and a worker last finished
+it, on /metrics, in admin and as a check a process manager runs (`manage.py beat_check`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,15 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django_redis import get_redis_connection
 
-from notify.ops.beat import STARTED, beat_job_mark, beat_last_run_key, beat_started_mark
-from tests.processes import ARTIFACTS, ROOT
+from notify.ops.beat import (
+    STARTED,
+    beat_job_finished_key,
+    beat_job_finished_mark,
+    beat_job_mark,
+    beat_last_run_key,
+    beat_started_mark,
+)
+from tests.processes import ARTIFACTS, ROOT, WorkerProcess, stop_children
 from tests.waiting import wait_for
 
 JOBS = settings.CELERY_BEAT_SCHEDULE
@@ -25,19 +32,27 @@ def interval(job: str) -> float:
     return float(JOBS[job]["schedule"])
 
 
+def _marks_clear(redis) -> None:
+    redis.delete(beat_last_run_key(), *[beat_job_finished_key(job) for job in JOBS])
+
+
 @pytest.fixture
 def marks():
-    """Beat's marks, set by the test directly in (the test run's own) Redis."""
+    """Beat's marks (sent) and the workers' (finished), set by the test directly in (the
+    test run's own) Redis; `unfinished` ages only the finished marks."""
     redis = get_redis_connection("default")
-    redis.delete(beat_last_run_key())
+    _marks_clear(redis)
 
-    def set_all(*, stale: dict[str, float] | None = None) -> None:
+    def set_all(
+        *, stale: dict[str, float] | None = None, unfinished: dict[str, float] | None = None
+    ) -> None:
         now = time.time()
         for job in JOBS:
             beat_job_mark(redis, job=job, at=now - (stale or {}).get(job, 0.0))
+            beat_job_finished_mark(redis, job=job, at=now - (unfinished or {}).get(job, 0.0))
 
     yield set_all
-    redis.delete(beat_last_run_key())
+    _marks_clear(redis)
 
 
 def beat_check(env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -141,7 +156,10 @@ def test_a_running_beat_marks_each_job_it_sends(worker_env, broker, marks):
         purge_queues(broker)
     sent = {k.decode(): float(v) for k, v in redis.hgetall(beat_last_run_key()).items()}
     assert all(started <= sent[job] <= time.time() for job in quick | {STARTED})
-    call_command("beat_check")  # the slow jobs are timed from beat's start: on time
+    # The slow jobs are timed from beat's start: on time.
+    from notify.ops.beat import beat_jobs
+
+    assert not [job.name for job in beat_jobs() if job.overdue]
 
 
 def test_a_stop_that_lands_during_a_publish_waits_for_the_publish_to_end():
@@ -172,3 +190,86 @@ def test_a_stop_that_lands_during_a_publish_waits_for_the_publish_to_end():
         assert service.synced == 1
     finally:
         _beat_stop.publishing, _beat_stop.asked = False, False
+
+
+def test_a_sent_job_that_no_worker_finishes_is_stalled_and_fails_the_check(db, marks, scrape):
+    interval_seconds = interval(STALE_JOB)
+    unfinished = interval_seconds * settings.NOTIFY_BEAT_STALLED_FACTOR + 60
+    marks(unfinished={STALE_JOB: unfinished})  # beat sends it on time; nobody runs it
+
+    metrics = scrape()
+    shown = metrics.value("notify_beat_job_last_finished_age_seconds", job=STALE_JOB)
+    assert unfinished <= shown < unfinished + 30
+    assert metrics.value("notify_beat_job_overdue", job=STALE_JOB) == 0
+    assert metrics.value("notify_beat_job_stalled", job=STALE_JOB) == 1
+    assert metrics.value("notify_beat_job_stalled", job="route-sweep") == 0
+    with pytest.raises(CommandError, match=rf"not run by any worker: {STALE_JOB} \(last finished"):
+        call_command("beat_check")
+
+
+# The sweep the next test times, sent by beat every QUICK seconds.
+QUICK = 1.0
+
+
+def _finished_age(scrape) -> float | None:
+    return scrape().value("notify_beat_job_last_finished_age_seconds", job=STALE_JOB)
+
+
+def test_with_the_workers_stopped_the_age_since_a_sweep_last_ran_grows_and_drops_once_back(
+    db, broker, worker_env, scrape, settings, session_worker_paused
+):
+    """Real beat and worker processes, the retry sweep every second: with the workers
+    stopped, beat keeps sending (its marks stay fresh) but the sweep's age since it last
+    finished grows past two intervals, /metrics and beat_check say so; with a worker back
+    it drops."""
+    from tests.conftest import purge_queues
+
+    env = {**worker_env, "NOTIFY_RETRY_SWEEP_INTERVAL": f"{QUICK:g}"}
+    settings.CELERY_BEAT_SCHEDULE = {
+        **JOBS, STALE_JOB: {**JOBS[STALE_JOB], "schedule": QUICK},
+    }  # fmt: skip
+    redis = get_redis_connection("default")
+    _marks_clear(redis)
+    purge_queues(broker)
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / "beat-liveness.log", "ab")  # noqa: SIM115 - the child's for its life
+    beat = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "INFO"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    worker = WorkerProcess(env, name="beat-liveness", queues="high,low")
+    try:
+        worker.start()
+        wait_for(
+            lambda: (age := _finished_age(scrape)) is not None and age < 2 * QUICK,
+            timeout=60,
+            what="the retry sweep run by the worker",
+        )
+        worker.stop()
+        stopped = time.monotonic()
+        wait_for(
+            lambda: (_finished_age(scrape) or 0) > 2 * QUICK + 1,
+            timeout=30,
+            what="the age since the sweep last ran to pass two intervals",
+        )
+        metrics = scrape()
+        assert metrics.value("notify_beat_job_stalled", job=STALE_JOB) == 1
+        # Beat itself is fine: it goes on sending the sweep.
+        assert metrics.value("notify_beat_job_last_run_age_seconds", job=STALE_JOB) < 2 * QUICK
+        assert metrics.value("notify_beat_job_overdue", job=STALE_JOB) == 0
+        checked = beat_check(env)
+        assert checked.returncode == 1
+        assert f"not run by any worker: {STALE_JOB} (last finished" in checked.stderr
+        assert time.monotonic() - stopped < 30
+
+        worker.start()
+        wait_for(
+            lambda: (age := _finished_age(scrape)) is not None and age < 2 * QUICK,
+            timeout=60,
+            what="the age to drop once a worker runs the sweep again",
+        )
+        assert scrape().value("notify_beat_job_stalled", job=STALE_JOB) == 0
+    finally:
+        stop_children([beat, worker.process])
+        purge_queues(broker)
+        _marks_clear(redis)
