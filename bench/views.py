@@ -60,7 +60,7 @@ class BareIntakeView(APIView):
                 channels=data.get("channels"),
                 fingerprint="",
             )
-            Outbox.objects.create(notification=notification, queue=queue)
+            Outbox.objects.create(notification=notification, queue=queue, producer_id=producer_id)
         return Response({"notification_id": str(notification.pk)}, status=status.HTTP_202_ACCEPTED)
 
 

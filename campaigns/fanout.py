@@ -274,9 +274,11 @@ def _fingerprint_head(campaign: Campaign) -> str:
 
 
 def _outbox_columns() -> tuple[str, str]:
-    """The outbox columns a new row needs (a campaign's rows are due at once)."""
-    columns = ["notification_id", "queue", "created_at", "due_at", "publish_attempts"]
-    values = ["id", "%(queue)s", "%(now)s", "%(now)s", "0"]
+    """The outbox columns a new row needs (a campaign's rows are due at once; their
+    producer lets the relay take turns across producers if their class is a fair one)."""
+    columns = ["notification_id", "queue", "created_at", "due_at", "publish_attempts",
+               "producer_id"]  # fmt: skip
+    values = ["id", "%(queue)s", "%(now)s", "%(now)s", "0", "%(producer)s"]
     return ", ".join(columns), ", ".join(values)
 
 

@@ -19,6 +19,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import psycopg
@@ -26,9 +27,16 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from notify.broker import batch_size_for, chunked, publish_task
-from notify.models import Outbox
+from notify.fair_share import (
+    PublishedUnrouted,
+    RecentPublishes,
+    fair_share_allocate,
+    fair_share_budget,
+)
+from notify.models import Notification, Outbox
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +44,29 @@ WAKE_CHANNEL = "notify_outbox"  # the trigger of migration 0004 notifies this ch
 
 
 QUEUE_CLASSES = ("high", "medium", "low")
+
+# A published row not routed within this long (seconds) stops counting against its
+# class's room: its route is late or lost, and the route sweeper republishes it.
+UNROUTED_FORGET_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    published: int
+    held_back: bool  # a fair class left due rows waiting for room
+
+
+@dataclass
+class _FairState:
+    """What this relay remembers of one fair class between rounds."""
+
+    recent: RecentPublishes = field(default_factory=RecentPublishes)
+    unrouted: PublishedUnrouted = field(
+        default_factory=lambda: PublishedUnrouted(forget_after=UNROUTED_FORGET_SECONDS)
+    )
+
+
+_fair_states: dict[str, _FairState] = {}
 
 
 def outbox_publish_pending(
@@ -50,15 +81,32 @@ def outbox_publish_pending(
     `older_than` (seconds) leaves rows due more recently to a running relay. `queues`:
     the classes this relay publishes (the shipped Procfile runs one relay for `high` and
     `medium` and a lower-priority one for `low`, so a campaign's publishing never holds
-    up a login code's).
+    up a login code's). The classes in NOTIFY_OUTBOX_FAIR_QUEUES are published fairly
+    across producers (`outbox_publish_round`).
     """
+    return outbox_publish_round(older_than=older_than, queues=queues).published
+
+
+def outbox_publish_round(
+    *, older_than: float = 0.0, queues: Sequence[str] = QUEUE_CLASSES
+) -> RoundResult:
+    """`outbox_publish_pending`'s round, also saying whether a fair class held rows back
+    for want of room (the relay then looks again after NOTIFY_OUTBOX_FAIR_RECHECK)."""
     cutoff = timezone.now() - timedelta(seconds=older_than)
     limits = {
         "high": settings.NOTIFY_OUTBOX_BATCH,
         "medium": settings.NOTIFY_OUTBOX_BATCH,
         "low": settings.NOTIFY_OUTBOX_LOW_BATCH,
     }
-    return sum(_publish_class(queue, limits[queue], cutoff) for queue in queues)
+    published, held_back = 0, False
+    for queue in queues:
+        if queue in settings.NOTIFY_OUTBOX_FAIR_QUEUES:
+            count, held = _publish_class_fair(queue, limits[queue], cutoff)
+            held_back = held_back or held
+        else:
+            count = _publish_class(queue, limits[queue], cutoff)
+        published += count
+    return RoundResult(published, held_back)
 
 
 def _publish_class(queue: str, limit: int, cutoff: datetime) -> int:
@@ -70,33 +118,140 @@ def _publish_class(queue: str, limit: int, cutoff: datetime) -> int:
             .order_by("due_at")
             .values_list("pk", "notification_id", "notification__recipient_id")[:limit]
         )
-        # One route message per batch of rows: what is queued together is routed together,
-        # and a lone row goes at once as a batch of one. One person's rows are kept
-        # together (in their order): their sends then go out in order inside one batch,
-        # instead of each waiting for the one before it in another batch.
-        rows.sort(key=lambda row: row[2] or 0)
-        published: list[int] = []
-        for batch in chunked(rows, batch_size_for(queue)):
-            try:
-                publish_task(
-                    settings.NOTIFY_OUTBOX_TASK,
-                    args=[[str(notification_id) for _, notification_id, _ in batch]],
-                    queue=queue,
-                    priority=settings.NOTIFY_PRIORITY_FIRST_ATTEMPT,
-                )
-            except Exception:  # the broker is away: keep the rest for the next round
-                logger.exception("outbox relay: publish failed; retrying on the next round")
-                break
-            published.extend(pk for pk, _, _ in batch)
-        now = timezone.now()
-        if published:
-            Outbox.objects.filter(pk__in=published).update(
-                published_at=now, publish_attempts=F("publish_attempts") + 1
-            )
-    # A publish the broker never took is not counted: the count is what the sweeper reads
-    # to stop republishing a route that keeps dying, and a broker outage says nothing
-    # about the route.
+        published = _publish_rows(queue, rows)
     return len(published)
+
+
+# Each producer's oldest due rows of a class, at most %(each)s each, locked (rows another
+# relay holds are skipped). Cost per producer, not per waiting row: the producers with
+# waiting rows are found by a skip scan of the outbox's (queue, producer, due_at, id)
+# index of unpublished rows (each step one probe for the next larger producer id), and
+# each one's first rows by one probe of the same index. Rows without a producer (written
+# before the column existed) are one more producer, so none is left behind. The person
+# is looked up per chosen row (a primary-key probe: a join let the planner scan every
+# notification), and a row whose notification is gone is published all the same (routing
+# skips it) rather than block its producer's turn.
+_FAIR_ROWS_SQL = """
+WITH RECURSIVE producers(producer_id) AS (
+    (SELECT producer_id FROM notify_outbox
+      WHERE published_at IS NULL AND queue = %(queue)s AND producer_id IS NOT NULL
+      ORDER BY producer_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT o.producer_id FROM notify_outbox o
+             WHERE o.published_at IS NULL AND o.queue = %(queue)s
+               AND o.producer_id > p.producer_id
+             ORDER BY o.producer_id LIMIT 1)
+      FROM producers p WHERE p.producer_id IS NOT NULL
+)
+SELECT w.id, w.notification_id, (SELECT n.recipient_id FROM notify_notification n
+                                  WHERE n.id = w.notification_id), w.producer_id, w.due_at
+FROM producers p
+CROSS JOIN LATERAL (
+    SELECT o.id, o.notification_id, o.producer_id, o.due_at FROM notify_outbox o
+     WHERE o.published_at IS NULL AND o.queue = %(queue)s
+       AND o.producer_id = p.producer_id AND o.due_at <= %(cutoff)s
+     ORDER BY o.due_at, o.id LIMIT %(each)s
+       FOR UPDATE SKIP LOCKED
+) w
+UNION ALL
+SELECT w.id, w.notification_id, (SELECT n.recipient_id FROM notify_notification n
+                                  WHERE n.id = w.notification_id), NULL, w.due_at
+FROM (
+    SELECT o.id, o.notification_id, o.due_at FROM notify_outbox o
+     WHERE o.published_at IS NULL AND o.queue = %(queue)s
+       AND o.producer_id IS NULL AND o.due_at <= %(cutoff)s
+     ORDER BY o.due_at, o.id LIMIT %(each)s
+       FOR UPDATE SKIP LOCKED
+) w
+ORDER BY due_at, id
+"""
+
+
+def _publish_class_fair(queue: str, limit: int, cutoff: datetime) -> tuple[int, bool]:
+    """Publish what fits in the class's room, producers taking turns; (published, whether
+    due rows were left waiting for room)."""
+    state = _fair_states.setdefault(queue, _FairState())
+    in_flight, rate, burst = _class_in_flight(queue, state)
+    budget = fair_share_budget(
+        window_seconds=settings.NOTIFY_OUTBOX_FAIR_WINDOW, rate=rate,
+        in_flight=in_flight, most=limit, burst=burst,
+    )  # fmt: skip
+    with transaction.atomic():
+        # Every producer's first `budget + 1` rows: enough to fill the budget from any of
+        # them, and to know whether rows are left waiting for room.
+        candidates = fair_rows_lock(queue=queue, cutoff=cutoff, each=budget + 1)
+        waiting: dict[int | None, list[tuple]] = {}
+        for row in candidates:
+            waiting.setdefault(row[3], []).append(row)
+        shares = fair_share_allocate(
+            waiting={producer: len(rows) for producer, rows in waiting.items()},
+            recent=state.recent.counts(),
+            budget=budget,
+        )
+        chosen = [row for producer, n in shares.items() for row in waiting[producer][:n]]
+        published = set(_publish_rows(queue, [row[:3] for row in chosen]))
+    for row in chosen:
+        if row[0] in published:
+            state.recent.add(row[3], 1)
+    state.unrouted.add([row[1] for row in chosen if row[0] in published])
+    return len(published), len(chosen) < len(candidates)
+
+
+def fair_rows_lock(*, queue: str, cutoff: datetime, each: int) -> list[tuple]:
+    """Lock and return each producer's `each` oldest rows of `queue` due by `cutoff`
+    (rows without a producer count as one producer), as (pk, notification id, recipient
+    id, producer id, due_at) in due order; rows another relay holds are skipped. Call
+    inside a transaction: the locks are what keep two relays from publishing a row twice."""
+    with connection.cursor() as cursor:
+        cursor.execute(_FAIR_ROWS_SQL, {"queue": queue, "cutoff": cutoff, "each": each})
+        return cursor.fetchall()
+
+
+def _class_in_flight(queue: str, state: _FairState) -> tuple[int, float | None, float]:
+    """(rows of the class published and not routed + deliveries routed and not sent,
+    the provider rate that paces them, its burst), in two statements at most."""
+    unsent, rate, burst = import_string(settings.NOTIFY_OUTBOX_BACKLOG_SOURCE)(queue)
+    remembered = state.unrouted.pending()
+    unrouted: set[object] = set()
+    if remembered:
+        unrouted = set(
+            Notification.objects.filter(pk__in=remembered, routed_at__isnull=True).values_list(
+                "pk", flat=True
+            )
+        )
+        state.unrouted.keep_only(unrouted)
+    return unsent + len(unrouted), rate, burst
+
+
+def _publish_rows(queue: str, rows: list[tuple]) -> list[int]:
+    """Publish (pk, notification id, recipient id) rows as route batches and mark those
+    the broker confirmed, inside the caller's transaction; the published pks."""
+    # One route message per batch of rows: what is queued together is routed together,
+    # and a lone row goes at once as a batch of one. One person's rows are kept
+    # together (in their order): their sends then go out in order inside one batch,
+    # instead of each waiting for the one before it in another batch.
+    rows = sorted(rows, key=lambda row: row[2] or 0)
+    published: list[int] = []
+    for batch in chunked(rows, batch_size_for(queue)):
+        try:
+            publish_task(
+                settings.NOTIFY_OUTBOX_TASK,
+                args=[[str(notification_id) for _, notification_id, _ in batch]],
+                queue=queue,
+                priority=settings.NOTIFY_PRIORITY_FIRST_ATTEMPT,
+            )
+        except Exception:  # the broker is away: keep the rest for the next round
+            logger.exception("outbox relay: publish failed; retrying on the next round")
+            break
+        published.extend(pk for pk, _, _ in batch)
+    if published:
+        # A publish the broker never took is not counted: the count is what the sweeper
+        # reads to stop republishing a route that keeps dying, and a broker outage says
+        # nothing about the route.
+        Outbox.objects.filter(pk__in=published).update(
+            published_at=timezone.now(), publish_attempts=F("publish_attempts") + 1
+        )
+    return published
 
 
 def relay_forever(
@@ -104,20 +259,29 @@ def relay_forever(
 ) -> None:
     """Publish whatever is pending (of `queues`), then sleep until a commit wakes us (or
     the poll interval passes, which also covers a lost NOTIFY and a broker that was
-    away)."""
+    away); while a fair class holds rows back for room, look again sooner."""
     listener = _listen()
     while not should_stop():
+        held_back = False
         try:
-            while outbox_publish_pending(queues=queues):
-                pass  # something went out: there may be more right away
+            while True:
+                result = outbox_publish_round(queues=queues)
+                held_back = result.held_back
+                if not result.published or held_back:
+                    break  # nothing more now, or no room: wait (below)
         except Exception:  # the database is away: back off, then try again
             logger.exception("outbox relay: round failed")
         finally:
             connection.close()  # give the pooled connection back while we wait
+        timeout = (
+            settings.NOTIFY_OUTBOX_FAIR_RECHECK
+            if held_back
+            else settings.NOTIFY_OUTBOX_POLL_INTERVAL
+        )
         try:
             # Wake-ups that arrive while publishing are queued on the socket, so none
             # is lost between the last round and this wait.
-            for _ in listener.notifies(timeout=settings.NOTIFY_OUTBOX_POLL_INTERVAL, stop_after=1):
+            for _ in listener.notifies(timeout=timeout, stop_after=1):
                 pass
         except psycopg.Error:
             logger.warning("outbox relay: lost the LISTEN connection; reconnecting")

@@ -9,9 +9,11 @@ from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
 from notify.env import (
+    env_bool,
     env_float,
     env_float_list,
     env_int,
+    env_list,
     env_str,
     env_url,
 )
@@ -66,6 +68,22 @@ if NOTIFY_QUEUE_TYPE not in ("classic", "quorum"):
         f"NOTIFY_QUEUE_TYPE must be classic or quorum, got {NOTIFY_QUEUE_TYPE!r}"
     )
 NOTIFY_QUORUM_QUEUES = NOTIFY_QUEUE_TYPE == "quorum"
+# Several broker nodes with classic queues is a half-configured cluster: every queue lives
+# on one node, and losing that node strands what it holds while the clients fail over to a
+# node without it. Refused at start unless this says it is meant (say, a cluster being
+# moved to quorum queues one step at a time).
+NOTIFY_ALLOW_CLASSIC_QUEUES_ON_CLUSTER = env_bool("NOTIFY_ALLOW_CLASSIC_QUEUES_ON_CLUSTER", False)
+if (
+    ";" in CELERY_BROKER_URL
+    and not NOTIFY_QUORUM_QUEUES
+    and not NOTIFY_ALLOW_CLASSIC_QUEUES_ON_CLUSTER
+):
+    raise ImproperlyConfigured(
+        "CELERY_BROKER_URL lists several broker nodes but NOTIFY_QUEUE_TYPE is classic: "
+        "classic queues live on one node and losing it loses their messages. Set "
+        "NOTIFY_QUEUE_TYPE=quorum for a cluster (docs/scaling.md), or "
+        "NOTIFY_ALLOW_CLASSIC_QUEUES_ON_CLUSTER=1 if that is really meant."
+    )
 # Quorum queues: how many nodes hold each queue (3 survives one node lost, 5 two), and
 # how many times one message may be delivered before the queue dead-letters it — a
 # message that kills its worker every time ends in the Dead letters table instead of
@@ -209,6 +227,10 @@ NOTIFY_RETRY_SWEEP_GRACE = env_float("NOTIFY_RETRY_SWEEP_GRACE", 10.0, minimum=0
 NOTIFY_RETRY_SWEEP_BATCH = env_int("NOTIFY_RETRY_SWEEP_BATCH", 500, minimum=1)
 # A claim (status `sending`) older than this is taken to belong to a dead worker.
 NOTIFY_SEND_CLAIM_TIMEOUT = env_float("NOTIFY_SEND_CLAIM_TIMEOUT", 120.0, minimum=1)
+# A stale claim is given back this many times at most: found stale once more, the
+# delivery ends `dead` (`claim_recovered_too_often`), as a send that keeps killing its
+# worker would otherwise be retried forever. One found past its deadline ends `expired`.
+NOTIFY_CLAIM_RECOVERIES_MAX = env_int("NOTIFY_CLAIM_RECOVERIES_MAX", 3, minimum=0)
 NOTIFY_RETRY_JITTER = env_float("NOTIFY_RETRY_JITTER", 0.2, minimum=0)
 NOTIFY_EMAIL_RETRY_DELAYS = env_float_list(
     "NOTIFY_EMAIL_RETRY_DELAYS", [10.0, 60.0, 300.0, 1800.0, 7200.0]
@@ -259,3 +281,19 @@ NOTIFY_OCCURRED_AT_MAX_SKEW = env_float("NOTIFY_OCCURRED_AT_MAX_SKEW", 60.0, min
 # grows with the wait, and goes anyway once held this long (seconds).
 NOTIFY_ORDER_WAIT_MAX = env_float("NOTIFY_ORDER_WAIT_MAX", 30.0, minimum=0)
 NOTIFY_ORDER_RECHECK = env_float("NOTIFY_ORDER_RECHECK", 0.1, minimum=0.01)
+# --- Fair shares across producers (notify/fair_share.py, docs/pipeline.md) ---------------------
+# On these classes the outbox relay keeps only about NOTIFY_OUTBOX_FAIR_WINDOW seconds of
+# the class's sending routed-but-unsent (at the slowest rate-limited provider with work
+# of the class waiting); the rest of a flood waits in the outbox, and what frees up goes
+# first to the producers it published least for lately. `high` (login codes) and `low`
+# (campaigns, which yield to the others) publish as before. Empty: off. The window is
+# about how long a newcomer waits behind a flood; a flood keeps its provider's full rate
+# while publish-to-sent takes less than the window, and drains slower past that (1.0
+# drains faster on a loaded box and puts the newcomer half a second further back).
+NOTIFY_OUTBOX_FAIR_QUEUES = env_list("NOTIFY_OUTBOX_FAIR_QUEUES", ["medium"])
+NOTIFY_OUTBOX_FAIR_WINDOW = env_float("NOTIFY_OUTBOX_FAIR_WINDOW", 0.5, minimum=0.05)
+# While a fair class's rows wait for room, the relay looks again this often (seconds).
+NOTIFY_OUTBOX_FAIR_RECHECK = env_float("NOTIFY_OUTBOX_FAIR_RECHECK", 0.1, minimum=0.01)
+# What the relay reads to know how much of a class is routed but not sent: the
+# deliveries app's count, named here where the apps are wired together.
+NOTIFY_OUTBOX_BACKLOG_SOURCE = "deliveries.pipeline.class_backlog.class_unsent"

@@ -61,3 +61,23 @@ def test_countdowns_are_whole_seconds_with_quorum_queues(settings):
     assert broker_countdown(None) is None
     settings.NOTIFY_QUORUM_QUEUES = False
     assert broker_countdown(0.1) == 0.1
+
+
+def test_several_broker_nodes_with_classic_queues_refuse_to_start():
+    nodes = "amqp://guest:guest@127.0.0.1:5672//;amqp://guest:guest@127.0.0.1:5673//"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "CELERY_BROKER_URL": nodes}
+    for queue_type, allowed, refused in (
+        ("classic", "", True),
+        ("classic", "1", False),
+        ("quorum", "", False),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", "import django; django.setup()"],
+            cwd=ROOT,
+            env={**env, "NOTIFY_QUEUE_TYPE": queue_type,
+                 "NOTIFY_ALLOW_CLASSIC_QUEUES_ON_CLUSTER": allowed},
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert (done.returncode != 0) == refused, (queue_type, allowed, done.stderr[-500:])
+        if refused:
+            assert "NOTIFY_QUEUE_TYPE" in done.stderr and "several broker nodes" in done.stderr
