@@ -171,6 +171,11 @@ def _publish_class_fair(queue: str, limit: int, cutoff: datetime) -> tuple[int, 
     """Publish what fits in the class's room, producers taking turns; (published, whether
     due rows were left waiting for room)."""
     state = _fair_states.setdefault(queue, _FairState())
+    # Nothing due in the class (the relay's usual round: it wakes for every login code):
+    # one probe of the waiting rows' index, and not the count of the class in flight.
+    waiting_due = Outbox.objects.filter(published_at__isnull=True, queue=queue, due_at__lte=cutoff)
+    if not waiting_due.exists():
+        return 0, False
     in_flight, rate, burst = _class_in_flight(queue, state)
     budget = fair_share_budget(
         window_seconds=settings.NOTIFY_OUTBOX_FAIR_WINDOW, rate=rate,
