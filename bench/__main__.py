@@ -31,15 +31,22 @@ baseline and subject alternating, so a noisy neighbour hits both.
   S9     p99 of a login code (event -> email delivered) while BENCH_S9_EVENTS (10,000)
          status webhook events wait for a slow receiver (posted from low), its producer
          subscribed, vs the same codes with nobody subscribed
+  S10    BENCH_S10_PUSHES (2,000) Web Push deliveries, one per person, drained by the
+         worker into a local push service that decrypts each (answering after
+         BENCH_S10_PUSH_DELAY s) vs pywebpush posting the same payloads 16 at once;
+         then as many FCM deliveries into a local FCM vs a bare concurrent client;
+         provider rate limits lifted; start-up on its own line
+  S11    BENCH_S11_SMS (2,000) SMS drained by the worker into a local SMSC (answering
+         each submit after BENCH_S11_SMSC_DELAY s) vs a bare SMPP client with the same
+         window of 10 and the same PDUs; NOTIFY_RATE_SMPP and SMPP_TPS lifted
   cluster  a 3-node RabbitMQ cluster on loopback with quorum queues vs the single node
          with classic queues: intake events/s (wrk on a web process for each), drain
          events/s (S2's drain) and no-op tasks/s, as ratios; the cluster's start-up on
          its own line; bytes PostgreSQL keeps per notification
 
 Results go to stdout; progress and process logs to stderr and var/bench/.
-BENCH_ONLY=s1,s5,load,stream,s2,s2d,s3,s4,s6,s7,s8,s9,cluster picks scenarios. Logs of the
-processes:
-var/bench/*.log.
+BENCH_ONLY=s1,s5,load,stream,s2,s2d,s3,s4,s6,s7,s8,s9,s10,s11,cluster picks
+scenarios. Logs of the processes: var/bench/*.log.
 
 Where things are: runner.py (the run and its preparation); web_scenarios.py with
 intake_unread.py (S1, S5), client_load.py (load) and bare_server.py (their baselines' server);
@@ -48,6 +55,8 @@ live_stream.py (stream); pipeline.py with pipeline_drains.py
 recipients); metrics_scrape.py (S6); campaign_drain.py with campaign_drain_run.py and
 smtp_sink.py (S7); channel_isolation.py (S8, with the test suite's protocol peers);
 webhook_backlog.py (S9);
+push_drain.py with push_bare.py (S10) and sms_drain.py with sms_bare.py (S11), with the
+test suite's push service, FCM and SMSC;
 broker_cluster.py (cluster, on scripts/rabbit_cluster.py); costs.py (SQL, broker messages
 and PostgreSQL CPU per notification, counted in the processes by apps.py); under them
 config.py, places.py, processes.py,

@@ -25,6 +25,8 @@ SCENARIOS = (
     "s7",
     "s8",
     "s9",
+    "s10",
+    "s11",
     "cluster",
 )
 
@@ -46,6 +48,8 @@ S2_SQL_TARGET = 15.0  # R-X3: SQL statements per order.shipped event, end to end
 S7_TARGET = 0.5  # R-B4: campaign emails/s / a bare smtplib loop's
 S7_SQL_TARGET = 1.5  # R-B4: SQL statements per campaign notification
 S7_BROKER_TARGET = 0.1  # R-B4: broker messages per campaign notification
+S10_TARGET = 0.5  # push deliveries/s through the worker / a bare concurrent client's
+S11_TARGET = 0.5  # SMS/s through the worker / a bare windowed SMPP client's
 
 
 class BenchError(RuntimeError):

@@ -120,21 +120,29 @@ def pipeline_run(
     has_relay: bool,
     broker_url: str | None = None,
     category: str = "order.shipped",
+    *,
+    channels: tuple[str, ...] = ("inapp", "email"),
+    users: list[str] | None = None,
+    queue: str = "medium",
+    label: str = "S2",
 ) -> Drain:
     """Preload n events through the API in-process (worker stopped), then start the
     worker (and relay) and time them from the first routed event until every delivery
     is final. Counts the intake's and the processes' statements, publishes and
     PostgreSQL CPU. `broker_url`: where the worker's env points, when not the bench's
-    own broker (the intake does not publish: the relay does, in `worker_env`)."""
+    own broker (the intake does not publish: the relay does, in `worker_env`).
+    `channels`, `users` (round robin; S2's recipients when None) and `queue` (the
+    category's class, whose worker is started): what S10 and S11 drain instead."""
     from django.test import Client
 
     bench.reset_data()
-    users = event_recipients(bench.config.event_recipients)
+    users = users or event_recipients(bench.config.event_recipients)
     client = Client(HTTP_AUTHORIZATION=f"Bearer {bench.api_key}")
-    stamp = f"s2-{os.getpid()}-{time.time_ns()}"
+    stamp = f"{label.lower()}-{os.getpid()}-{time.time_ns()}"
     with PgCpu(bench.places, bench.config.pg_cpu_interval) as intake_cpu, counted_here() as here:
         for number in range(n):
-            post_event(client, stamp, number, users[number % len(users)], category)
+            user = users[number % len(users)]
+            post_event(client, stamp, number, user, category, channels)
     intake = Costs(n, here.sql, here.published, intake_cpu.seconds(bench=True))
     bench.close_db()
 
@@ -145,7 +153,8 @@ def pipeline_run(
         "BENCH_READY_KEY": ready_key,
     }
     started = time.time()
-    procs = [bench.stack.start("worker-pipeline", ["bash", "scripts/worker.sh", "medium"], env)]
+    worker = ["bash", "scripts/worker.sh", queue]
+    procs = [bench.stack.start(f"worker-{label.lower()}", worker, env)]
     if has_relay:
         procs.append(bench.stack.start("relay", ["bash", "scripts/manage.sh", "outbox_relay"], env))
     try:
@@ -153,7 +162,7 @@ def pipeline_run(
             BackendSampler(bench.places) as sampler,
             PgCpu(bench.places, bench.config.pg_cpu_interval) as cpu,
         ):
-            wait_final(bench, n, procs, broker_url=broker_url)
+            wait_final(bench, n, procs, label=label, broker_url=broker_url)
     finally:
         for proc in procs:
             bench.stack.stop(proc)  # a warm shutdown: the counts are written at exit
@@ -197,22 +206,29 @@ def event_recipients(count: int) -> list[str]:
 
 
 def post_event(
-    client: Client, stamp: str, number: int, user_id: str, category: str = "order.shipped"
+    client: Client,
+    stamp: str,
+    number: int,
+    user_id: str,
+    category: str = "order.shipped",
+    channels: tuple[str, ...] = ("inapp", "email"),
 ) -> None:
-    """POST one inapp + email notification through the API, in-process; it must be 202.
-    `category`: order.shipped, or the digest scenario's comments (bench/digests.py)."""
-    payload = (
-        {"order_number": f"S-{number}", "delivery_date": "2026-12-03", "items_count": 1}
-        if category == "order.shipped"
-        else {"thread_id": "t", "comment_id": f"c{number}", "text": f"comment {number}"}
-    )
+    """POST one notification (inapp + email unless `channels` says otherwise) through
+    the API, in-process; it must be 202. `category`: order.shipped, a login code (S11)
+    or the digest scenario's comments (bench/digests.py)."""
+    if category == "order.shipped":
+        payload = {"order_number": f"S-{number}", "delivery_date": "2026-12-03", "items_count": 1}
+    elif category == "security.login_code":
+        payload = {"code": f"{number % 1000000:06d}"}
+    else:
+        payload = {"thread_id": "t", "comment_id": f"c{number}", "text": f"comment {number}"}
     response = client.post(
         "/v1/notifications",
         {
             "event_id": f"{stamp}-{number}",
             "user_id": user_id,
             "category": category,
-            "channels": ["inapp", "email"],
+            "channels": list(channels),
             "payload": payload,
         },
         content_type="application/json",
@@ -269,7 +285,8 @@ def wait_final(
                 proc.check()
             time.sleep(0.1)
     summary = status_summary()
-    if set(summary) - {"delivered", "digested"}:  # (digested: listed in a sent digest)
+    # digested: listed in a sent digest; reached: an SMS whose receipt said delivered.
+    if set(summary) - {"delivered", "digested", "reached"}:
         print(f"{label}: WARNING not every delivery was delivered: {summary}")
 
 

@@ -4,7 +4,8 @@
 API key, the failures so far) and prepares the places; the scenarios themselves live in
 bench/web_scenarios.py (S1, S5, load), bench/pipeline.py (S2), bench/login_codes.py (S3),
 bench/campaign_fanout.py (S4), bench/metrics_scrape.py (S6), bench/campaign_drain.py
-(S7) and bench/broker_cluster.py (cluster).
+(S7), bench/push_drain.py (S10), bench/sms_drain.py (S11) and bench/broker_cluster.py
+(cluster).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from bench.metrics_scrape import scenario_s6
 from bench.pipeline import scenario_s2
 from bench.places import Places, ensure_database, ensure_vhost
 from bench.processes import Stack
+from bench.push_drain import scenario_s10
 from bench.report import phase
+from bench.sms_drain import scenario_s11
 from bench.web_scenarios import http_scenarios
 from bench.webhook_backlog import scenario_s9
 from bench.wrk import Load, LoadResult, run_wrk
@@ -239,6 +242,12 @@ class Bench:
             with phase(f"S9 login codes: {self.config.login_codes}, idle and beside a backlog "
                        "of status webhook events"):  # fmt: skip
                 self.guard("S9", lambda: scenario_s9(self))
+        if "s10" in self.config.only:
+            with phase("S10 push drain: Web Push and FCM, the worker vs a bare client"):
+                self.guard("S10", lambda: scenario_s10(self))
+        if "s11" in self.config.only:
+            with phase("S11 SMS drain: the worker vs a bare windowed SMPP client"):
+                self.guard("S11", lambda: scenario_s11(self))
         if "cluster" in self.config.only:
             with phase(
                 f"cluster: 3 RabbitMQ nodes vs the single node, {self.config.events} events"
