@@ -179,10 +179,26 @@ def _report(
 
 def _bare(channel: str, spec: dict[str, Any], n: int) -> Bare:
     """Run bench/push_bare.py on `spec` in a process of its own; its drain."""
-    path = LOG_DIR / f"s10-{channel}-jobs.json"
+    return bare_client_run(
+        ["bench.push_bare", channel],
+        spec,
+        n,
+        jobs=f"s10-{channel}",
+        what=f"the bare {channel} client",
+    )
+
+
+def bare_client_run(
+    module: list[str], spec: dict[str, Any], n: int, *, jobs: str, what: str
+) -> Bare:
+    """Run a bare client (`python -m` and `module`'s words, then the jobs file it reads)
+    in a process of its own, on `spec` written to var/bench/<jobs>-jobs.json; its drain,
+    from the JSON it prints last."""
+    path = LOG_DIR / f"{jobs}-jobs.json"
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(spec), encoding="utf-8")
     done = subprocess.run(
-        [python(), "-m", "bench.push_bare", channel, str(path)],
+        [python(), "-m", *module, str(path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -190,7 +206,7 @@ def _bare(channel: str, spec: dict[str, Any], n: int) -> Bare:
         check=False,
     )
     if done.returncode != 0:
-        raise BenchError(f"the bare {channel} client failed:\n{done.stdout}{done.stderr[-2000:]}")
+        raise BenchError(f"{what} failed:\n{done.stdout}{done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     return Bare(n, result["first"], result["last"], result["statuses"])
 

@@ -19,16 +19,13 @@ each, alternating, baseline first; medians. Worker start-up is on a line of its 
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
 from typing import TYPE_CHECKING
 
-from bench.config import ROOT, S11_TARGET, BenchError, env_float, env_int
+from bench.config import S11_TARGET, env_float, env_int
 from bench.costs import costs_text, median_costs
 from bench.pipeline_drains import Drain, pipeline_run
-from bench.processes import LOG_DIR, python
-from bench.push_drain import Bare
+from bench.push_drain import Bare, bare_client_run
 from bench.report import phase, ratio, verdict
 
 if TYPE_CHECKING:
@@ -41,7 +38,6 @@ SYSTEM_ID, PASSWORD = "bench-s11", "bench11"  # SMPP passwords: at most 8 charac
 SOURCE = "Notify"  # SMPP_SOURCE_ADDR's default
 WINDOW = 10  # SMPP_WINDOW_SIZE's default
 LIFTED = "1000000:1000000"
-BARE_TIMEOUT = 600.0
 
 
 def scenario_s11(bench: Bench) -> None:
@@ -140,21 +136,7 @@ def _report(
 
 def _bare(spec: dict, n: int) -> Bare:
     """Run bench/sms_bare.py on `spec` in a process of its own; its drain."""
-    path = LOG_DIR / "s11-sms-jobs.json"
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(spec), encoding="utf-8")
-    done = subprocess.run(
-        [python(), "-m", "bench.sms_bare", str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=BARE_TIMEOUT,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise BenchError(f"the bare SMPP client failed:\n{done.stdout}{done.stderr[-2000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    return Bare(n, result["first"], result["last"], result["statuses"])
+    return bare_client_run(["bench.sms_bare"], spec, n, jobs="s11-sms", what="the bare SMPP client")
 
 
 def _seed(n: int) -> tuple[list[str], list[str]]:
