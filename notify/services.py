@@ -86,9 +86,7 @@ def api_key_issue(
     with transaction.atomic():
         producer, _ = Producer.objects.get_or_create(name=producer_name)
         if quotas:
-            for name, value in quotas.items():
-                setattr(producer, name, value)
-            producer.save(update_fields=list(quotas))
+            Producer.objects.filter(pk=producer.pk).update(**quotas)
         prefix = secrets.token_hex(6)
         key = f"{API_KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
         api_key = ApiKey.objects.create(

@@ -337,6 +337,26 @@ def pipeline(transactional_db, celery_worker, outbox_relay, smtp, broker):
     celery_worker.wait_idle()
 
 
+@pytest.fixture(scope="module")
+def receiver_peer():
+    """The loopback status-webhook receiver (tests/peers/webhooks.py) on this test
+    process's port, the one private origin webhooks may post to."""
+    from tests.peers.webhooks import WebhookReceiver
+
+    peer = WebhookReceiver(int(os.environ["NOTIFY_TEST_WEBHOOK_PORT"]))
+    peer.start()
+    yield peer
+    peer.stop()
+
+
+@pytest.fixture
+def receiver(receiver_peer):
+    """The webhook receiver, emptied before and after the test."""
+    receiver_peer.reset()
+    yield receiver_peer
+    receiver_peer.reset()
+
+
 # --- API clients and data ---------------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ categories with bounded settings, and erasure that cannot pre-empt a person."""
 from __future__ import annotations
 
 import importlib
+import json
 import uuid
 
 import pytest
@@ -31,7 +32,7 @@ from notify.models import (
     RecipientGrant,
     Scope,
 )
-from notify.services import api_key_issue
+from notify.services import api_key_issue, recipient_upsert
 from tests.digest_data import comment_category, comment_event
 
 ORDER = {"order_number": "A-1", "delivery_date": "2026-12-03", "items_count": 1}
@@ -148,9 +149,6 @@ def test_erasing_an_unregistered_id_is_recorded_and_never_holds_the_person_later
     assert not ErasureSuppression.objects.exists()
 
     # The person signs up later: a login code reaches them.
-    person, _ = Recipient.objects.get_or_create(user_id="future-user", email="f@example.com")
-    from notify.services import recipient_upsert
-
     person, _ = recipient_upsert(user_id="future-user", fields={"email": "f@example.com"})
     assert person.erasure_hold_since is None
 
@@ -291,7 +289,7 @@ def test_admin_refuses_a_window_longer_than_a_day(admin_client, demo_data):
         name: form.initial.get(name) for name in form.fields if form.initial.get(name) is not None
     }
     for name in ("payload_schema", "sample_payloads", "default_channels", "delays_if_unread"):
-        data[name] = __import__("json").dumps(form.initial[name])
+        data[name] = json.dumps(form.initial[name])
     data["digest_windows"] = '{"email": 300000000000}'
     data["owner"] = ""
     answer = admin_client.post(f"/admin/notify/category/{category.pk}/change/", data)

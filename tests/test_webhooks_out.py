@@ -25,7 +25,6 @@ from deliveries.models import (
 )
 from deliveries.webhooks.posting import event_post, webhook_retry_delay
 from notify.models import Recipient
-from tests.peers.webhooks import WebhookReceiver
 from tests.waiting import wait_for
 
 # Retries shortened (same shape: growing, jittered), and an endpoint disabled at the third
@@ -41,21 +40,6 @@ STRICT = {**QUICK, "NOTIFY_WEBHOOK_DISABLE_FAILURES": "3", "NOTIFY_WEBHOOK_DISAB
 # it outlasts the first retry, and the events it caught wait for the second.
 OUTAGE_SPEEDUP = 50
 COUNT = int(os.environ.get("NOTIFY_TEST_WEBHOOK_COUNT", "500"))
-
-
-@pytest.fixture(scope="module")
-def receiver_peer():
-    peer = WebhookReceiver(int(os.environ["NOTIFY_TEST_WEBHOOK_PORT"]))
-    peer.start()
-    yield peer
-    peer.stop()
-
-
-@pytest.fixture
-def receiver(receiver_peer):
-    receiver_peer.reset()
-    yield receiver_peer
-    receiver_peer.reset()
 
 
 def register(api, url: str, event_types: list[str]):

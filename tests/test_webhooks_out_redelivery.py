@@ -5,7 +5,6 @@ its drops are counted on /metrics. On real worker processes and a loopback recei
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import defaultdict
@@ -26,22 +25,6 @@ from deliveries.webhooks.posting import webhook_events_sweep
 from tests.peers.webhooks import WebhookReceiver
 from tests.test_webhooks_out import _other_producer_api, register, send_inapp
 from tests.waiting import wait_for
-
-
-@pytest.fixture(scope="module")
-def receiver_peer():
-    peer = WebhookReceiver(int(os.environ["NOTIFY_TEST_WEBHOOK_PORT"]))
-    peer.start()
-    yield peer
-    peer.stop()
-
-
-@pytest.fixture
-def receiver(receiver_peer):
-    receiver_peer.reset()
-    yield receiver_peer
-    receiver_peer.reset()
-
 
 TYPES = ["delivery.delivered", "delivery.opened", "delivery.clicked"]
 # A whole retry schedule of three tries in well under a second.
