@@ -257,6 +257,26 @@ def test_admin_redelivers_failed_events_of_an_endpoint_and_of_a_selection(api, a
     assert not WebhookEvent.objects.filter(status=WebhookEventStatus.FAILED).exists()
 
 
+def test_staff_who_may_only_view_webhooks_cannot_redeliver_or_enable(api, client):
+    from django.contrib.auth.models import Permission, User
+
+    register(api, "https://hooks.example/v", ["delivery.delivered"])
+    endpoint = WebhookEndpoint.objects.get()
+    _failed_event(endpoint, "msg_v", timezone.now())
+    viewer = User.objects.create_user("viewer", "viewer@example.com", "pw", is_staff=True)
+    viewer.user_permissions.set(
+        Permission.objects.filter(codename__in=["view_webhookendpoint", "view_webhookevent"])
+    )
+    client.force_login(viewer)
+    for path, pk, action in (
+        ("/admin/deliveries/webhookendpoint/", endpoint.pk, "redeliver"),
+        ("/admin/deliveries/webhookendpoint/", endpoint.pk, "enable"),
+        ("/admin/deliveries/webhookevent/", WebhookEvent.objects.get().pk, "redeliver"),
+    ):
+        client.post(path, {"action": action, "_selected_action": [pk]}, follow=True)
+    assert WebhookEvent.objects.get().status == WebhookEventStatus.FAILED
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_rounds_about_one_delivery_number_its_events_in_commit_order(demo_data):
     """The sequence is raised in the statement that writes the events, under the

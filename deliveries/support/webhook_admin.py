@@ -112,14 +112,14 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
             endpoint.pk,
         )
 
-    @admin.action(description="Re-enable (post what waited)")
+    @admin.action(description="Re-enable (post what waited)", permissions=["change"])
     def enable(self, request, queryset) -> None:
         requeued = sum(endpoint_enable(endpoint=endpoint) for endpoint in queryset)
         self.message_user(
             request, f"{queryset.count()} endpoint(s) enabled; {requeued} event(s) re-queued."
         )
 
-    @admin.action(description="Re-deliver failed events (retries spent)")
+    @admin.action(description="Re-deliver failed events (retries spent)", permissions=["change"])
     def redeliver(self, request, queryset) -> None:
         for endpoint in queryset:
             _redeliver(self, request, endpoint)
@@ -152,7 +152,7 @@ class WebhookEventAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 
-    @admin.action(description="Re-deliver the selected failed events")
+    @admin.action(description="Re-deliver the selected failed events", permissions=["change"])
     def redeliver(self, request, queryset) -> None:
         by_endpoint: dict[int, list[str]] = {}
         failed = queryset.filter(status=WebhookEventStatus.FAILED)
