@@ -150,6 +150,15 @@ def _worker_heap_freeze(sender=None, **kwargs) -> None:
     startup_heap_freeze()
 
 
+@worker_ready.connect
+def _line_leases_start(sender=None, **kwargs) -> None:
+    # Every worker keeps its channel lines' lease alive and publishes again what a lost
+    # worker's lines held: one Redis round trip a second.
+    from deliveries.pipeline.line_lease import line_leases_start
+
+    line_leases_start()
+
+
 @beat_init.connect
 def _refuse_weak_secret_key_in_beat(sender=None, **kwargs) -> None:
     process_exit_on_weak_secret_key(process="celery beat")

@@ -34,14 +34,16 @@ line back to the broker, so a waiting send never outlives the senders that owe i
 the worker begins to shut down (`channel_lines_close`), every line goes back to the
 broker at the next sender's turn, and no send joins one.
 
-A send's message is acknowledged when its thread gives it up, so a waiting send lives
-only here: if the process dies, the delivery row (untouched: no claim was taken) is still
-the record, and the sweeper publishes it again once NOTIFY_RETRY_RESWEEP_AFTER has passed
-since its last publish.
+A send's message is acknowledged when its thread gives it up, so a waiting send is also
+written to Redis as it joins the line, under a lease the worker keeps alive
+(deliveries/pipeline/line_lease.py): if the process dies, another worker publishes it
+again within seconds of the lease running out. The delivery row (untouched: no claim was
+taken) stays the record should Redis be away too: the sweeper publishes it again once
+NOTIFY_RETRY_RESWEEP_AFTER has passed since its last publish.
 
-State is per process, in memory, with no round trip: the bound protects this process's
-threads, which is what a slow provider would take. Prefork children run one task each,
-so there it never refuses anything.
+State is per process, in memory, with no round trip but the record of a send joining a
+line: the bound protects this process's threads, which is what a slow provider would
+take. Prefork children run one task each, so there it never refuses anything.
 """
 
 from __future__ import annotations
@@ -57,6 +59,13 @@ from typing import Any
 
 from django.conf import settings
 
+from deliveries.pipeline.line_lease import (
+    line_join_record,
+    line_left,
+    line_record_forget,
+    line_token,
+)
+
 logger = logging.getLogger(__name__)
 
 # How much one call's time moves the channel's average (an exponential moving average):
@@ -67,10 +76,12 @@ LATENCY_WEIGHT = 0.3
 
 @dataclass
 class _Waiting:
-    """A send waiting in its channel's line: what to send, and since when."""
+    """A send waiting in its channel's line: what to send, since when, and its token in
+    the line's record outside the process (deliveries/pipeline/line_lease.py)."""
 
     work: Any
     since: float
+    token: str = ""
 
 
 @dataclass
@@ -233,18 +244,25 @@ def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
             len(lane.waiting) < settings.NOTIFY_CHANNEL_WAITING_MAX
             and line_wait <= settings.NOTIFY_CHANNEL_WAIT_MAX
         ):
-            lane.waiting.append(_Waiting(work=work, since=now))
-            return SenderTurn(waiting=True)
-        # Counted behind those already deferred: a backlog comes back spread over the
-        # time it takes to send, not all at once to be deferred again.
-        countdown = min(
-            channel_defer_seconds(
-                wait=_deferred_wait(lane, limit=limit, seconds=drain, now=now, size=_size(work))
-            ),
-            _countdown_max(slow),
-        )
-        heapq.heappush(lane.deferred, (now + countdown, _size(work)))
-        lane.deferred_deliveries += _size(work)
+            token = line_token()
+            lane.waiting.append(_Waiting(work=work, since=now, token=token))
+        else:
+            token = ""
+            # Counted behind those already deferred: a backlog comes back spread over
+            # the time it takes to send, not all at once to be deferred again.
+            countdown = min(
+                channel_defer_seconds(
+                    wait=_deferred_wait(lane, limit=limit, seconds=drain, now=now, size=_size(work))
+                ),
+                _countdown_max(slow),
+            )
+            heapq.heappush(lane.deferred, (now + countdown, _size(work)))
+            lane.deferred_deliveries += _size(work)
+    if token:
+        # Outside the lock: a round trip. Should its send have left the line already,
+        # the record is removed at the next heartbeat all the same.
+        line_join_record(token=token, channel=channel, queue=queue, work=work)
+        return SenderTurn(waiting=True)
     return SenderTurn(defer=countdown)
 
 
@@ -300,7 +318,7 @@ def _line_next(*, channel: str, queue: str, started: float) -> tuple[Any, list[A
         while lane.waiting and (
             _closing.is_set() or now - lane.waiting[0].since > settings.NOTIFY_CHANNEL_WAIT_MAX
         ):
-            handed_back.append(lane.waiting.popleft().work)
+            handed_back.append(_line_leave(lane))
         limit = channel_sender_limit(channel=channel, slow=_slow(channel, now), queue=queue)
         if (
             lane.waiting
@@ -308,14 +326,20 @@ def _line_next(*, channel: str, queue: str, started: float) -> tuple[Any, list[A
             and now - started < settings.NOTIFY_CHANNEL_SERVE_MAX
         ):
             lane.busy[ident] = now
-            work = lane.waiting.popleft().work
+            work = _line_leave(lane)
             lane.started[ident] = (now, _size(work))
             return work, handed_back
         lane.busy.pop(ident, None)
-        if not lane.busy:
-            handed_back.extend(waiting.work for waiting in lane.waiting)
-            lane.waiting.clear()
+        while not lane.busy and lane.waiting:
+            handed_back.append(_line_leave(lane))
         return None, handed_back
+
+
+def _line_leave(lane: _Lane) -> Any:
+    """The first send of the lane's line leaves it (under _lock): its work."""
+    waiting = lane.waiting.popleft()
+    line_left(waiting.token)
+    return waiting.work
 
 
 def channel_sender_serve(
@@ -389,3 +413,4 @@ def channel_senders_reset() -> None:
         _latency.clear()
         _calls.clear()
         _closing.clear()
+    line_record_forget()
