@@ -279,6 +279,23 @@ def test_a_fast_channel_lines_up_what_its_senders_really_drain_in_the_wait_bound
         emails.done()
 
 
+def test_a_batch_in_flight_counts_per_message_before_any_send_is_done(senders):
+    """FCM sends 25 in one call: before the first answer, a line counts what each of
+    those deliveries takes, not the whole call once per delivery (which deferred the
+    next batches by a whole order bound at a drain's start)."""
+    senders.NOTIFY_CHANNEL_WAIT_MAX = 2.0
+    pushes = Senders("fcm", "medium", 4)  # every slot taken, no send done yet
+    try:
+        channel_call_begin(channel="fcm", count=25)  # a multicast of 25 in flight
+        time.sleep(0.5)
+        # (25 + 25) / 4 x 0.5 s / 25 = 0.25 s: well inside the bound, so it waits here.
+        turn = channel_sender_turn(channel="fcm", queue="medium", work=list(range(25)))
+        assert turn.waiting
+    finally:
+        channel_call_timed(channel="fcm", seconds=0.5, count=25)
+        pushes.done()
+
+
 def test_a_fast_channel_defers_no_further_than_the_order_bound(senders):
     senders.NOTIFY_CHANNEL_WAITING_MAX = 2
     senders.NOTIFY_ORDER_WAIT_MAX = 30.0
@@ -287,8 +304,9 @@ def test_a_fast_channel_defers_no_further_than_the_order_bound(senders):
     emails = Senders("email", "high", 4)
     try:
         assert not channel_slow(channel="email")
-        assert all(channel_sender_turn(channel="email", queue="high", work=n).waiting
-                   for n in (1, 2))  # fmt: skip
+        assert all(
+            channel_sender_turn(channel="email", queue="high", work=n).waiting for n in (1, 2)
+        )
         # Deferrals of batches of 25, each behind those deferred before it, at what a
         # delivery has taken here, four at a time: (2 + 25) / 4 x 0.5 s, then 3.1 s more
         # each ...

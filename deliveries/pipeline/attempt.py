@@ -375,7 +375,7 @@ def _channel_calls(
             between()
         clock = time.monotonic()
         items = [(c.loaded.delivery, c.loaded.version, _context(c)) for c in group]
-        channel_call_begin(channel=channel)
+        channel_call_begin(channel=channel, count=len(group))
         try:
             answers = send_many(items)
         except Exception as error:  # the whole call failed: each member records it
@@ -434,7 +434,7 @@ def _overlapped_calls(
     each answer is marked sent as it comes, and the tries are returned in order."""
     answers: dict[int, tuple[SendResult, str, int]] = {}
     clock = time.monotonic()
-    channel_call_begin(channel=channel)
+    channel_call_begin(channel=channel, count=len(group))
     with SentMarks() as marks:
         try:
             items = [(c.loaded.delivery, c.loaded.version, _context(c)) for c in group]

@@ -124,7 +124,8 @@ class SenderTurn:
 _lock = threading.Lock()
 _lanes: dict[tuple[str, str], _Lane] = {}
 _latency: dict[str, float] = {}  # channel -> average seconds per provider call
-_calls: dict[tuple[str, int], float] = {}  # (channel, thread id) -> its call in flight began
+# (channel, thread id) -> when its call in flight began, and how many messages it carries
+_calls: dict[tuple[str, int], tuple[float, int]] = {}
 _closing = threading.Event()  # the worker is shutting down: lines go back to the broker
 
 
@@ -146,7 +147,16 @@ def _running_longest(channel: str, now: float) -> float:
     counts its database work too (load, claim, record: under load a hundred times a
     fast provider's call), and made a burst's channel look slow and its deferrals long."""
     return max(
-        (now - since for (call_channel, _), since in _calls.items() if call_channel == channel),
+        (now - since for (name, _), (since, _) in _calls.items() if name == channel),
+        default=0.0,
+    )
+
+
+def _running_per_message(channel: str, now: float) -> float:
+    """How long the channel's calls in flight have taken so far per message they carry
+    (the longest; 0: none): a multicast of 25 running for 1 s is 40 ms a delivery."""
+    return max(
+        ((now - since) / count for (name, _), (since, count) in _calls.items() if name == channel),
         default=0.0,
     )
 
@@ -158,9 +168,12 @@ def _slow(channel: str, now: float) -> bool:
 
 
 def _call_seconds(channel: str, now: float) -> float:
-    """About how long a call of the channel takes now: its average, or the call in
-    flight for longest when that is longer (a provider that just turned slow)."""
-    return max(_latency.get(channel, 0.0), _running_longest(channel, now))
+    """About how long one message of the channel takes its provider now: the average, or
+    the call in flight for longest when that is longer (a provider that just turned
+    slow), both per message: what a line counts for each delivery ahead. Per call, a
+    batch of 25 in flight counted 25 times over and deferred the next batches by a
+    whole order bound before the first answer came."""
+    return max(_latency.get(channel, 0.0), _running_per_message(channel, now))
 
 
 def _size(work: Any) -> int:
@@ -371,11 +384,12 @@ def channel_sender_serve(
             logger.exception("%s sender: a waiting send %s raised", channel, work)
 
 
-def channel_call_begin(*, channel: str) -> None:
-    """This thread calls `channel`'s provider now (`channel_call_timed` ends the call)."""
+def channel_call_begin(*, channel: str, count: int = 1) -> None:
+    """This thread calls `channel`'s provider now for `count` messages (a multicast or
+    an overlapped batch sends many); `channel_call_timed` ends the call."""
     now = time.monotonic()
     with _lock:
-        _calls[(channel, threading.get_ident())] = now
+        _calls[(channel, threading.get_ident())] = (now, max(1, count))
 
 
 def channel_call_timed(*, channel: str, seconds: float, count: int = 1) -> None:
