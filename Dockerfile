@@ -25,8 +25,10 @@ RUN pip install --require-hashes -r requirements.txt \
 
 COPY . .
 
-# Static files for whitenoise; settings need no services to load, only a secret.
-RUN DJANGO_SECRET_KEY=build-only-dummy python manage.py collectstatic --noinput --verbosity 0
+# Static files for whitenoise; settings need no services to load, only a secret. The
+# translations' .mo files are built from the .po sources (with Babel: no gettext here).
+RUN DJANGO_SECRET_KEY=build-only-dummy python manage.py collectstatic --noinput --verbosity 0 \
+    && python -m scripts.compile_messages
 
 RUN useradd --system --uid 10001 --home-dir /app notify \
     && mkdir -p /app/var \

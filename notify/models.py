@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from notify.category_labels import validate_category_labels
 from notify.deadlines import channel_deadline
 from notify.month_key import InNotificationMonth
 from notify.producer_models import DANGEROUS_SCOPES, DEFAULT_SCOPES, ApiKey, Producer, Scope
@@ -94,6 +95,8 @@ class Category(models.Model):
 
     key = models.CharField(max_length=100, unique=True)
     description = models.CharField(max_length=300, blank=True)
+    # What a person reads per language, {"ru": {"label": …, "description": …}}.
+    labels = models.JSONField(default=dict, blank=True, validators=[validate_category_labels])
     owner = models.ForeignKey(
         Producer,
         on_delete=models.SET_NULL,

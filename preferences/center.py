@@ -17,12 +17,30 @@ from functools import cache
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.functional import Promise
+from django.utils.translation import pgettext_lazy
 
+from notify.category_labels import category_text
 from notify.models import Category, Channel, Recipient
+from preferences.languages import local_time_text, person_language
 from preferences.models import PreferenceCenterLinks
 from preferences.selectors import offered_languages, preferences_document, quiet_window
 from preferences.services import RequestOrigin, preferences_update, recipient_settings_change
-from preferences.tokens import LinkProblem, preference_center_token_read
+from preferences.tokens import (
+    LinkProblem,
+    preference_center_token_read,
+    preference_center_token_recipient_id,
+)
+
+# How a person calls each channel (the model's labels, "FCM mobile push", are staff's).
+# A context of their own: a bare "Email" is django.contrib.auth's ("Email address").
+CHANNEL_NAMES: dict[str, Promise] = {
+    Channel.INAPP: pgettext_lazy("channel", "In-app"),
+    Channel.EMAIL: pgettext_lazy("channel", "Email"),
+    Channel.WEBPUSH: pgettext_lazy("channel", "Browser"),
+    Channel.FCM: pgettext_lazy("channel", "Mobile app"),
+    Channel.SMS: pgettext_lazy("channel", "SMS"),
+}
 
 
 class LinkRefusal(Enum):
@@ -62,18 +80,31 @@ def preference_center_recipient(*, token: str) -> Recipient | LinkRefusal:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def refused_link_locale(*, token: str) -> str:
+    """The locale of the person a refused link of ours names (expired, revoked), so the
+    page saying why is in their language; "" for a link we did not make or a person erased."""
+    recipient_id = preference_center_token_recipient_id(token)
+    if recipient_id is None:
+        return ""
+    found = Recipient.objects.filter(pk=recipient_id).values_list("locale", flat=True).first()
+    return found or ""
+
+
 def link_revoked(*, issued_at_us: int, valid_after: datetime) -> bool:
     """A link minted before (or in the same microsecond as) the revocation is refused."""
     # Exact integer microseconds (a float timestamp can be one off).
     return issued_at_us <= (valid_after - _EPOCH) // timedelta(microseconds=1)
 
 
-def preference_center_links_revoke(*, recipient: Recipient) -> None:
+def preference_center_links_revoke(*, recipient: Recipient) -> datetime:
     """Refuse every preference-center link of the recipient minted until now (links in
-    sent emails, links handed to the inbox). Links minted afterwards work."""
+    sent emails, links handed to the inbox). Links minted afterwards work. Returns the
+    moment links stop working before."""
+    now = timezone.now()
     PreferenceCenterLinks.objects.update_or_create(
-        recipient=recipient, defaults={"valid_after": timezone.now()}
+        recipient=recipient, defaults={"valid_after": now}
     )
+    return now
 
 
 # --- What the page shows ------------------------------------------------------------------
@@ -82,7 +113,7 @@ def preference_center_links_revoke(*, recipient: Recipient) -> None:
 @dataclass(frozen=True)
 class CellView:
     channel: str
-    channel_label: str
+    channel_label: str | Promise  # translated when rendered
     offered: bool  # the category reaches the person on this channel at all
     enabled: bool
     locked: bool  # mandatory: always on, shown but not changeable
@@ -92,6 +123,7 @@ class CellView:
 class CategoryView:
     key: str
     label: str
+    description: str  # in the person's language, or ""
     mandatory: bool
     marketing: bool
     cells: list[CellView]
@@ -101,13 +133,15 @@ class CategoryView:
 class CenterView:
     """Everything the page shows for one recipient."""
 
-    channels: list[tuple[str, str]]  # (value, label), the table's columns
+    channels: list[tuple[str, str | Promise]]  # (value, label), the table's columns
     categories: list[CategoryView]
     quiet_start: str  # HH:MM, local time
     quiet_end: str
     timezone: str
     locale: str
     languages: list[str]
+    language: str  # the one the page is in (settings.LANGUAGES)
+    quiet_text: tuple[str, str]  # the window as the person's locale writes times
     timezones: list[str] = field(repr=False, default_factory=list)
 
 
@@ -123,36 +157,44 @@ def preference_center_view(*, recipient: Recipient) -> CenterView:
     document = preferences_document(recipient=recipient)
     mandatory = set(document["mandatory"])
     categories = {c.key: c for c in Category.objects.all()}
+    language = person_language(recipient.locale)
     rows = []
     for key, cells in document["categories"].items():
         category = categories[key]
+        text = category_text(category, language=language)
         rows.append(
             CategoryView(
                 key=key,
-                label=category.description or key,
+                label=text.label,
+                description=text.description,
                 mandatory=key in mandatory,
                 marketing=category.marketing,
                 cells=[
                     CellView(
                         channel=channel,
-                        channel_label=label,
+                        channel_label=CHANNEL_NAMES[channel],
                         offered=channel in cells,
                         enabled=cells.get(channel, False),
                         locked=key in mandatory,
                     )
-                    for channel, label in Channel.choices
+                    for channel in Channel.values
                 ],
             )
         )
     window = quiet_window(recipient=recipient)
     return CenterView(
-        channels=list(Channel.choices),
+        channels=[(channel, CHANNEL_NAMES[channel]) for channel in Channel.values],
         categories=rows,
         quiet_start=f"{window.start:%H:%M}",
         quiet_end=f"{window.end:%H:%M}",
         timezone=recipient.timezone or "UTC",
         locale=recipient.locale,
         languages=offered_languages(current=recipient.locale),
+        language=language,
+        quiet_text=(
+            local_time_text(window.start, locale=recipient.locale),
+            local_time_text(window.end, locale=recipient.locale),
+        ),
         timezones=list(known_timezones()),
     )
 

@@ -11,8 +11,10 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Q
 
+from notify.category_labels import category_text
 from notify.models import Category, Channel, Recipient
 from notify.pgarrays import array_literal
+from preferences.languages import person_language
 from preferences.models import ConsentRecord, ConsentSource, Preference, QuietHours
 
 
@@ -151,8 +153,9 @@ def category_channels(category: Category, cells: dict[str, bool]) -> list[str]:
 
 
 def preferences_document(*, recipient: Recipient) -> dict:
-    """The GET /v1/users/{id}/preferences body: effective value per cell, quiet hours,
-    time zone, language and the languages on offer.
+    """The GET /v1/users/{id}/preferences body: effective value per cell, each category's
+    label and description in the person's language, quiet hours, time zone, language and
+    the languages on offer.
 
     A mandatory cell is always true; a marketing cell is true only with consent.
     """
@@ -160,8 +163,12 @@ def preferences_document(*, recipient: Recipient) -> dict:
     for pref in Preference.objects.filter(recipient=recipient).select_related("category"):
         stored.setdefault(pref.category.key, {})[pref.channel] = pref
     categories: dict[str, dict[str, bool]] = {}
+    labels: dict[str, dict[str, str]] = {}
     mandatory: list[str] = []
+    language = person_language(recipient.locale)
     for category in Category.objects.order_by("key"):
+        text = category_text(category, language=language)
+        labels[category.key] = {"label": text.label, "description": text.description}
         cells = stored.get(category.key, {})
         values: dict[str, bool] = {}
         for channel in category_channels(category, {c: True for c in cells}):
@@ -180,6 +187,7 @@ def preferences_document(*, recipient: Recipient) -> dict:
     return {
         "categories": categories,
         "mandatory": mandatory,
+        "labels": labels,
         "quiet_hours": {"start": f"{window.start:%H:%M}", "end": f"{window.end:%H:%M}"},
         "timezone": recipient.timezone or "UTC",
         "locale": recipient.locale,

@@ -216,6 +216,7 @@ def consent_by_support_record(
 class Unsubscribed:
     category: Category
     changed: bool
+    recipient: Recipient  # whose language the confirmation is in
 
 
 def unsubscribe(*, scope: UnsubscribeScope, origin: RequestOrigin) -> Unsubscribed | None:
@@ -242,7 +243,7 @@ def unsubscribe(*, scope: UnsubscribeScope, origin: RequestOrigin) -> Unsubscrib
             and off.count() == len(Channel.values)
         )
         if already:
-            return Unsubscribed(category, changed=False)
+            return Unsubscribed(category, changed=False, recipient=recipient)
         for channel in Channel.values:
             Preference.objects.update_or_create(
                 recipient=recipient,
@@ -251,7 +252,7 @@ def unsubscribe(*, scope: UnsubscribeScope, origin: RequestOrigin) -> Unsubscrib
                 defaults={"enabled": False, "source": ConsentSource.EMAIL_LINK},
             )
         _record(recipient=recipient, category=category, channel="", granted=False, origin=origin)
-    return Unsubscribed(category, changed=True)
+    return Unsubscribed(category, changed=True, recipient=recipient)
 
 
 def marketing_cap_take(*, recipient_id: int, local_date: date) -> bool:

@@ -37,8 +37,15 @@ fi
 is_py311 "$venv/bin/python" ||
     die "$venv does not run Python 3.11; remove it (rm -rf $venv) and run again"
 
+# The translations' .mo files are built from the committed .po sources (with Babel, from
+# the lock: scripts/compile_messages.py); a no-op while none changed.
+compile_messages() {
+    "$venv/bin/python" -m scripts.compile_messages || die "compiling the translations failed"
+}
+
 want=$(cat pyproject.toml "${locks[@]}" | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    compile_messages
     exit 0
 fi
 
@@ -56,3 +63,4 @@ if ! {
     die "installing requirements-dev.txt and the project failed (output above)"
 fi
 echo "$want" >"$stamp"
+compile_messages

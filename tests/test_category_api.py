@@ -45,6 +45,7 @@ def test_reads_every_category_with_its_digest_settings(api):
     assert one.json() == {
         "key": "comment.posted",
         "description": "",
+        "labels": {},
         "queue": "medium",
         "mandatory": False,
         "marketing": False,
@@ -196,10 +197,16 @@ def test_the_admin_form_refuses_removing_a_window_that_a_published_template_list
 
     comments = comment_category(digest_windows={"email": 600})
     data = {
-        "key": comments.key, "queue": "medium", "payload_schema": json.dumps(COMMENT_SCHEMA),
-        "sample_payloads": json.dumps(COMMENT_SAMPLES), "default_channels": '["inapp", "email"]',
-        "fallback_channel": "", "ttl_seconds": "", "digest_key": "", "delays_if_unread": "{}",
-    }  # fmt: skip
+        "key": comments.key,
+        "queue": "medium",
+        "payload_schema": json.dumps(COMMENT_SCHEMA),
+        "sample_payloads": json.dumps(COMMENT_SAMPLES),
+        "default_channels": '["inapp", "email"]',
+        "fallback_channel": "",
+        "ttl_seconds": "",
+        "digest_key": "",
+        "delays_if_unread": "{}",
+    }
     form = CategoryTemplatesForm(
         data={**data, "digest_windows": '{"webpush": 60}'}, instance=comments
     )

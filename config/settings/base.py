@@ -87,6 +87,12 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+# The languages a person's pages, email footers and inbox come in (their `locale`, else
+# LANGUAGE_CODE: preferences/languages.py); adding one is docs/languages.md. Every string
+# a person sees lives in the preferences app, so its own locale/ directory holds the
+# catalogs (Django finds an installed app's) and LOCALE_PATHS stays unset. There is no
+# LocaleMiddleware: a person's pages follow their own setting, never Accept-Language.
+LANGUAGES = [("en", "English"), ("ru", "Русский")]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

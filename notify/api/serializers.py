@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
 from notify.api.strict import StrictSerializer
+from notify.category_labels import TEXT_KEYS, language_codes
 from notify.models import Channel, QueueClass, delay_most, digest_window_most
 
 # Empty clears the value; \Z (not $, which also takes a final newline) ends the text.
@@ -243,6 +244,9 @@ class FeedEntryOut(serializers.Serializer):
 class FeedPageOut(serializers.Serializer):
     results = FeedEntryOut(many=True)
     next_cursor = serializers.CharField(allow_null=True)
+    # For an inbox that shows itself in the person's language and time zone.
+    locale = serializers.CharField(help_text="The person's language tag; empty when none is set.")
+    timezone = serializers.CharField(help_text="The person's IANA time zone.")
 
 
 class FeedReadIn(StrictSerializer):
@@ -326,9 +330,40 @@ class DelaysIfUnreadField(serializers.JSONField):
     """`delays_if_unread`: taken as sent; the category's own validation decides."""
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "description": "The category's label and description per language (a person sees "
+        "their language's; without one, `description`).",
+        "additionalProperties": False,
+        "properties": {
+            code: {
+                "type": "object",
+                "properties": {
+                    key: {"type": "string", "maxLength": most} for key, most in TEXT_KEYS.items()
+                },
+                "required": list(TEXT_KEYS),
+                "additionalProperties": False,
+            }
+            for code in language_codes()
+        },
+    }
+)
+class CategoryLabelsField(serializers.Field):
+    """`labels`, read only: every language given, each with both texts ("" when unset)."""
+
+    def to_representation(self, value: object) -> dict:
+        labels = value if isinstance(value, dict) else {}
+        return {
+            code: {key: str((texts or {}).get(key, "")) for key in TEXT_KEYS}
+            for code, texts in labels.items()
+        }
+
+
 class CategoryOut(serializers.Serializer):
     key = serializers.CharField()
     description = serializers.CharField()
+    labels = CategoryLabelsField()
     queue = serializers.ChoiceField(choices=QueueClass.choices)
     mandatory = serializers.BooleanField()
     marketing = serializers.BooleanField()

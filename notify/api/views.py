@@ -219,7 +219,10 @@ class FeedListApi(APIView):
         except BadCursor:
             raise ApiError(400, "invalid_cursor", "Unknown cursor.", field="cursor") from None
         results = [feed_entry_document(entry) for entry in page.entries]
-        return Response(s.FeedPageOut({"results": results, "next_cursor": page.next_cursor}).data)
+        # The person's language and zone: the inbox shows itself in them (docs/inbox.md).
+        person = {"locale": recipient.locale, "timezone": recipient.timezone or "UTC"}
+        page_out = {"results": results, "next_cursor": page.next_cursor, **person}
+        return Response(s.FeedPageOut(page_out).data)
 
 
 def _feed_limit(raw: str | None) -> int:

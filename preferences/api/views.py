@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
-from django.utils.html import escape
+from django.shortcuts import render
+from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -20,15 +21,18 @@ from notify.api.lookups import recipient_or_404
 from notify.api.schema import error_responses, linked_from
 from notify.api.serializers import LanguageTagField, TimeZoneField
 from notify.api.strict import StrictSerializer
-from notify.models import Channel, Scope
+from notify.category_labels import category_text
+from notify.models import Channel, Recipient, Scope
 from notify.tokens import user_token_issue
 from preferences.center import preference_center_links_revoke
+from preferences.languages import person_translation
 from preferences.models import ConsentSource
 from preferences.selectors import preferences_document
 from preferences.services import (
     MandatoryCategory,
     RequestOrigin,
     UnknownCell,
+    Unsubscribed,
     preferences_update,
     recipient_settings_change,
     unsubscribe,
@@ -94,11 +98,21 @@ class PreferencesIn(StrictSerializer):
     }
 
 
+class CategoryTextOut(serializers.Serializer):
+    label = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+
+
 class PreferencesOut(serializers.Serializer):
     categories = serializers.DictField(
         child=serializers.DictField(child=serializers.BooleanField())
     )
     mandatory = serializers.ListField(child=serializers.CharField())
+    labels = serializers.DictField(
+        child=CategoryTextOut(),
+        help_text="Category key → its label and description in the person's language "
+        "(their `locale`, else the default language); description may be empty.",
+    )
     quiet_hours = QuietHoursField()
     timezone = TimeZoneField()
     locale = serializers.CharField(help_text="A language tag; empty when none is set.")
@@ -246,13 +260,30 @@ class PreferenceCenterLinkApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>{title}</title></head>
-<body><main><h1>{title}</h1><p>{text}</p>{form}</main></body></html>"""
-
-
-def _page(title: str, text: str, *, form: str = "", status_code: int = 200) -> HttpResponse:
-    body = _PAGE.format(title=escape(title), text=escape(text), form=form)
-    return HttpResponse(body, status=status_code, content_type="text/html; charset=utf-8")
+def _unsubscribe_page(
+    request: HttpRequest, locale: str, *, done: Unsubscribed | None = None, ask: bool = False
+) -> HttpResponse:
+    """The unsubscribe link's page in the person's language (`locale`; "" for a link that
+    names nobody: the default language). Never the browser's: a mail scanner or another
+    person's browser may open it."""
+    with person_translation(locale) as language:
+        if ask:
+            title, text = (
+                gettext("Unsubscribe"),
+                gettext("Stop receiving these messages on every channel?"),
+            )
+        elif done is not None:
+            label = category_text(done.category, language=language).label
+            title, text = (
+                gettext("Unsubscribed"),
+                gettext("You will no longer receive “%(category)s” messages.")
+                % {"category": label},
+            )
+        else:
+            title, text = gettext("Invalid link"), gettext("This unsubscribe link is not valid.")
+        context = {"title": title, "text": text, "ask": ask, "language": language}
+        status_code = 400 if done is None and not ask else 200
+        return render(request, "preferences/unsubscribe.html", context, status=status_code)
 
 
 @csrf_exempt
@@ -262,10 +293,10 @@ def unsubscribe_view(request: HttpRequest, token: str) -> HttpResponse:
     GET only shows a button, because mail scanners fetch links."""
     scope = unsubscribe_token_read(token)
     if scope is None:
-        return _page("Invalid link", "This unsubscribe link is not valid.", status_code=400)
+        return _unsubscribe_page(request, "")
     if request.method == "GET":
-        form = '<form method="post"><button type="submit">Unsubscribe</button></form>'
-        return _page("Unsubscribe", "Stop receiving these messages on every channel?", form=form)
+        locale = Recipient.objects.filter(pk=scope.recipient_id).values_list("locale", flat=True)
+        return _unsubscribe_page(request, locale.first() or "", ask=True)
     origin = RequestOrigin(
         source=ConsentSource.EMAIL_LINK,
         ip_address=_client_ip(request),
@@ -273,8 +304,5 @@ def unsubscribe_view(request: HttpRequest, token: str) -> HttpResponse:
     )
     done = unsubscribe(scope=scope, origin=origin)
     if done is None:
-        return _page("Invalid link", "This unsubscribe link is not valid.", status_code=400)
-    return _page(
-        "Unsubscribed",
-        f"You will no longer receive {done.category.description or 'these'} messages.",
-    )
+        return _unsubscribe_page(request, "")
+    return _unsubscribe_page(request, done.recipient.locale, done=done)

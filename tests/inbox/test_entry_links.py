@@ -33,9 +33,13 @@ def test_an_entry_with_an_unsafe_link_shows_without_one(inbox_page, transactiona
     category = Category.objects.get(key="order.shipped")
     for number, (title, url) in enumerate(ENTRIES.items()):
         notification = Notification.objects.create(
-            producer=producer, event_id=f"link-{number}", recipient=person, category=category,
-            payload={}, fingerprint="x",
-        )  # fmt: skip
+            producer=producer,
+            event_id=f"link-{number}",
+            recipient=person,
+            category=category,
+            payload={},
+            fingerprint="x",
+        )
         feed_entry_create(notification=notification, title=title, body="", url=url)
     page = inbox_page
     dialogs: list[str] = []

@@ -51,3 +51,15 @@ def anon_client():
     from django.test import Client
 
     return Client(enforce_csrf_checks=True)
+
+
+@pytest.fixture
+def mail(smtp, settings):
+    """In-process sends go to the SMTP peer over the real SMTP backend."""
+    from deliveries.channels.email import kept_session_close
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", smtp.port
+    settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email"]
+    yield smtp
+    kept_session_close()

@@ -13,7 +13,6 @@ from django.contrib.auth.models import User
 from django.core import signing
 from django.test import Client
 
-from deliveries.channels.email import kept_session_close
 from deliveries.models import Delivery
 from deliveries.pipeline.attempt import delivery_attempt
 from deliveries.pipeline.routing import notification_route
@@ -72,16 +71,6 @@ def changed(fields, *, untick=(), tick=(), **values) -> list[tuple[str, str]]:
     """The form's fields with some boxes unticked or ticked and some values replaced."""
     out = [(n, v) for n, v in fields if not (n == "cell" and v in untick) and n not in values]
     return out + [("cell", v) for v in tick] + list(values.items())
-
-
-@pytest.fixture
-def mail(smtp, settings):
-    """In-process sends go to the SMTP peer over the real SMTP backend."""
-    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", smtp.port
-    settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email"]
-    yield smtp
-    kept_session_close()
 
 
 @pytest.fixture

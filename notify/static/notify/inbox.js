@@ -8,7 +8,9 @@
  * Attributes: api-base (default: this page's origin), user-id, token (an end-user token
  * the product's backend minted with POST /v1/users/{user_id}/tokens), page-size
  * (entries per page; default: the server's), preferences-url (optional link to the hosted
- * preference center, shown at the foot of the preferences tab).
+ * preference center, shown at the foot of the preferences tab), lang (the language to show;
+ * default: the person's own as Notify knows it, else the page's, else English — the
+ * catalogs are STRINGS below; a page may add one as NotifyInbox.strings[tag]).
  *
  * Events (bubbling, composed), all named `notify-inbox:*`:
  *   token-expired  the API refused the token: set a fresh one (`el.token = ...`) and the
@@ -75,7 +77,7 @@
     th, td { padding: 6px 4px; text-align: left; border-bottom: 1px solid #eaeef2; }
     thead th { font-size: 12px; font-weight: 600; color: #424a53; white-space: nowrap; }
     td.cell, th.cell { text-align: center; }
-    .lock { font-size: 11px; color: #656d76; font-weight: normal; display: block; }
+    .lock, .about { font-size: 11px; color: #656d76; font-weight: normal; display: block; }
     fieldset { border: 0; margin: 8px 0; padding: 0 8px; }
     .quiet { display: flex; gap: 8px; align-items: center; flex-wrap: wrap; }
     .pairs { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 6px 8px;
@@ -94,9 +96,11 @@
 
   /** A refusal that is not about the token, with the server's error body when it has one. */
   class ApiFailure extends Error {
-    constructor(status, message) {
+    constructor(status, message, error) {
       super(message);
       this.status = status;
+      this.code = (error && error.code) || ""; // the error body's code and field: what the
+      this.field = (error && error.field) || ""; // person is told is chosen from them
     }
   }
 
@@ -122,8 +126,141 @@
     return byTime || b.id - a.id;
   }
 
-  // How a person calls each channel; an unknown one is shown by its key.
-  const CHANNELS = { inapp: "In-app", email: "Email", webpush: "Browser", fcm: "Mobile", sms: "SMS" };
+  // Every string the component shows or says, one catalog per language (docs/inbox.md,
+  // "Adding a language"). `{name}` is filled in; an entry that is an object holds the forms
+  // by the language's plural rule (Intl.PluralRules: one, few, many, other) of `{count}`.
+  // A string missing from a catalog is taken from English. Kept here, not fetched: the
+  // component makes no request for its own words.
+  const STRINGS = {
+    en: {
+      notifications: "Notifications",
+      bellNone: "Notifications, none unread",
+      bellUnread: "Notifications, {count} unread",
+      sections: "Inbox sections",
+      tabInbox: "Inbox",
+      tabPrefs: "Preferences",
+      markAll: "Mark all as read",
+      empty: "You're all caught up: no notifications yet.",
+      more: "Load older notifications",
+      unreadPrefix: "Unread: ",
+      markRead: "Mark read",
+      markReadLabel: "Mark “{title}” as read",
+      newEntry: "New notification: {title}",
+      loadFailed: "Notifications could not be loaded.",
+      unavailable: "Notifications are not available here.",
+      loading: "Loading…",
+      prefsFailed: "Your settings could not be loaded.",
+      saving: "Saving…",
+      saved: "Saved: {what}.",
+      saveFailed: "That could not be saved. Please try again.",
+      mandatory: "This category is required for your account and stays on.",
+      prefsCaption: "Which notifications you get, on which channel",
+      category: "Category",
+      required: "Required",
+      cell: "{category} by {channel}",
+      cellRequired: "{category} by {channel} (required)",
+      cellOn: "{category} by {channel} on",
+      cellOff: "{category} by {channel} off",
+      quietLegend: "Quiet hours (no marketing; your time zone)",
+      quietFrom: "From",
+      quietTo: "to",
+      quietSave: "Save quiet hours",
+      quietBoth: "Give both times.",
+      quietWhat: "quiet hours",
+      zoneLegend: "Time zone and language",
+      zone: "Time zone",
+      language: "Language",
+      zoneHint: "A time zone name such as Europe/Berlin",
+      zoneSave: "Save time zone and language",
+      zoneMissing: "Give a time zone, such as Europe/Berlin.",
+      zoneUnknown: "Unknown time zone: choose one from the list, such as Europe/Berlin.",
+      zoneWhat: "time zone and language",
+      notSet: "Not set",
+      allSettings: "All notification settings",
+      channel_inapp: "In-app",
+      channel_email: "Email",
+      channel_webpush: "Browser",
+      channel_fcm: "Mobile",
+      channel_sms: "SMS",
+    },
+    ru: {
+      notifications: "Уведомления",
+      bellNone: "Уведомления, непрочитанных нет",
+      bellUnread: {
+        one: "Уведомления, {count} непрочитанное",
+        few: "Уведомления, {count} непрочитанных",
+        many: "Уведомления, {count} непрочитанных",
+        other: "Уведомления, {count} непрочитанного",
+      },
+      sections: "Разделы уведомлений",
+      tabInbox: "Входящие",
+      tabPrefs: "Настройки",
+      markAll: "Прочитать все",
+      empty: "Вы всё просмотрели: уведомлений пока нет.",
+      more: "Показать более ранние",
+      unreadPrefix: "Не прочитано: ",
+      markRead: "Прочитано",
+      markReadLabel: "Отметить «{title}» как прочитанное",
+      newEntry: "Новое уведомление: {title}",
+      loadFailed: "Не удалось загрузить уведомления.",
+      unavailable: "Уведомления здесь недоступны.",
+      loading: "Загрузка…",
+      prefsFailed: "Не удалось загрузить ваши настройки.",
+      saving: "Сохранение…",
+      saved: "Сохранено: {what}.",
+      saveFailed: "Не удалось сохранить. Попробуйте ещё раз.",
+      mandatory: "Эта категория нужна для вашей учётной записи и остаётся включённой.",
+      prefsCaption: "Какие уведомления вы получаете и по каким каналам",
+      category: "Категория",
+      required: "Обязательно",
+      cell: "{category}: {channel}",
+      cellRequired: "{category}: {channel} (обязательно)",
+      cellOn: "{category}: {channel} — включено",
+      cellOff: "{category}: {channel} — выключено",
+      quietLegend: "Тихие часы (без рекламы; по вашему часовому поясу)",
+      quietFrom: "С",
+      quietTo: "до",
+      quietSave: "Сохранить тихие часы",
+      quietBoth: "Укажите оба времени.",
+      quietWhat: "тихие часы",
+      zoneLegend: "Часовой пояс и язык",
+      zone: "Часовой пояс",
+      language: "Язык",
+      zoneHint: "Название часового пояса, например Europe/Moscow",
+      zoneSave: "Сохранить часовой пояс и язык",
+      zoneMissing: "Укажите часовой пояс, например Europe/Moscow.",
+      zoneUnknown: "Неизвестный часовой пояс: выберите его из списка, например Europe/Moscow.",
+      zoneWhat: "часовой пояс и язык",
+      notSet: "Не выбран",
+      allSettings: "Все настройки уведомлений",
+      channel_inapp: "В приложении",
+      channel_email: "Эл. почта",
+      channel_webpush: "Браузер",
+      channel_fcm: "Мобильное",
+      channel_sms: "SMS",
+    },
+  };
+
+  /** The catalog a language tag picks (`ru-RU` → ru), or null when there is none. */
+  function catalogFor(tag) {
+    if (typeof tag !== "string" || !tag.trim()) return null;
+    const lower = tag.trim().replace(/_/g, "-").toLowerCase();
+    if (Object.prototype.hasOwnProperty.call(STRINGS, lower)) return lower;
+    const primary = lower.split("-")[0];
+    return Object.prototype.hasOwnProperty.call(STRINGS, primary) ? primary : null;
+  }
+
+  /** A catalog's string with `{name}`s filled in (a plural entry by `{count}`). */
+  function translate(language, key, values = {}) {
+    let entry = (STRINGS[language] || {})[key];
+    if (entry === undefined) entry = STRINGS.en[key];
+    if (entry === undefined) return key;
+    if (typeof entry === "object") {
+      const form = new Intl.PluralRules(language).select(Number(values.count) || 0);
+      entry = entry[form] || entry.other;
+    }
+    return entry.replace(/\{(\w+)\}/g, (whole, name) => (name in values ? String(values[name]) : whole));
+  }
 
   const LOCK = `<svg viewBox="0 0 16 16" width="11" height="11" aria-hidden="true" focusable="false">
     <path fill="currentColor" d="M4 7V5a4 4 0 0 1 8 0v2h1v8H3V7h1Zm2 0h4V5a2 2 0 0 0-4 0v2Z"/></svg>`;
@@ -150,18 +287,19 @@
     return text;
   }
 
-  function channelLabel(channel) {
-    return CHANNELS[channel] || label(channel);
-  }
-
   function label(key) {
     const words = String(key).replace(/[._-]+/g, " ").trim();
     return words.charAt(0).toUpperCase() + words.slice(1);
   }
 
   class NotifyInbox extends HTMLElement {
+    /** The string catalogs, by language tag: a page may add one (docs/inbox.md). */
+    static get strings() {
+      return STRINGS;
+    }
+
     static get observedAttributes() {
-      return ["token", "user-id", "api-base", "stream-base", "page-size", "preferences-url"];
+      return ["token", "user-id", "api-base", "stream-base", "page-size", "preferences-url", "lang"];
     }
 
     constructor() {
@@ -176,6 +314,9 @@
       this._run = null; // AbortController of the current session (feed + stream)
       this._tokenWaiters = [];
       this._prefs = null;
+      this._personLocale = ""; // the person's language and zone, as Notify's answers say
+      this._personZone = "";
+      this._lang = "en";
       instances += 1;
       this._idSeq = instances;
       this.attachShadow({ mode: "open" });
@@ -248,6 +389,7 @@
         return;
       }
       if (name === "preferences-url") { this._renderPrefsLink(); return; }
+      if (name === "lang") { this._applyLanguage(); return; }
       // Another person or server while running: start over (not at the first upgrade).
       if (this._run && (name === "user-id" || name === "api-base")) {
         this._stop();
@@ -334,7 +476,7 @@
         const data = await response.json().catch(() => null);
         if (!response.ok) {
           const message = (data && data.error && data.error.message) || `HTTP ${response.status}`;
-          throw new ApiFailure(response.status, message);
+          throw new ApiFailure(response.status, message, data && data.error);
         }
         return data;
       }
@@ -358,6 +500,7 @@
           // page and the stream's start still arrives. An empty feed starts from 0.
           this._lastEventId = page.results.reduce((top, entry) => Math.max(top, entry.id), 0);
         }
+        this._person(page.locale, page.timezone);
         for (const entry of page.results) this._upsert(entry);
         this._nextCursor = page.next_cursor;
         this._feedLoaded = true;
@@ -458,7 +601,8 @@
       }
       if (!response.ok || !response.body) {
         const data = await response.json().catch(() => null);
-        throw new ApiFailure(response.status, (data && data.error && data.error.message) || `HTTP ${response.status}`);
+        const message = (data && data.error && data.error.message) || `HTTP ${response.status}`;
+        throw new ApiFailure(response.status, message, data && data.error);
       }
       this._setStreamState("open");
       if (this._feedLoaded) {
@@ -517,37 +661,43 @@
       this._feedLoaded = true;
       if (!entry.read_at && this._unread !== null) this._setUnread(this._unread + 1);
       this._renderFeed();
-      this._announce(`New notification: ${entry.title}`);
+      this._announce(this._t("newEntry", { title: entry.title }));
       this._emit("notification", { entry });
     }
 
     // --- Preferences -------------------------------------------------------------------
 
     async _loadPrefs() {
-      this._prefsStatus("Loading…");
+      this._prefsStatus(this._t("loading"));
       try {
         this._prefs = await this._api("/preferences", { signal: this._run && this._run.signal });
         this._prefsStatus("");
+        this._person(this._prefs.locale, this._prefs.timezone);
         this._renderPrefs();
       } catch (error) {
-        if (error.name !== "AbortError") this._prefsStatus(error.message, true);
+        if (error.name !== "AbortError") this._prefsStatus(this._failureText(error, "prefsFailed"), true);
       }
     }
 
+    /** Save a change; `what()` names it in the words of the language shown once saved. */
     async _savePrefs(body, what, { keepTyped = false } = {}) {
-      this._prefsStatus("Saving…");
+      this._prefsStatus(this._t("saving"));
+      let saved = false;
       try {
         this._prefs = await this._api("/preferences", { method: "PUT", body });
-        this._prefsStatus(`Saved: ${what}.`);
+        saved = true;
       } catch (error) {
-        this._prefsStatus(error.message, true);
+        this._prefsStatus(this._failureText(error, "saveFailed"), true);
         // Typed text the server refused stays in its field, to be corrected.
         if (keepTyped) return false;
       }
-      // Redrawn from the server's answer (a refused change flips back); focus stays put.
+      // Redrawn from the server's answer (a refused change flips back), in the language it
+      // names (a language just chosen shows at once); focus stays put.
       const focused = this.shadowRoot.activeElement;
       const key = focused && focused.dataset && focused.dataset.focusKey;
+      if (saved) this._person(this._prefs.locale, this._prefs.timezone);
       this._renderPrefs();
+      if (saved) this._prefsStatus(this._t("saved", { what: what() }));
       const again = key && this.shadowRoot.querySelector(`[data-focus-key="${CSS.escape(key)}"]`);
       if (again) again.focus();
     }
@@ -559,24 +709,24 @@
       this.shadowRoot.innerHTML = `
         <style>${STYLE}</style>
         <button class="bell" part="bell" type="button" aria-haspopup="dialog" aria-expanded="false"
-                aria-controls="panel-${n}" aria-label="Notifications">${BELL}
+                aria-controls="panel-${n}">${BELL}
           <span class="badge" part="badge" hidden aria-hidden="true"></span>
         </button>
-        <div class="panel" id="panel-${n}" part="panel" role="dialog" aria-label="Notifications" hidden>
+        <div class="panel" id="panel-${n}" part="panel" role="dialog" data-t-label="notifications" hidden>
           <div class="head">
-            <div class="tabs" role="tablist" aria-label="Inbox sections">
+            <div class="tabs" role="tablist" data-t-label="sections">
               <button type="button" role="tab" id="tab-feed-${n}" data-tab="feed" aria-controls="feed-${n}"
-                      aria-selected="true">Inbox</button>
+                      aria-selected="true" data-t="tabInbox"></button>
               <button type="button" role="tab" id="tab-prefs-${n}" data-tab="prefs" aria-controls="prefs-${n}"
-                      aria-selected="false" tabindex="-1">Preferences</button>
+                      aria-selected="false" tabindex="-1" data-t="tabPrefs"></button>
             </div>
-            <button type="button" class="link mark-all">Mark all as read</button>
+            <button type="button" class="link mark-all" data-t="markAll"></button>
           </div>
           <div class="body" role="tabpanel" id="feed-${n}" aria-labelledby="tab-feed-${n}" data-panel="feed">
             <div class="status" role="status" hidden></div>
-            <ul aria-label="Notifications"></ul>
-            <p class="empty" hidden>You're all caught up: no notifications yet.</p>
-            <button type="button" class="more" hidden>Load older notifications</button>
+            <ul data-t-label="notifications"></ul>
+            <p class="empty" hidden data-t="empty"></p>
+            <button type="button" class="more" hidden data-t="more"></button>
           </div>
           <div class="body" role="tabpanel" id="prefs-${n}" aria-labelledby="tab-prefs-${n}" data-panel="prefs" hidden>
             <div class="status prefs-status" role="status" hidden></div>
@@ -609,8 +759,78 @@
         if (event.key === "Escape" && this.open) { event.stopPropagation(); this.hide(); }
       });
       this._list.addEventListener("click", (event) => this._onListClick(event));
+      this._lang = this._language();
+      this._applyStrings();
       this._renderBadge();
       this._renderPrefsLink();
+    }
+
+    // --- Language ----------------------------------------------------------------------
+
+    /** The language shown: the element's `lang`, else the person's (Notify's answers say
+     *  it), else the page's, else English; the first of them with a catalog. */
+    _language() {
+      for (const tag of [this.getAttribute("lang"), this._personLocale, document.documentElement.lang]) {
+        const found = catalogFor(tag);
+        if (found) return found;
+      }
+      return "en";
+    }
+
+    _t(key, values) {
+      return translate(this._lang, key, values);
+    }
+
+    _channelLabel(channel) {
+      const key = `channel_${channel}`;
+      return key in STRINGS.en ? this._t(key) : label(channel); // an unknown one: its key
+    }
+
+    /** Take the person's language and time zone from an answer of Notify's. */
+    _person(locale, timezone) {
+      if (typeof timezone === "string" && timezone !== this._personZone) {
+        this._personZone = timezone;
+        this._renderFeed(); // the entries' times are shown in it
+      }
+      if (typeof locale === "string" && locale !== this._personLocale) {
+        this._personLocale = locale;
+        this._applyLanguage();
+      }
+    }
+
+    _applyLanguage() {
+      const language = this._language();
+      if (language === this._lang) return;
+      this._lang = language;
+      this._applyStrings();
+      this._renderBadge();
+      this._renderFeed();
+      this._renderPrefs();
+      this._renderPrefsLink();
+    }
+
+    /** The fixed words of the markup, in the language shown. */
+    _applyStrings() {
+      this._fill(this.shadowRoot);
+      for (const node of [this._bell, this._panel, this._live]) node.lang = this._lang;
+    }
+
+    /** Put the words into markup's `data-t` (text) and `data-t-label` (aria-label) nodes. */
+    _fill(root) {
+      for (const node of root.querySelectorAll("[data-t]")) node.textContent = this._t(node.dataset.t);
+      for (const node of root.querySelectorAll("[data-t-label]")) {
+        node.setAttribute("aria-label", this._t(node.dataset.tLabel));
+      }
+    }
+
+    /** What to tell the person about a failed call, in their language (the server's own
+     *  message is for developers, in English). */
+    _failureText(error, fallback) {
+      if (!(error instanceof ApiFailure)) return this._t(fallback);
+      if (error.code === "mandatory_category") return this._t("mandatory");
+      if (error.field === "timezone") return this._t("zoneUnknown");
+      if (error.status === 403 || error.status === 404) return this._t("unavailable");
+      return this._t(fallback);
     }
 
     _selectTab(name, { focus }) {
@@ -645,11 +865,11 @@
       const count = this._unread;
       if (count === null || count === 0) {
         this._badge.hidden = true;
-        this._bell.setAttribute("aria-label", count === 0 ? "Notifications, none unread" : "Notifications");
+        this._bell.setAttribute("aria-label", this._t(count === 0 ? "bellNone" : "notifications"));
       } else {
         this._badge.hidden = false;
         this._badge.textContent = count > 99 ? "99+" : String(count);
-        this._bell.setAttribute("aria-label", `Notifications, ${count} unread`);
+        this._bell.setAttribute("aria-label", this._t("bellUnread", { count }));
       }
       this._markAllButton.disabled = count === 0;
     }
@@ -690,7 +910,7 @@
       text.className = "text";
       const title = document.createElement("div");
       title.className = "title";
-      const state = entry.read_at ? "" : "Unread: ";
+      const state = entry.read_at ? "" : this._t("unreadPrefix");
       const href = safeLink(entry.url);
       if (href) {
         const link = document.createElement("a");
@@ -713,7 +933,7 @@
       const when = document.createElement("time");
       when.dateTime = entry.occurred_at;
       when.textContent = this._ago(entry.occurred_at);
-      when.title = new Date(entry.occurred_at).toLocaleString();
+      when.title = this._moment(entry.occurred_at);
       text.appendChild(when);
       item.append(dot, text);
       if (!entry.read_at) {
@@ -721,8 +941,8 @@
         mark.type = "button";
         mark.className = "link";
         mark.dataset.action = "read";
-        mark.textContent = "Mark read";
-        mark.setAttribute("aria-label", `Mark “${entry.title}” as read`);
+        mark.textContent = this._t("markRead");
+        mark.setAttribute("aria-label", this._t("markReadLabel", { title: entry.title }));
         item.appendChild(mark);
       }
       return item;
@@ -730,7 +950,7 @@
 
     _ago(iso) {
       const seconds = Math.round((Date.parse(iso) - Date.now()) / 1000);
-      const format = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+      const format = new Intl.RelativeTimeFormat(this._lang, { numeric: "auto" });
       const steps = [[60, "second"], [60, "minute"], [24, "hour"], [7, "day"], [4.35, "week"], [12, "month"]];
       let value = seconds;
       for (const [size, unit] of steps) {
@@ -738,6 +958,16 @@
         value /= size;
       }
       return format.format(Math.round(value), "year");
+    }
+
+    /** A moment as the language shown writes it, in the person's time zone (else the browser's). */
+    _moment(iso) {
+      const options = { dateStyle: "medium", timeStyle: "short" };
+      try {
+        return new Date(iso).toLocaleString(this._lang, { ...options, timeZone: this._personZone || undefined });
+      } catch {
+        return new Date(iso).toLocaleString(this._lang, options); // a zone this browser lacks
+      }
     }
 
     _onListClick(event) {
@@ -776,21 +1006,29 @@
       const table = document.createElement("table");
       const caption = document.createElement("caption");
       caption.className = "sr";
-      caption.textContent = "Which notifications you get, on which channel";
+      caption.textContent = this._t("prefsCaption");
       table.appendChild(caption);
       const head = table.createTHead().insertRow();
-      head.appendChild(Object.assign(document.createElement("th"), { textContent: "Category", scope: "col" }));
+      head.appendChild(Object.assign(document.createElement("th"), { textContent: this._t("category"), scope: "col" }));
       for (const channel of channels) {
         head.appendChild(Object.assign(document.createElement("th"), {
-          textContent: channelLabel(channel), scope: "col", className: "cell" }));
+          textContent: this._channelLabel(channel), scope: "col", className: "cell" }));
       }
+      const labels = prefs.labels || {};
       const tbody = table.createTBody();
       for (const key of categories) {
         const row = tbody.insertRow();
-        const name = Object.assign(document.createElement("th"), { textContent: label(key), scope: "row" });
+        // The category's name in the person's language, as Notify gives it (else its key).
+        const title = (labels[key] && labels[key].label) || label(key);
+        const name = Object.assign(document.createElement("th"), { textContent: title, scope: "row" });
+        if (labels[key] && labels[key].description) {
+          name.appendChild(Object.assign(document.createElement("span"), {
+            className: "about", textContent: labels[key].description }));
+        }
         if (mandatory.has(key)) {
           const lock = Object.assign(document.createElement("span"), { className: "lock" });
-          lock.innerHTML = `${LOCK} Required`;
+          lock.innerHTML = LOCK;
+          lock.append(` ${this._t("required")}`);
           name.appendChild(lock);
         }
         row.appendChild(name);
@@ -805,12 +1043,12 @@
           box.dataset.category = key;
           box.dataset.channel = channel;
           box.dataset.focusKey = `${key}|${channel}`;
-          const what = `${label(key)} by ${channelLabel(channel)}`;
-          box.setAttribute("aria-label", mandatory.has(key) ? `${what} (required)` : what);
+          const names = { category: title, channel: this._channelLabel(channel) };
+          box.setAttribute("aria-label", this._t(mandatory.has(key) ? "cellRequired" : "cell", names));
           box.addEventListener("change", () => {
             const on = box.checked;
             this._savePrefs({ categories: { [key]: { [channel]: on } } },
-              `${what} ${on ? "on" : "off"}`);
+              () => this._t(on ? "cellOn" : "cellOff", names));
           });
           cell.appendChild(box);
         }
@@ -819,20 +1057,21 @@
 
       const quiet = prefs.quiet_hours || { start: "21:00", end: "09:00" };
       const fieldset = document.createElement("fieldset");
-      fieldset.innerHTML = `<legend>Quiet hours (no marketing; your time zone)</legend>
+      fieldset.innerHTML = `<legend data-t="quietLegend"></legend>
         <div class="quiet">
-          <label>From <input type="time" class="q-start" required></label>
-          <label>to <input type="time" class="q-end" required></label>
-          <button type="button" class="link save-quiet" data-focus-key="quiet">Save quiet hours</button>
+          <label><span data-t="quietFrom"></span> <input type="time" class="q-start" required></label>
+          <label><span data-t="quietTo"></span> <input type="time" class="q-end" required></label>
+          <button type="button" class="link save-quiet" data-focus-key="quiet" data-t="quietSave"></button>
         </div>`;
+      this._fill(fieldset);
       const start = fieldset.querySelector(".q-start");
       const end = fieldset.querySelector(".q-end");
       start.value = quiet.start;
       end.value = quiet.end;
       fieldset.querySelector(".save-quiet").addEventListener("click", () => {
-        if (!start.value || !end.value) { this._prefsStatus("Give both times.", true); return; }
+        if (!start.value || !end.value) { this._prefsStatus(this._t("quietBoth"), true); return; }
         this._savePrefs({ quiet_hours: { start: start.value.slice(0, 5), end: end.value.slice(0, 5) } },
-          "quiet hours");
+          () => this._t("quietWhat"));
       });
       box.appendChild(fieldset);
       box.appendChild(this._zoneAndLanguage(prefs));
@@ -842,17 +1081,18 @@
     _zoneAndLanguage(prefs) {
       const n = this._idSeq;
       const fieldset = document.createElement("fieldset");
-      fieldset.innerHTML = `<legend>Time zone and language</legend>
+      fieldset.innerHTML = `<legend data-t="zoneLegend"></legend>
         <div class="pairs">
-          <label for="zone-${n}">Time zone</label>
+          <label for="zone-${n}" data-t="zone"></label>
           <input id="zone-${n}" class="zone" list="zones-${n}" autocomplete="off" spellcheck="false"
                  required aria-describedby="zone-hint-${n}" data-focus-key="zone-name">
-          <label for="lang-${n}">Language</label>
+          <label for="lang-${n}" data-t="language"></label>
           <select id="lang-${n}" class="lang" data-focus-key="language"></select>
         </div>
         <datalist id="zones-${n}"></datalist>
-        <span class="sr" id="zone-hint-${n}">A time zone name such as Europe/Berlin</span>
-        <button type="button" class="link save-zone" data-focus-key="zone">Save time zone and language</button>`;
+        <span class="sr" id="zone-hint-${n}" data-t="zoneHint"></span>
+        <button type="button" class="link save-zone" data-focus-key="zone" data-t="zoneSave"></button>`;
+      this._fill(fieldset);
       const zone = fieldset.querySelector(".zone");
       const lang = fieldset.querySelector(".lang");
       zone.value = prefs.timezone || "";
@@ -861,7 +1101,7 @@
       for (const name of new Set(["UTC", ...zones])) list.appendChild(new Option(name, name));
       const named = typeof Intl.DisplayNames === "function";
       const choices = [...new Set([...(prefs.languages || []), prefs.locale || ""])].filter(Boolean);
-      lang.appendChild(new Option("Not set", ""));
+      lang.appendChild(new Option(this._t("notSet"), ""));
       for (const tag of choices) {
         let name = tag;
         // Each language in its own words (Deutsch, Français), so a person finds theirs.
@@ -871,9 +1111,9 @@
       lang.value = prefs.locale || "";
       const save = () => {
         const timezone = zone.value.trim();
-        if (!timezone) { this._prefsStatus("Give a time zone, such as Europe/Berlin.", true); zone.focus(); return; }
+        if (!timezone) { this._prefsStatus(this._t("zoneMissing"), true); zone.focus(); return; }
         zone.removeAttribute("aria-invalid");
-        this._savePrefs({ timezone, locale: lang.value }, "time zone and language", { keepTyped: true })
+        this._savePrefs({ timezone, locale: lang.value }, () => this._t("zoneWhat"), { keepTyped: true })
           .then((saved) => {
             if (saved !== false) return;
             const typed = this.shadowRoot.querySelector(".zone");
@@ -893,7 +1133,7 @@
       const url = this.getAttribute("preferences-url");
       if (!url) return;
       const link = Object.assign(document.createElement("a"), {
-        href: url, textContent: "All notification settings", target: "_blank", rel: "noopener" });
+        href: url, textContent: this._t("allSettings"), target: "_blank", rel: "noopener" });
       foot.appendChild(link);
     }
 
@@ -918,7 +1158,7 @@
 
     _reportError(error) {
       if (!error || error.name === "AbortError") return;
-      this._status(error instanceof ApiFailure ? error.message : "Notifications could not be loaded.", true);
+      this._status(this._failureText(error, "loadFailed"), true);
     }
 
     _setStreamState(state, extra = {}) {
