@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from campaigns.erasure import person_erase
 from campaigns.selectors import campaign_progress
-from deliveries.channels.email_esp import kept_session_close
+from deliveries.channels.esp import kept_session_close
 from deliveries.checks import check_email_provider
 from deliveries.models import (
     AddressSuppression,
@@ -80,6 +80,19 @@ def sent(delivery: Delivery) -> Delivery:
     delivery_attempt(delivery_id=delivery.pk)
     delivery.refresh_from_db()
     return delivery
+
+
+def bounced_and_suppressed(first: Delivery, person: Recipient, received: list) -> None:
+    """`first` failed (bounced) and its address is suppressed: the next email to `person`
+    is suppressed without a try, so the provider received only `first`."""
+    first.refresh_from_db()
+    assert (first.status, first.reason) == (DeliveryStatus.FAILED, Reason.BOUNCED)
+    [entry] = AddressSuppression.objects.all()
+    assert (entry.channel, entry.address) == ("email", "pat@example.com")
+    second = email_to(person)
+    assert (second.status, second.reason) == (DeliveryStatus.SUPPRESSED, Reason.ADDRESS_SUPPRESSED)
+    assert sent(second).attempts == 0
+    assert len(received) == 1
 
 
 def post_event(client, body: dict, *, auth: str | None = SECRET):
@@ -300,15 +313,7 @@ def test_delivered_then_a_hard_bounce_posted_over_http_show_on_the_timeline_and_
     bounce = postmark.bounce_event(message_id, person.email, event_id=5)
     assert esp.post_webhook(url, bounce, user_password="postmark-hooks:forged") == 400
     assert esp.post_webhook(url, bounce, user_password=SECRET) == 200
-    first.refresh_from_db()
-    assert (first.status, first.reason) == (DeliveryStatus.FAILED, Reason.BOUNCED)
-    [entry] = AddressSuppression.objects.all()
-    assert (entry.channel, entry.address) == ("email", "pat@example.com")
-
-    second = email_to(person)
-    assert (second.status, second.reason) == (DeliveryStatus.SUPPRESSED, Reason.ADDRESS_SUPPRESSED)
-    assert sent(second).attempts == 0
-    assert len(esp.received) == 1
+    bounced_and_suppressed(first, person, esp.received)
 
     staff = User.objects.create_user("sam", password="x", is_staff=True)
     staff.groups.add(support_group_ensure())

@@ -57,7 +57,12 @@ NOTIFY_CHANNEL_PROVIDERS = {
     "fcm": "fcm",
     "sms": "smpp",
 }
-# Per-provider token buckets, "rate/s:burst", shared by every worker through Redis.
+# Per-provider token buckets, "rate/s:burst", shared by every worker through Redis. The
+# email service providers' (NOTIFY_RATE_POSTMARK, _AMAZON_SES, _SENDGRID, _MAILGUN, _BREVO)
+# follow what each publishes: Amazon SES's sandbox rate (1/s; production accounts get
+# their own MaxSendRate: set it), SendGrid's Mail Send (10,000 requests/s), Brevo's
+# POST /v3/smtp/email (1,000/s); Postmark and Mailgun publish none for sending (they
+# throttle by account), so theirs is SMTP's.
 NOTIFY_PROVIDER_RATE_LIMITS = {
     provider: env_str(f"NOTIFY_RATE_{provider.upper()}", default)
     for provider, default in {
@@ -66,6 +71,10 @@ NOTIFY_PROVIDER_RATE_LIMITS = {
         "fcm": "500:1000",
         "smpp": "30:30",
         "postmark": "50:100",
+        "amazon_ses": "1:1",
+        "sendgrid": "10000:10000",
+        "mailgun": "50:100",
+        "brevo": "1000:1000",
     }.items()
 }
 # Low-priority traffic may only take tokens while this fraction of the bucket remains,

@@ -9,71 +9,28 @@ says what went wrong, and tracking webhooks authenticated by HTTP basic auth in 
 
 from __future__ import annotations
 
-import base64
 import json
-import threading
 import uuid
-from collections import deque
-from collections.abc import Callable
-from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import requests
 
+from tests.peers.esp import Answer, EspPeer, email_through, now_iso
+from tests.peers.esp import basic_auth as basic_auth  # the header Postmark sends for user:pw@
+
 TOKEN = "peer-server-token"
 
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+_now = now_iso
 
 
-class PostmarkPeer:
+class PostmarkPeer(EspPeer):
     """Answers `POST /email`: 200 with a fresh MessageID, unless a scripted answer is
-    queued (`answers`) or the recipient is inactive (422, ErrorCode 406)."""
+    queued (`answers`) or the recipient is inactive (422, ErrorCode 406). `received`
+    keeps each message as Postmark took it, with its `MessageID`."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.reset()
-        peer = self
+    esp = "postmark"
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, answer, headers = peer.answer(self.path, dict(self.headers), body)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/"
-
-    def reset(self) -> None:
-        with self.lock:
-            self.received: list[dict] = []
-            self.answers: deque[tuple[int, dict, dict]] = deque()
-            self.inactive: set[str] = set()
-            # Called with (MessageID, message) before a send is answered: a test posts
-            # the provider's webhook from here to have it overtake the send's record.
-            self.before_answer: Callable[[str, dict], None] | None = None
-
-    def start(self) -> None:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def answer(self, path: str, headers: dict, body: bytes) -> tuple[int, dict, dict]:
+    def refuse(self, path: str, headers: Any) -> Answer | None:
         if path.rstrip("/") != "/email":
             return 404, {"ErrorCode": 404, "Message": "Not found"}, {}
         if headers.get("X-Postmark-Server-Token") != TOKEN:
@@ -82,25 +39,33 @@ class PostmarkPeer:
                 "Message": "The Server Token you provided in the X-Postmark-Server-Token "
                 "request header was invalid. Please verify that you are using a valid token.",
             }, {}  # fmt: skip
+        return None
+
+    def parse(self, body: bytes, headers: Any) -> dict:
         message = json.loads(body)
-        with self.lock:
-            if self.answers:
-                return self.answers.popleft()
-            to = message.get("To", "")
-            if to.lower() in self.inactive:
-                return 422, {
-                    "ErrorCode": 406,
-                    "Message": "You tried to send to a recipient that has been marked as "
-                    f"inactive.\nFound inactive addresses: {to.lower()}.\nInactive recipients "
-                    "are ones that have generated a hard bounce or a spam complaint. ",
-                }, {}  # fmt: skip
-            message_id = str(uuid.uuid4())
-            self.received.append({**message, "MessageID": message_id})
-            hook = self.before_answer
-        if hook is not None:
-            hook(message_id, message)
+        return {**message, "to": message.get("To", "")}
+
+    def new_message_id(self, message: dict) -> str:
+        return str(uuid.uuid4())
+
+    def record(self, message: dict, message_id: str) -> dict:
+        return {**message, "MessageID": message_id, "message_id": message_id}
+
+    def inactive_answer(self, to: str) -> Answer:
+        return 422, {
+            "ErrorCode": 406,
+            "Message": "You tried to send to a recipient that has been marked as "
+            f"inactive.\nFound inactive addresses: {to.lower()}.\nInactive recipients "
+            "are ones that have generated a hard bounce or a spam complaint. ",
+        }, {}  # fmt: skip
+
+    def anymail(self, url: str = "") -> dict[str, Any]:
+        url = url or self.url
+        return {"POSTMARK_SERVER_TOKEN": TOKEN, "POSTMARK_API_URL": url}
+
+    def accepted(self, message_id: str, record: dict) -> Answer:
         return 200, {
-            "To": to, "SubmittedAt": _now(), "MessageID": message_id, "ErrorCode": 0,
+            "To": record["to"], "SubmittedAt": _now(), "MessageID": message_id, "ErrorCode": 0,
             "Message": "OK",
         }, {}  # fmt: skip
 
@@ -191,21 +156,8 @@ def click_event(message_id: str, recipient: str, link: str = "https://example.co
     }  # fmt: skip
 
 
-def basic_auth(user_password: str) -> str:
-    """The Authorization header Postmark sends for a webhook URL with user:password@."""
-    return "Basic " + base64.b64encode(user_password.encode()).decode()
-
-
 def email_through_peer(settings: Any, peer: PostmarkPeer, **anymail: Any) -> PostmarkPeer:
     """Point this process's email at `peer` (reset), as NOTIFY_EMAIL_ESP=postmark does;
     `anymail` adds settings such as WEBHOOK_SECRET. `settings` is pytest-django's."""
-    peer.reset()
-    settings.NOTIFY_EMAIL_ESP = "postmark"
-    settings.NOTIFY_CHANNEL_PROVIDERS = {**settings.NOTIFY_CHANNEL_PROVIDERS, "email": "postmark"}
-    settings.ANYMAIL = {
-        **settings.ANYMAIL,
-        "POSTMARK_SERVER_TOKEN": TOKEN,
-        "POSTMARK_API_URL": peer.url,
-        **anymail,
-    }
+    email_through(settings, peer, **anymail)
     return peer

@@ -1,0 +1,79 @@
+"""Amazon SES's events, through an SNS topic subscribed to our tracking URL over HTTPS.
+
+Verified by HTTP basic auth: the subscription's URL carries NOTIFY_ESP_WEBHOOK_SECRET
+(`https://user:password@host/v1/webhooks/email/amazon_ses/tracking/`); SNS first posts
+without it and sends it after our 401 challenge. anymail also checks that the SNS
+message type and id headers match the body; it does not verify SNS message signatures.
+
+A SubscriptionConfirmation (authenticated like every post) is confirmed by fetching its
+SubscribeURL, and only one on Amazon SNS itself (https, sns.<region>.amazonaws.com):
+anything else is refused unfetched, so a post can never make us call another host.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from anymail.exceptions import AnymailAPIError, AnymailWebhookValidationFailure
+from anymail.webhooks.amazon_ses import AmazonSESTrackingWebhookView
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+
+from deliveries.api.esp_tracking import Tracking
+from deliveries.channels.base import bounded_session
+
+logger = logging.getLogger(__name__)
+
+_SNS_HOST = re.compile(r"sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
+
+
+def subscribe_url_allowed(url: str) -> bool:
+    """Whether a SubscribeURL is Amazon SNS's own (https, sns.<region>.amazonaws.com,
+    no credentials, the default port): the only kind we ever fetch."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    return (
+        parts.scheme == "https"
+        and port in (None, 443)
+        and not parts.username
+        and not parts.password
+        and bool(_SNS_HOST.fullmatch(parts.hostname or ""))
+    )
+
+
+class AmazonSESTracking(Tracking, AmazonSESTrackingWebhookView):
+    esp = "amazon_ses"
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if self.basic_auth and not request.META.get("HTTP_AUTHORIZATION"):
+            # SNS sends the URL's credentials only after a 401 challenge.
+            response = HttpResponse(status=401)
+            response["WWW-Authenticate"] = 'Basic realm="Notify tracking"'
+            return response
+        return super().post(request, *args, **kwargs)
+
+    def auto_confirm_sns_subscription(self, sns_message: dict) -> None:
+        """Confirm the subscription by fetching its SubscribeURL, if it is Amazon SNS's."""
+        if not self.auto_confirm_enabled:
+            return
+        url = str(sns_message.get("SubscribeURL") or "")
+        if not subscribe_url_allowed(url):
+            raise AnymailWebhookValidationFailure(
+                f"SNS SubscribeURL {url[:200]!r} is not Amazon SNS's: not fetched"
+            )
+        session = bounded_session(
+            settings.NOTIFY_ESP_CALL_DEADLINE, settings.NOTIFY_ESP_MAX_RESPONSE_BYTES
+        )
+        answer = session.get(url)
+        if answer.status_code != 200:
+            raise AnymailAPIError(f"SNS subscription not confirmed: {answer.status_code}")
+        logger.info("SNS subscription confirmed for topic %s", sns_message.get("TopicArn"))
+
+
+view = AmazonSESTracking.as_view()

@@ -1,0 +1,152 @@
+"""An Amazon SES v2 API on loopback, as boto3 calls it with `endpoint_url`:
+`POST /v2/email/outbound-emails` (SendEmail, signed with SigV4) answered
+`{"MessageId": "..."}`, its errors as AWS's REST-JSON protocol gives them (the code in
+the `x-amzn-ErrorType` header, `{"message": ...}`); and the SNS notifications that carry
+SES's events to our webhook (the SNS envelope, its `x-amz-sns-*` headers, HTTP basic
+auth in the subscription's URL), including a SubscriptionConfirmation.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from email import message_from_bytes
+from typing import Any
+
+from django.conf import settings
+
+from tests.peers.esp import FORGED, SECRET, Answer, EspPeer, WebhookPost, json_post, now_iso
+
+ACCESS_KEY_ID = "AKIAPEERPEERPEERPEER"
+SECRET_ACCESS_KEY = "peer-secret-access-key"
+REGION = "eu-west-1"
+TOPIC_ARN = f"arn:aws:sns:{REGION}:123456789012:ses-events"
+
+
+def _error(status: int, code: str, message: str) -> Answer:
+    return status, {"message": message}, {"x-amzn-ErrorType": f"{code}:http://internal/"}
+
+
+class AmazonSESPeer(EspPeer):
+    esp = "amazon_ses"
+
+    def refuse(self, path: str, headers: Any) -> Answer | None:
+        if path.rstrip("/") != "/v2/email/outbound-emails":
+            return _error(404, "NotFoundException", "Not found")
+        auth = headers.get("Authorization", "")
+        if not auth.startswith(f"AWS4-HMAC-SHA256 Credential={ACCESS_KEY_ID}/"):
+            return _error(403, "UnrecognizedClientException", "The security token is invalid.")
+        return None
+
+    def parse(self, body: bytes, headers: Any) -> dict:
+        request = json.loads(body)
+        raw = message_from_bytes(base64.b64decode(request["Content"]["Raw"]["Data"]))
+        return {
+            **request,
+            "to": request["Destination"]["ToAddresses"][0],
+            "subject": str(raw["Subject"]),
+            "raw": raw,
+        }
+
+    def new_message_id(self, message: dict) -> str:
+        return f"0102018c{uuid.uuid4().hex}-{uuid.uuid4().hex[:8]}-000000"
+
+    def accepted(self, message_id: str, record: dict) -> Answer:
+        return 200, {"MessageId": message_id}, {}
+
+    # --- SES's error answers, to queue in `answers` -------------------------------------
+    @staticmethod
+    def rate_limited() -> Answer:
+        return _error(429, "TooManyRequestsException", "Maximum sending rate exceeded.")
+
+    @staticmethod
+    def unavailable() -> Answer:
+        return _error(503, "ServiceUnavailable", "Service is unavailable.")
+
+    @staticmethod
+    def account_refused() -> Answer:
+        return _error(400, "SendingPausedException", "Sending is paused for this account.")
+
+    @staticmethod
+    def bad_message() -> Answer:
+        return _error(400, "MessageRejected", "Email contains a virus.")
+
+    # --- SNS notifications of SES events -------------------------------------------------
+    def event(self, kind: str, message_id: str, to: str) -> dict:
+        mail = {
+            "timestamp": now_iso(), "source": "notify@localhost", "messageId": message_id,
+            "destination": [to], "headersTruncated": False, "headers": [],
+        }  # fmt: skip
+        bounce = {"bouncedRecipients": [{"emailAddress": to, "action": "failed",
+                  "status": "5.1.1", "diagnosticCode": "smtp; 550 5.1.1 user unknown"}],
+                  "timestamp": now_iso(), "feedbackId": uuid.uuid4().hex}  # fmt: skip
+        specific = {
+            "delivered": {"eventType": "Delivery", "delivery": {
+                "timestamp": now_iso(), "recipients": [to], "smtpResponse": "250 2.6.0 OK"}},
+            "hard_bounce": {"eventType": "Bounce", "bounce": {
+                **bounce, "bounceType": "Permanent", "bounceSubType": "General"}},
+            "soft_bounce": {"eventType": "Bounce", "bounce": {
+                **bounce, "bounceType": "Transient", "bounceSubType": "MailboxFull"}},
+            "complaint": {"eventType": "Complaint", "complaint": {
+                "complainedRecipients": [{"emailAddress": to}], "timestamp": now_iso(),
+                "feedbackId": uuid.uuid4().hex, "complaintFeedbackType": "abuse"}},
+            "open": {"eventType": "Open", "open": {
+                "timestamp": now_iso(), "userAgent": "Mozilla/5.0", "ipAddress": "192.0.2.1"}},
+            "click": {"eventType": "Click", "click": {
+                "timestamp": now_iso(), "link": "https://example.com/o",
+                "userAgent": "Mozilla/5.0", "ipAddress": "192.0.2.1"}},
+        }[kind]  # fmt: skip
+        return sns_message("Notification", json.dumps({**specific, "mail": mail}))
+
+    def signed(self, body: Any, *, good: bool = True) -> WebhookPost:
+        headers = {
+            "x-amz-sns-message-type": body["Type"],
+            "x-amz-sns-message-id": body["MessageId"],
+            "x-amz-sns-topic-arn": body["TopicArn"],
+        }
+        # SNS posts text/plain; its body is JSON all the same.
+        post = json_post(body, auth=SECRET if good else FORGED, headers=headers)
+        post.content_type = "text/plain; charset=UTF-8"
+        return post
+
+    def anymail(self, url: str = "") -> dict[str, Any]:
+        url = url or self.url
+        client = settings.ANYMAIL["AMAZON_SES_CLIENT_PARAMS"]  # its timeouts and retries kept
+        return {
+            "AMAZON_SES_SESSION_PARAMS": {
+                "aws_access_key_id": ACCESS_KEY_ID,
+                "aws_secret_access_key": SECRET_ACCESS_KEY,
+            },
+            "AMAZON_SES_CLIENT_PARAMS": {**client, "region_name": REGION, "endpoint_url": url},
+        }
+
+    def env(self) -> dict[str, str]:
+        return {
+            "AMAZON_SES_ACCESS_KEY_ID": ACCESS_KEY_ID,
+            "AMAZON_SES_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY,
+            "AMAZON_SES_REGION": REGION,
+            "AMAZON_SES_ENDPOINT_URL": self.url,
+        }
+
+
+def sns_message(kind: str, message: str, **extra: Any) -> dict:
+    """An SNS message of `kind` (Notification, SubscriptionConfirmation) as SNS posts it."""
+    return {
+        "Type": kind, "MessageId": str(uuid.uuid4()), "TopicArn": TOPIC_ARN,
+        "Message": message, "Timestamp": now_iso(), "SignatureVersion": "1",
+        "Signature": base64.b64encode(b"not-checked").decode(),
+        "SigningCertURL": f"https://sns.{REGION}.amazonaws.com/SimpleNotificationService-0.pem",
+        **extra,
+    }  # fmt: skip
+
+
+def subscription_confirmation(subscribe_url: str) -> dict:
+    """The SubscriptionConfirmation SNS posts when the topic is subscribed to our URL."""
+    token = uuid.uuid4().hex
+    return sns_message(
+        "SubscriptionConfirmation",
+        f"You have chosen to subscribe to the topic {TOPIC_ARN}.",
+        Token=token,
+        SubscribeURL=subscribe_url,
+    )
