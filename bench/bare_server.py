@@ -21,9 +21,17 @@ WSGI_APP = "config.wsgi:application"
 def bare_server_argv(port: int, processes: int) -> list[str]:
     """gunicorn, sync workers, the bare views only (bench.bare_settings)."""
     return [
-        python(), "-m", "gunicorn", WSGI_APP, "--worker-class", "sync",
-        "--workers", str(processes), "--bind", f"{LOOPBACK}:{port}",
-    ]  # fmt: skip
+        python(),
+        "-m",
+        "gunicorn",
+        WSGI_APP,
+        "--worker-class",
+        "sync",
+        "--workers",
+        str(processes),
+        "--bind",
+        f"{LOOPBACK}:{port}",
+    ]
 
 
 def start_bare_server(bench: Bench) -> tuple[Proc, int, str]:

@@ -55,8 +55,9 @@ def digest_category_ensure(window: int) -> None:
             category=category, channel=channel, locale="en"
         )
         if template.published_version_id is None:
-            template_version_publish(version=template_version_create(template=template,
-                                                                     fields=fields))  # fmt: skip
+            template_version_publish(
+                version=template_version_create(template=template, fields=fields)
+            )
 
 
 def scenario_s2d(bench: Bench) -> None:

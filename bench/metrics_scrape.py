@@ -264,9 +264,14 @@ def _truncate(bench: Bench) -> None:
     tables = ", ".join(
         m._meta.db_table
         for m in (
-            Notification, EventKey, Outbox, Delivery, DeliveryAttempt, DeliveryCount,
+            Notification,
+            EventKey,
+            Outbox,
+            Delivery,
+            DeliveryAttempt,
+            DeliveryCount,
             AcceptedCount,
         )
-    )  # fmt: skip
+    )
     with connection.cursor() as cursor:
         cursor.execute(f"TRUNCATE {tables} CASCADE")

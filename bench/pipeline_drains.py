@@ -81,9 +81,14 @@ def noop_run(
         for _ in range(n):
             # declare=[]: the queue exists, and of the worker's kind, not this process's.
             app.send_task(
-                NOOP_TASK, queue="medium", routing_key="medium", exchange="notify",
-                priority=5, producer=producer, declare=[],
-            )  # fmt: skip
+                NOOP_TASK,
+                queue="medium",
+                routing_key="medium",
+                exchange="notify",
+                priority=5,
+                producer=producer,
+                declare=[],
+            )
     stamp = time.time_ns()
     ready_key, count_key = f"bench:ready:{stamp}", f"bench:count:{stamp}"
     env = {
@@ -232,7 +237,7 @@ def post_event(
             "payload": payload,
         },
         content_type="application/json",
-    )  # fmt: skip
+    )
     if response.status_code != 202:
         raise BenchError(f"preload POST answered {response.status_code}: {response.content!r}")
 

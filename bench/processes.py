@@ -158,9 +158,17 @@ def start_smtp_sink(stack: Stack, env: dict[str, str]) -> tuple[Proc, dict[str, 
     port = free_port()
     sink = stack.start(
         "smtp-sink",
-        [python(), "-m", "aiosmtpd", "-n", "-c", "aiosmtpd.handlers.Sink",
-         "-l", f"{LOOPBACK}:{port}"],
+        [
+            python(),
+            "-m",
+            "aiosmtpd",
+            "-n",
+            "-c",
+            "aiosmtpd.handlers.Sink",
+            "-l",
+            f"{LOOPBACK}:{port}",
+        ],
         env,
-    )  # fmt: skip
+    )
     wait_port(port, sink)
     return sink, {**env, "EMAIL_HOST": LOOPBACK, "EMAIL_PORT": str(port)}

@@ -93,9 +93,13 @@ def scenario_s10(bench: Bench) -> None:
             "NOTIFY_RATE_FCM": LIFTED,
         }
         webpush_spec = {
-            "vapid_key": str(VAPID_KEY), "subject": VAPID_SUBJECT, "origin": push.origin,
-            "ttl": TTL, "concurrency": WEBPUSH_CONCURRENCY, "jobs": webpush_jobs,
-        }  # fmt: skip
+            "vapid_key": str(VAPID_KEY),
+            "subject": VAPID_SUBJECT,
+            "origin": push.origin,
+            "ttl": TTL,
+            "concurrency": WEBPUSH_CONCURRENCY,
+            "jobs": webpush_jobs,
+        }
         fcm_spec = {
             "credentials": str(fcm.credentials_path),
             "url": fcm.send_url.format(project_id=PROJECT),
@@ -234,14 +238,21 @@ def _seed(n: int, push: Any) -> tuple[list[str], list[dict], list[dict]]:
         token = f"bench-s10-token-{number}"
         devices += [
             Device(
-                recipient_id=recipients[user], kind=DeviceKind.WEBPUSH, installation_id=name,
-                endpoint=body["endpoint"], p256dh=body["keys"]["p256dh"], auth=body["keys"]["auth"],
+                recipient_id=recipients[user],
+                kind=DeviceKind.WEBPUSH,
+                installation_id=name,
+                endpoint=body["endpoint"],
+                p256dh=body["keys"]["p256dh"],
+                auth=body["keys"]["auth"],
             ),
             Device(
-                recipient_id=recipients[user], kind=DeviceKind.FCM,
-                installation_id=f"{name}-app", token=token, platform="android",
+                recipient_id=recipients[user],
+                kind=DeviceKind.FCM,
+                installation_id=f"{name}-app",
+                token=token,
+                platform="android",
             ),
-        ]  # fmt: skip
+        ]
         # What deliveries/channels/webpush.py and fcm.py make of an order.shipped event.
         order = f"S-{number}"
         title, text, url = (
@@ -250,8 +261,13 @@ def _seed(n: int, push: Any) -> tuple[list[str], list[dict], list[dict]]:
             f"/orders/{order}",
         )
         notification_id = str(uuid.uuid4())
-        payload = {"notification_id": notification_id, "category": CATEGORY,
-                   "title": title, "body": text, "url": url}  # fmt: skip
+        payload = {
+            "notification_id": notification_id,
+            "category": CATEGORY,
+            "title": title,
+            "body": text,
+            "url": url,
+        }
         webpush_jobs.append(
             {
                 "endpoint": body["endpoint"],

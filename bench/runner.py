@@ -142,8 +142,16 @@ class Bench:
             raise BenchError(f"refusing to empty {connection.settings_dict['NAME']!r}")
         # History has no database foreign keys into its partitioned tables, so CASCADE
         # does not reach them: every table of the pipeline is named.
-        models = [Notification, EventKey, Outbox, FeedEntry, Delivery, DeliveryAttempt,
-                  DigestItem, DigestWindow]  # fmt: skip
+        models = [
+            Notification,
+            EventKey,
+            Outbox,
+            FeedEntry,
+            Delivery,
+            DeliveryAttempt,
+            DigestItem,
+            DigestWindow,
+        ]
         tables = ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models)
         with connection.cursor() as cursor:
             cursor.execute(f"TRUNCATE {tables} CASCADE")
@@ -182,9 +190,13 @@ class Bench:
     def wrk(self, port: int, load: Load, connections: int, seconds: float) -> LoadResult:
         """One wrk run with the bench's wrk and BENCH_WRK_THREADS."""
         return run_wrk(
-            self.wrk_path, port, load, connections=connections, seconds=seconds,
+            self.wrk_path,
+            port,
+            load,
+            connections=connections,
+            seconds=seconds,
             threads=self.config.wrk_threads,
-        )  # fmt: skip
+        )
 
     def intake_loads(self) -> tuple[Load, Load]:
         """POSTs of one notification: to the bare baseline view, and to the real API."""
@@ -239,8 +251,10 @@ class Bench:
             with phase("S8 login codes by SMS and push beside a slow SMTP relay"):
                 self.guard("S8", lambda: scenario_s8(self))
         if "s9" in self.config.only:
-            with phase(f"S9 login codes: {self.config.login_codes}, idle and beside a backlog "
-                       "of status webhook events"):  # fmt: skip
+            with phase(
+                f"S9 login codes: {self.config.login_codes}, idle and beside a backlog "
+                "of status webhook events"
+            ):
                 self.guard("S9", lambda: scenario_s9(self))
         if "s10" in self.config.only:
             with phase("S10 push drain: Web Push and FCM, the worker vs a bare client"):

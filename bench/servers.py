@@ -36,16 +36,28 @@ def candidates(port: int, processes: int) -> dict[str, tuple[list[str], dict[str
     found = {
         "uvicorn, ASGI (before)": (
             [
-                python(), "-m", "uvicorn", ASGI, "--host", LOOPBACK, "--port", str(port),
-                "--workers", str(processes), "--loop", "uvloop", "--http", "httptools",
-                "--no-access-log", "--lifespan", "off",
+                python(),
+                "-m",
+                "uvicorn",
+                ASGI,
+                "--host",
+                LOOPBACK,
+                "--port",
+                str(port),
+                "--workers",
+                str(processes),
+                "--loop",
+                "uvloop",
+                "--http",
+                "httptools",
+                "--no-access-log",
+                "--lifespan",
+                "off",
             ],
             {"DATABASE_POOL_MAX_SIZE": "10"},
         ),
-        "gunicorn sync, WSGI": (
-            [*gunicorn, "-k", "sync"], {"DATABASE_POOL_MAX_SIZE": "1"}
-        ),
-    }  # fmt: skip
+        "gunicorn sync, WSGI": ([*gunicorn, "-k", "sync"], {"DATABASE_POOL_MAX_SIZE": "1"}),
+    }
     for threads in (int(t) for t in os.environ.get("BENCH_SERVER_THREADS", "2,4").split(",")):
         found[f"gunicorn gthread x{threads}, WSGI"] = (
             [*gunicorn, "-k", "gthread", "--threads", str(threads)],
@@ -84,8 +96,9 @@ def main() -> int:
             port = free_port()
             argv, extra = candidates(port, processes)[name]
             with phase(f"starting {name}"):
-                proc = stack.start(name.split(",")[0].replace(" ", "-"), argv,
-                                   {**bench.env, **extra})  # fmt: skip
+                proc = stack.start(
+                    name.split(",")[0].replace(" ", "-"), argv, {**bench.env, **extra}
+                )
                 wait_http(f"http://{LOOPBACK}:{port}/healthz", proc)
             servers[name] = (proc, port)
         kinds = {"S1": (bare_intake, real_intake), "S5": (bare_unread, real_unread)}

@@ -69,9 +69,11 @@ def drain(spec: dict[str, Any]) -> dict[str, Any]:
     for message in messages:
         encoded = encode_text(message["text"])
         for fields in submit_sm_fields(
-            source=spec["source"], destination=message["to"], encoded=encoded,
+            source=spec["source"],
+            destination=message["to"],
+            encoded=encoded,
             whole_in_payload=False,
-        ):  # fmt: skip
+        ):
             window.acquire()
             send("submit_sm", **fields)
     if not answered.wait(SOCKET_TIMEOUT):

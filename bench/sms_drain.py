@@ -65,13 +65,17 @@ def scenario_s11(bench: Bench) -> None:
             "NOTIFY_CHANNELS_ENABLED": "inapp,email,sms",
         }
         spec = {
-            "host": "127.0.0.1", "port": smsc.port, "system_id": SYSTEM_ID,
-            "password": PASSWORD, "window": WINDOW, "source": SOURCE,
+            "host": "127.0.0.1",
+            "port": smsc.port,
+            "system_id": SYSTEM_ID,
+            "password": PASSWORD,
+            "window": WINDOW,
+            "source": SOURCE,
             "messages": [
                 {"to": phone, "text": TEXT.format(code=f"{number % 1000000:06d}")}
                 for number, phone in enumerate(phones)
             ],
-        }  # fmt: skip
+        }
         bares: list[Bare] = []
         drains: list[Drain] = []
         windows: list[tuple[int, int]] = []

@@ -86,10 +86,19 @@ class Sink:
         self.status_path = LOG_DIR / f"smtp-count-{self.port}.status"
         self.proc: Proc = stack.start(
             "smtp-count",
-            [python(), "-m", "aiosmtpd", "-n", "-c", "bench.smtp_sink.CountingSink",
-             "-l", f"{LOOPBACK}:{self.port}", str(self.status_path)],
+            [
+                python(),
+                "-m",
+                "aiosmtpd",
+                "-n",
+                "-c",
+                "bench.smtp_sink.CountingSink",
+                "-l",
+                f"{LOOPBACK}:{self.port}",
+                str(self.status_path),
+            ],
             env,
-        )  # fmt: skip
+        )
         wait_port(self.port, self.proc)
         self.env = {**env, "EMAIL_HOST": LOOPBACK, "EMAIL_PORT": str(self.port)}
 

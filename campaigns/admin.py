@@ -29,12 +29,32 @@ from deliveries.support.pages import SupportRecipientAdmin
 from notify.models import ErasureVia, Recipient
 from notify.payloads import payload_problem
 
-LAUNCH_FIELDS = ("name", "category", "payload", "audience_kind", "audience_spec",
-                 "audience_file", "send_at")  # fmt: skip
+LAUNCH_FIELDS = (
+    "name",
+    "category",
+    "payload",
+    "audience_kind",
+    "audience_spec",
+    "audience_file",
+    "send_at",
+)
 # A launched campaign shows its audience as a summary (a user-id list may be 100,000 long).
-SHOWN_FIELDS = ("name", "category", "payload", "audience", "send_at", "status", "producer",
-                "launched_by", "launched_at", "audience_size", "created_count", "checkpoint",
-                "fanned_out_at", "progress")  # fmt: skip
+SHOWN_FIELDS = (
+    "name",
+    "category",
+    "payload",
+    "audience",
+    "send_at",
+    "status",
+    "producer",
+    "launched_by",
+    "launched_at",
+    "audience_size",
+    "created_count",
+    "checkpoint",
+    "fanned_out_at",
+    "progress",
+)
 # While a campaign can still change, its page refreshes the progress this often (ms).
 CONTROLS = {"pause": campaign_pause, "resume": campaign_resume, "cancel": campaign_cancel}
 CONTROL_DONE = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}
@@ -76,8 +96,17 @@ class CampaignLaunchForm(forms.ModelForm):
 
 @admin.register(Campaign)
 class CampaignAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "category", "status", "audience_size", "created_count",
-                    "send_at", "launched_at", "launched_by")  # fmt: skip
+    list_display = (
+        "id",
+        "name",
+        "category",
+        "status",
+        "audience_size",
+        "created_count",
+        "send_at",
+        "launched_at",
+        "launched_by",
+    )
     list_filter = ("status", "category")
     search_fields = ("name",)
     list_select_related = ("category", "launched_by")
@@ -130,14 +159,23 @@ class CampaignAdmin(admin.ModelAdmin):
     def get_urls(self):
         view = self.admin_site.admin_view
         return [
-            path("<int:campaign_id>/progress/", view(self.progress_view),
-                 name="campaigns_campaign_progress"),
-            path("<int:campaign_id>/control/<str:action>/", view(self.control_view),
-                 name="campaigns_campaign_control"),
-            path("<int:campaign_id>/unknown-ids.csv", view(self.unknown_ids_view),
-                 name="campaigns_campaign_unknown_ids"),
+            path(
+                "<int:campaign_id>/progress/",
+                view(self.progress_view),
+                name="campaigns_campaign_progress",
+            ),
+            path(
+                "<int:campaign_id>/control/<str:action>/",
+                view(self.control_view),
+                name="campaigns_campaign_control",
+            ),
+            path(
+                "<int:campaign_id>/unknown-ids.csv",
+                view(self.unknown_ids_view),
+                name="campaigns_campaign_unknown_ids",
+            ),
             *super().get_urls(),
-        ]  # fmt: skip
+        ]
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = {
@@ -160,8 +198,9 @@ class CampaignAdmin(admin.ModelAdmin):
     def _control(self, request: HttpRequest, campaign_id: int, action: str) -> HttpResponse:
         if action not in CONTROLS or not self.has_control_permission(request):
             raise PermissionDenied
-        self._apply(request, Campaign.objects.filter(pk=campaign_id), CONTROLS[action],
-                    CONTROL_DONE[action])  # fmt: skip
+        self._apply(
+            request, Campaign.objects.filter(pk=campaign_id), CONTROLS[action], CONTROL_DONE[action]
+        )
         return HttpResponseRedirect(reverse("admin:campaigns_campaign_change", args=[campaign_id]))
 
     def unknown_ids_view(self, request: HttpRequest, campaign_id: int) -> HttpResponse:
@@ -190,8 +229,10 @@ class CampaignAdmin(admin.ModelAdmin):
             url = reverse("admin:campaigns_campaign_unknown_ids", args=[obj.pk])
             return format_html(
                 '{} uploaded user ids; {} name nobody (<a href="{}">list</a>)',
-                obj.uploaded_count, obj.unknown_count, url,
-            )  # fmt: skip
+                obj.uploaded_count,
+                obj.unknown_count,
+                url,
+            )
         return obj.get_audience_kind_display()
 
     @admin.display(description="Progress")
@@ -269,8 +310,10 @@ class ErasableRecipientAdmin(SupportRecipientAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return self.has_erase_permission(request)
 
-    @admin.action(description="Erase (personal data everywhere; consent kept under a hash)",
-                  permissions=["erase"])  # fmt: skip
+    @admin.action(
+        description="Erase (personal data everywhere; consent kept under a hash)",
+        permissions=["erase"],
+    )
     def erase(self, request, queryset) -> None:
         erased = self._erase(request, queryset)
         self.message_user(request, f"Erased: {erased}.", messages.SUCCESS)

@@ -125,8 +125,9 @@ def campaign_pause(*, campaign_id: int) -> int:
                 },
             )
             deliveries = cursor.rowcount
-    logger.info("campaign %s paused: %s routes and %s deliveries held", campaign_id, routes,
-                deliveries)  # fmt: skip
+    logger.info(
+        "campaign %s paused: %s routes and %s deliveries held", campaign_id, routes, deliveries
+    )
     return routes + deliveries
 
 
@@ -193,15 +194,18 @@ def campaign_resume(*, campaign_id: int) -> int:
         transaction.on_commit(lambda: _enqueue(enqueue))
         if resumed == CampaignStatus.RUNNING:
             fan_out_publish_on_commit(campaign_id=campaign.pk, checkpoint=campaign.checkpoint)
-    logger.info("campaign %s resumed: %s routes and %s deliveries released", campaign_id,
-                routes, len(released))  # fmt: skip
+    logger.info(
+        "campaign %s resumed: %s routes and %s deliveries released",
+        campaign_id,
+        routes,
+        len(released),
+    )
     return routes + len(released)
 
 
 def _enqueue(rows: list[tuple[int, str, str, int]]) -> None:
     for delivery_id, channel, queue, attempts in rows:
-        delivery_enqueue(delivery_id=delivery_id, channel=channel, queue=queue,
-                         retry=attempts > 0)  # fmt: skip
+        delivery_enqueue(delivery_id=delivery_id, channel=channel, queue=queue, retry=attempts > 0)
 
 
 def campaign_cancel(*, campaign_id: int) -> int:

@@ -166,8 +166,7 @@ def campaign_fan_out(
                 fanned_out_at=now,
                 updated_at=now,
             )
-            logger.info("campaign %s: fanned out, %s notifications", campaign.pk,
-                        created_count)  # fmt: skip
+            logger.info("campaign %s: fanned out, %s notifications", campaign.pk, created_count)
             return FanOutStep(created, False, last_id)
         Campaign.objects.filter(pk=campaign.pk).update(
             checkpoint=last_id, created_count=created_count, updated_at=now
@@ -276,8 +275,14 @@ def _fingerprint_head(campaign: Campaign) -> str:
 def _outbox_columns() -> tuple[str, str]:
     """The outbox columns a new row needs (a campaign's rows are due at once; their
     producer lets the relay take turns across producers if their class is a fair one)."""
-    columns = ["notification_id", "queue", "created_at", "due_at", "publish_attempts",
-               "producer_id"]  # fmt: skip
+    columns = [
+        "notification_id",
+        "queue",
+        "created_at",
+        "due_at",
+        "publish_attempts",
+        "producer_id",
+    ]
     values = ["id", "%(queue)s", "%(now)s", "%(now)s", "0", "%(producer)s"]
     return ", ".join(columns), ", ".join(values)
 
@@ -305,6 +310,5 @@ def campaigns_start_due(*, now: datetime | None = None) -> list[int]:
         for campaign in [*due, *stalled]:
             fan_out_publish_on_commit(campaign_id=campaign.pk, checkpoint=campaign.checkpoint)
     if stalled:
-        logger.warning("campaigns %s: fan-out stalled; published again",
-                       [c.pk for c in stalled])  # fmt: skip
+        logger.warning("campaigns %s: fan-out stalled; published again", [c.pk for c in stalled])
     return [c.pk for c in [*due, *stalled]]

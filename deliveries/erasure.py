@@ -50,8 +50,9 @@ def deliveries_erase(*, recipient: Recipient) -> dict[str, int]:
         delivery_id__in=delivery_ids
     ).delete()[0]
     # So do events still waiting for their send's record (the sweep may not have run).
-    message_ids = set(deliveries.exclude(provider_message_id="").values_list(
-        "provider_message_id", flat=True))  # fmt: skip
+    message_ids = set(
+        deliveries.exclude(provider_message_id="").values_list("provider_message_id", flat=True)
+    )
     if message_ids:
         removed["provider_events"] += EarlyProviderEvent.objects.filter(
             message_id__in=message_ids

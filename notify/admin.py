@@ -6,7 +6,6 @@ the deliveries app (deliveries/support/pages.py).
 
 from typing import Any
 
-from django import forms
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import Q
@@ -14,6 +13,8 @@ from django.http import HttpRequest
 from django.utils.html import format_html_join
 from redis.exceptions import RedisError
 
+from notify.admin_mixins import ReadOnlyAdminMixin
+from notify.category_labels import CategoryLabelsForm
 from notify.deadlines import category_deadlines, duration_text
 from notify.erasure import user_hash
 from notify.models import (
@@ -37,8 +38,9 @@ from notify.quotas import (
 )
 
 
-class CategoryForm(forms.ModelForm):
-    """Refuses a payload schema that is not valid JSON Schema, or samples that break it."""
+class CategoryForm(CategoryLabelsForm):
+    """Refuses a payload schema that is not valid JSON Schema, or samples that break it.
+    The category's label and description per language are a pair of fields each."""
 
     class Meta:
         model = Category
@@ -92,12 +94,23 @@ class ProducerAdmin(admin.ModelAdmin):
     them, read from Redis (the changelist reads a whole page in one round trip)."""
 
     list_display = (
-        "name", "per_minute", "per_day", "campaign_per_day", "events_today",
-        "campaign_recipients_today", "created_at",
-    )  # fmt: skip
+        "name",
+        "per_minute",
+        "per_day",
+        "campaign_per_day",
+        "events_today",
+        "campaign_recipients_today",
+        "created_at",
+    )
     search_fields = ("name",)
-    fields = ("name", "events_per_minute", "events_per_day", "campaign_events_per_day",
-              "events_today", "campaign_recipients_today")  # fmt: skip
+    fields = (
+        "name",
+        "events_per_minute",
+        "events_per_day",
+        "campaign_events_per_day",
+        "events_today",
+        "campaign_recipients_today",
+    )
     readonly_fields = ("events_today", "campaign_recipients_today")
 
     def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
@@ -186,20 +199,30 @@ class FeedEntryAdmin(admin.ModelAdmin):
 
 
 @admin.register(Erasure)
-class ErasureAdmin(admin.ModelAdmin):
+class ErasureAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The erasure ledger (docs/erasure.md): evidence, so nobody adds, edits or deletes it
     here; erasing is done from Recipients, the API or `manage.py erase_user`."""
 
     list_display = (
-        "erased_at", "via", "requested_by", "recipient_pk", "never_registered", "user_hash",
-    )  # fmt: skip
+        "erased_at",
+        "via",
+        "requested_by",
+        "recipient_pk",
+        "never_registered",
+        "user_hash",
+    )
     list_filter = ("via", "never_registered")
     search_fields = ("user_hash",)  # see get_search_results
     search_help_text = "The person's user id (matched by its keyed hash) or a recipient id."
     readonly_fields = (
-        "user_hash", "recipient_pk", "via", "requested_by", "erased_at", "removed",
+        "user_hash",
+        "recipient_pk",
+        "via",
+        "requested_by",
+        "erased_at",
+        "removed",
         "never_registered",
-    )  # fmt: skip
+    )
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
@@ -210,17 +233,8 @@ class ErasureAdmin(admin.ModelAdmin):
             match |= Q(recipient_pk=int(term))
         return queryset.filter(match), False
 
-    def has_add_permission(self, request) -> bool:
-        return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-
-class ContactChangeInline(admin.TabularInline):
+class ContactChangeInline(ReadOnlyAdminMixin, admin.TabularInline):
     """Every change of the person's email or phone, with who made it (support's recipient
     page): the values are keyed hashes, so the record holds no address."""
 
@@ -231,12 +245,7 @@ class ContactChangeInline(admin.TabularInline):
     ordering = ("-changed_at",)
     extra = 0
     can_delete = False
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
+    deletable = True
 
 
 class RecipientGrantInline(admin.TabularInline):

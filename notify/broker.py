@@ -55,8 +55,17 @@ class NotifyTask(Task):
     """Every task of the app: countdowns (a task's own `retry` included, which publishes
     through here) are made fit for the broker's delayed delivery (`broker_countdown`)."""
 
-    def apply_async(self, args=None, kwargs=None, task_id=None, producer=None, link=None,
-                    link_error=None, shadow=None, **options):  # fmt: skip
+    def apply_async(
+        self,
+        args=None,
+        kwargs=None,
+        task_id=None,
+        producer=None,
+        link=None,
+        link_error=None,
+        shadow=None,
+        **options,
+    ):
         if "countdown" in options:
             options["countdown"] = broker_countdown(options["countdown"])
         return super().apply_async(
@@ -114,8 +123,9 @@ class DelayedDeliveryOnLiveNode(DelayedDelivery):
         except Exception as error:  # the node went away meanwhile: the next start retries
             logger.warning(
                 "delayed delivery: could not declare its topology on %s: %s",
-                maybe_sanitize_url(url), error,
-            )  # fmt: skip
+                maybe_sanitize_url(url),
+                error,
+            )
 
 
 class WorkerConsumer(Consumer):

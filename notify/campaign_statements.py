@@ -81,8 +81,11 @@ class _Slots:
                 self._free.append(fd)
                 self._slot_of[fd] = slot
         except OSError:
-            logger.warning("campaign statements: no lock files in %s; per process only",
-                           directory, exc_info=True)  # fmt: skip
+            logger.warning(
+                "campaign statements: no lock files in %s; per process only",
+                directory,
+                exc_info=True,
+            )
             for fd in self._free:  # the ones that did open: unused from now on
                 os.close(fd)
             self._free, self._slot_of, self._failed = [], {}, True

@@ -47,8 +47,11 @@ def user_hash(user_id: str) -> str:
 
 
 def _contact_hashes(*, user_id: str, email: str, phone: str) -> list[tuple[str, str]]:
-    pairs = [(SuppressedKind.USER_ID, user_id), (SuppressedKind.EMAIL, email),
-             (SuppressedKind.PHONE, phone)]  # fmt: skip
+    pairs = [
+        (SuppressedKind.USER_ID, user_id),
+        (SuppressedKind.EMAIL, email),
+        (SuppressedKind.PHONE, phone),
+    ]
     return [(kind, erasure_hash(kind=kind, value=value)) for kind, value in pairs if value]
 
 
@@ -132,9 +135,14 @@ def recipient_keys_forget(*, recipient_id: int, user_id: str) -> None:
 
 
 def erasure_record(
-    *, user_id: str, recipient_pk: int | None, via: str, requested_by: str,
-    removed: dict[str, int], never_registered: bool = False,
-) -> Erasure:  # fmt: skip
+    *,
+    user_id: str,
+    recipient_pk: int | None,
+    via: str,
+    requested_by: str,
+    removed: dict[str, int],
+    never_registered: bool = False,
+) -> Erasure:
     """Write the ledger row: who asked, when, for which (hashed) person, what went, and
     whether the user id was never registered at all."""
     return Erasure.objects.create(

@@ -100,14 +100,16 @@ def schema_problem(schema: Any, sample_payloads: Any) -> PayloadProblem | None:
         Draft202012Validator.check_schema(schema)
     except SchemaError as error:
         where = "/".join(str(part) for part in error.absolute_path) or "(root)"
-        return PayloadProblem("payload_schema", f"Not a valid JSON Schema at {where}: "
-                              f"{error.message}")  # fmt: skip
+        return PayloadProblem(
+            "payload_schema", f"Not a valid JSON Schema at {where}: {error.message}"
+        )
     if not isinstance(sample_payloads, list):
         return PayloadProblem("sample_payloads", "The sample payloads must be a JSON list.")
     for number, sample in enumerate(sample_payloads, start=1):
         problem = payload_problem(schema, sample) if isinstance(sample, dict) else None
         if not isinstance(sample, dict) or problem is not None:
             why = problem.message if problem else "it is not a JSON object."
-            return PayloadProblem("sample_payloads", f"Sample payload #{number} does not "
-                                  f"fit the schema: {why}")  # fmt: skip
+            return PayloadProblem(
+                "sample_payloads", f"Sample payload #{number} does not fit the schema: {why}"
+            )
     return None

@@ -10,7 +10,6 @@ an alias and turns those values back into an instance, with the field's own conv
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any, Generic, TypeVar
@@ -19,8 +18,6 @@ from django.db import connection
 from django.db.models import Model, signals
 from django.db.models.base import ModelState
 from django.db.models.expressions import Col
-
-from notify.pgarrays import array_literal
 
 M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, Any], Any]
@@ -120,97 +117,3 @@ def related_cache(instance: Model, name: str, related: Model | None) -> None:
     """Remember `related` as `instance.<name>`, as select_related would: reading the
     attribute then costs no query."""
     instance._meta.get_field(name).set_cached_value(instance, related)
-
-
-class ModelInsert(Generic[M]):
-    """The columns an INSERT of `model` rows sets, and each row's values as the ORM would
-    save them (`auto_now` fields set on the instance). Not set: an automatic primary key
-    and columns with a database default (both are the database's to fill), and those in
-    `computed`, which the statement supplies itself."""
-
-    def __init__(self, model: type[M], *, computed: Sequence[str] = ()) -> None:
-        self.model = model
-        self.computed = tuple(computed)
-
-    @cached_property
-    def fields(self) -> list[Any]:
-        return [
-            field
-            for field in self.model._meta.concrete_fields
-            if not field.db_returning and field.attname not in self.computed
-        ]
-
-    @cached_property
-    def columns(self) -> list[str]:
-        """The quoted column names, in field order, without the computed ones."""
-        return [f'"{field.column}"' for field in self.fields]
-
-    @cached_property
-    def columns_sql(self) -> str:
-        return ", ".join(self.columns)
-
-    def values_sql(self, objs: Sequence[M], *, typed: bool = False) -> tuple[str, list[Any]]:
-        """`(%s, …), (%s, …)` for `objs` and their parameters. `typed` casts each value
-        to its column's type, for VALUES that do not feed an INSERT directly."""
-        if typed:
-            holders = ", ".join(f"%s::{field.cast_db_type(connection)}" for field in self.fields)
-        else:
-            holders = ", ".join(["%s"] * len(self.fields))
-        params = [
-            field.get_db_prep_save(field.pre_save(obj, True), connection)
-            for obj in objs
-            for field in self.fields
-        ]
-        return ", ".join([f"({holders})"] * len(objs)), params
-
-    @cached_property
-    def _column_values(self) -> list[Callable[[Any], Any]]:
-        """For each field, how to read an object's value for the array: its attribute
-        as it is where the ORM's preparation would change nothing (text, numbers,
-        UUIDs, aware datetimes), the ORM's own preparation otherwise (auto_now and
-        auto_now_add fields are set by `pre_save` first)."""
-        readers = []
-        for field in self.fields:
-            if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-                readers.append(lambda obj, field=field: field.pre_save(obj, True))
-            elif field.get_internal_type() in _PLAIN_TYPES or (
-                field.is_relation and field.target_field.get_internal_type() in _PLAIN_TYPES
-            ):
-                readers.append(operator.attrgetter(field.attname))
-            else:
-                readers.append(
-                    lambda obj, field=field: field.get_db_prep_save(
-                        field.pre_save(obj, True), connection
-                    )
-                )
-        return readers
-
-    def unnest_sql(self, objs: Sequence[M]) -> tuple[str, list[Any]]:
-        """`unnest(%s::type[], …)` over `objs`, one array parameter per column, and the
-        parameters. The text is the same for any number of rows, so the statement is
-        prepared once, and there is nothing per row for the driver to parse: each
-        array goes as its literal (notify/pgarrays.py)."""
-        arrays = ", ".join(f"%s::{field.cast_db_type(connection)}[]" for field in self.fields)
-        params = [array_literal(map(read, objs)) for read in self._column_values]
-        return f"unnest({arrays})", params
-
-
-# Field types whose Python value is what the database receives: read as they are.
-_PLAIN_TYPES = frozenset(
-    {
-        "AutoField",
-        "BigAutoField",
-        "BigIntegerField",
-        "BooleanField",
-        "CharField",
-        "DateTimeField",
-        "IntegerField",
-        "PositiveBigIntegerField",
-        "PositiveIntegerField",
-        "PositiveSmallIntegerField",
-        "SlugField",
-        "SmallIntegerField",
-        "TextField",
-        "UUIDField",
-    }
-)

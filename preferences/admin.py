@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from notify.admin_mixins import ReadOnlyAdminMixin
 from notify.models import Category, Channel, Recipient
 from preferences.models import (
     ConsentRecord,
@@ -26,9 +27,17 @@ from preferences.models import (
 from preferences.services import consent_by_support_record
 
 CONSENT_FIELDS = (
-    "created_at", "category", "channel", "granted", "source", "agent", "reason",
-    "text_version", "ip_address", "user_agent",
-)  # fmt: skip
+    "created_at",
+    "category",
+    "channel",
+    "granted",
+    "source",
+    "agent",
+    "reason",
+    "text_version",
+    "ip_address",
+    "user_agent",
+)
 RECORD_BY_SUPPORT = "preferences.record_consent_by_support"
 
 
@@ -59,20 +68,7 @@ class SupportConsentForm(forms.Form):
         return recipient
 
 
-class ReadOnlyMixin:
-    """Consent records are evidence: nobody edits or deletes them from the admin."""
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-
-class ConsentRecordInline(ReadOnlyMixin, admin.TabularInline):
+class ConsentRecordInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = ConsentRecord
     fields = CONSENT_FIELDS
     readonly_fields = CONSENT_FIELDS
@@ -80,7 +76,7 @@ class ConsentRecordInline(ReadOnlyMixin, admin.TabularInline):
     extra = 0
 
 
-class PreferenceInline(ReadOnlyMixin, admin.TabularInline):
+class PreferenceInline(ReadOnlyAdminMixin, admin.TabularInline):
     """The recipient's changed cells (no row = the category default)."""
 
     model = Preference
@@ -96,9 +92,8 @@ class QuietHoursInline(admin.StackedInline):
 
 
 @admin.register(ConsentRecord)
-class ConsentRecordAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ("recipient", "category", "channel", "granted", "source", "agent",
-                    "created_at")  # fmt: skip
+class ConsentRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("recipient", "category", "channel", "granted", "source", "agent", "created_at")
     list_filter = ("source", "granted")
     search_fields = ("recipient__user_id",)
     list_select_related = ("recipient", "category", "agent")
@@ -149,7 +144,7 @@ class ConsentRecordAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Preference)
-class PreferenceAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class PreferenceAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Read-only: a change must go through the API so its consent record is written."""
 
     list_display = ("recipient", "category", "channel", "enabled", "source", "updated_at")
@@ -158,13 +153,13 @@ class PreferenceAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(MarketingDayCount)
-class MarketingDayCountAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class MarketingDayCountAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("recipient", "local_date", "count")
     search_fields = ("recipient__user_id",)
 
 
 @admin.register(SettingChange)
-class SettingChangeAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class SettingChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Changes of quiet hours, time zone and language, as they were made (append-only)."""
 
     list_display = ("recipient", "setting", "value", "source", "created_at")
@@ -174,7 +169,7 @@ class SettingChangeAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(PreferenceCenterLinks)
-class PreferenceCenterLinksAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class PreferenceCenterLinksAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Whose preference-center links were switched off, and from when (links minted
     before `valid_after` are refused)."""
 

@@ -112,9 +112,12 @@ class RabbitNode:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
         self.process = subprocess.Popen(
             [str(RABBITMQ_BIN / "rabbitmq-server")],
-            env=self.environment(), stdin=subprocess.DEVNULL, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            env=self.environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def wait_booted(self, timeout: float = BOOT_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
@@ -134,8 +137,11 @@ class RabbitNode:
         """Run a CLI tool against this node."""
         done = subprocess.run(
             [str(RABBITMQ_BIN / tool), "-q", "-n", self.name, *args],
-            env=self.environment(), capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            env=self.environment(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if check and done.returncode != 0:
             raise RuntimeError(
                 f"{tool} {' '.join(args)} on {self.name}: {done.stderr or done.stdout}"
@@ -237,9 +243,15 @@ class RabbitCluster:
     def members_in_sync(self, queue: str) -> bool:
         """Every member of `queue` runs and has committed what the leader has."""
         answer = self.any_running().ctl(
-            "quorum_status", queue, "--vhost", VHOST, "--formatter", "json",
-            tool="rabbitmq-queues", check=False,
-        )  # fmt: skip
+            "quorum_status",
+            queue,
+            "--vhost",
+            VHOST,
+            "--formatter",
+            "json",
+            tool="rabbitmq-queues",
+            check=False,
+        )
         if answer.returncode != 0:
             return False
         members = json.loads(answer.stdout)
@@ -273,8 +285,10 @@ def main() -> None:
     cluster = RabbitCluster()
     try:
         cluster.start()
-        print(f"booted in {cluster.timings['boot']:.1f} s, clustered in "
-              f"{cluster.timings['start']:.1f} s; data in {cluster.base}")  # fmt: skip
+        print(
+            f"booted in {cluster.timings['boot']:.1f} s, clustered in "
+            f"{cluster.timings['start']:.1f} s; data in {cluster.base}"
+        )
         print(f"CELERY_BROKER_URL='{cluster.urls()}' NOTIFY_QUEUE_TYPE=quorum", flush=True)
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
     finally:

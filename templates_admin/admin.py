@@ -23,6 +23,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from notify.admin import CategoryAdmin, CategoryForm
+from notify.admin_mixins import ReadOnlyAdminMixin
 from notify.models import Category, Channel
 from templates_admin.models import Template, TemplatePublication, TemplateVersion
 from templates_admin.rendering import (
@@ -99,19 +100,14 @@ class PreviewForm(forms.Form):
         return value
 
 
-class TemplateVersionInline(admin.TabularInline):
+class TemplateVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = TemplateVersion
     extra = 0
     can_delete = False
+    deletable = True
     fields = ("number", "created_by", "created_at", "published_at", "actions")
     readonly_fields = fields
     show_change_link = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="")
     def actions(self, version: TemplateVersion) -> str:
@@ -355,19 +351,10 @@ class TemplateAdmin(admin.ModelAdmin):
 
 
 @admin.register(TemplatePublication)
-class TemplatePublicationAdmin(admin.ModelAdmin):
+class TemplatePublicationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("version", "published_by", "published_at")
     list_filter = ("version__template__channel", "version__template__locale")
     readonly_fields = ("version", "published_by", "published_at")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class CategoryTemplatesForm(CategoryForm):

@@ -381,11 +381,13 @@ def _expressions_of(node: Any) -> list[FilterExpression]:
         if isinstance(value, FilterExpression)
     ]
     for condition, _ in getattr(node, "conditions_nodelists", ()):
-        found.extend(_condition_expressions(condition))
+        found.extend(condition_expressions(condition))
     return found
 
 
-def _condition_expressions(condition: Any) -> list[FilterExpression]:
+def condition_expressions(condition: Any) -> list[FilterExpression]:
+    """The expressions an `{% if %}` condition evaluates (its literals, through `and`,
+    `or`, `not` and the comparisons); [] for an `else` branch's None."""
     if condition is None:
         return []
     value = getattr(condition, "value", None)
@@ -395,5 +397,5 @@ def _condition_expressions(condition: Any) -> list[FilterExpression]:
     for part in ("first", "second"):
         child = getattr(condition, part, None)
         if child is not None:
-            found.extend(_condition_expressions(child))
+            found.extend(condition_expressions(child))
     return found

@@ -39,10 +39,29 @@ register = template.Library()
 ALLOWED_TAGS = ("if", "for", "with", "comment", "firstof", "spaceless")
 # Django filters that only transform text or numbers and never reach objects or files.
 ALLOWED_DJANGO_FILTERS = (
-    "add", "capfirst", "cut", "default", "default_if_none", "first", "floatformat",
-    "join", "last", "length", "linebreaksbr", "lower", "pluralize", "slice", "striptags",
-    "title", "truncatechars", "truncatewords", "upper", "urlencode", "wordcount", "yesno",
-)  # fmt: skip
+    "add",
+    "capfirst",
+    "cut",
+    "default",
+    "default_if_none",
+    "first",
+    "floatformat",
+    "join",
+    "last",
+    "length",
+    "linebreaksbr",
+    "lower",
+    "pluralize",
+    "slice",
+    "striptags",
+    "title",
+    "truncatechars",
+    "truncatewords",
+    "upper",
+    "urlencode",
+    "wordcount",
+    "yesno",
+)
 # Filters that make an optional variable safe to use without an `{% if %}` around it.
 DEFAULTING_FILTERS = ("default", "default_if_none")
 

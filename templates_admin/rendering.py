@@ -102,8 +102,11 @@ def digest_sample_context(payloads: list[dict[str, Any]]) -> dict:
     """A digest of sample events (the category's sample payloads, one a minute apart),
     for validation at save and the admin preview."""
     events = [(p, f"2026-01-01T09:{index:02d}:00+00:00") for index, p in enumerate(payloads)]
-    return digest_context(events or [({}, "2026-01-01T09:00:00+00:00")], count=len(events) or 1,
-                          limit=len(events) or 1)  # fmt: skip
+    return digest_context(
+        events or [({}, "2026-01-01T09:00:00+00:00")],
+        count=len(events) or 1,
+        limit=len(events) or 1,
+    )
 
 
 def truncate_at_word(text: str, limit: int) -> str:
@@ -150,5 +153,11 @@ def render_version(
 
 
 # Re-exported: callers render fields through this module.
-__all__ = ["RenderedMessage", "build_context", "html_to_text", "render_field", "render_version",
-           "truncate_at_word"]  # fmt: skip
+__all__ = [
+    "RenderedMessage",
+    "build_context",
+    "html_to_text",
+    "render_field",
+    "render_version",
+    "truncate_at_word",
+]

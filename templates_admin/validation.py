@@ -22,10 +22,10 @@ from typing import Any
 
 from django.template import TemplateSyntaxError
 from django.template.base import FilterExpression, Lexer, TokenType, Variable, VariableNode
-from django.template.defaulttags import FirstOfNode, ForNode, IfNode, TemplateLiteral, WithNode
+from django.template.defaulttags import FirstOfNode, ForNode, IfNode, WithNode
 
 from notify.models import Channel
-from templates_admin.bounds import static_bound_problems
+from templates_admin.bounds import condition_expressions, static_bound_problems
 from templates_admin.filters import ALLOWED_FILTERS, ALLOWED_TAGS, DEFAULTING_FILTERS, safe_engine
 from templates_admin.limits import link_source_problems, sample_problems
 from templates_admin.limits import sms_segments as sms_segments  # re-exported: callers' import
@@ -151,19 +151,6 @@ def _lookups_of(expression: Any) -> list[tuple[tuple[str, ...], bool]]:
     return found
 
 
-def _condition_expressions(condition: Any) -> list[FilterExpression]:
-    if condition is None:
-        return []
-    if isinstance(condition, TemplateLiteral):
-        return [condition.value]
-    found = []
-    for part in ("first", "second"):
-        child = getattr(condition, part, None)
-        if child is not None:
-            found.extend(_condition_expressions(child))
-    return found
-
-
 def _walk(nodelist: Any, local: frozenset[str], guarded: frozenset[tuple[str, ...]], uses: list):
     for node in nodelist:
         line = node.token.lineno if getattr(node, "token", None) else None
@@ -184,7 +171,7 @@ def _walk(nodelist: Any, local: frozenset[str], guarded: frozenset[tuple[str, ..
         elif isinstance(node, IfNode):
             tested: set[tuple[str, ...]] = set()
             for condition, branch in node.conditions_nodelists:
-                for expression in _condition_expressions(condition):
+                for expression in condition_expressions(condition):
                     record(expression, is_test=True)
                     for lookups, _ in _lookups_of(expression):
                         tested.add(lookups)

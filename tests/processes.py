@@ -65,13 +65,30 @@ class WorkerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
         self.process = subprocess.Popen(
             [
-                sys.executable, "-m", "celery", "-A", "config", "worker",
-                "-Q", self.queues, "-n", f"{self.name}@%h",
-                "-c", str(self.concurrency), "-P", self.pool,
-                "-l", "INFO", "--without-gossip", "--without-mingle",
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-Q",
+                self.queues,
+                "-n",
+                f"{self.name}@%h",
+                "-c",
+                str(self.concurrency),
+                "-P",
+                self.pool,
+                "-l",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
             ],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Return once the worker answers a ping (it consumes by then)."""
@@ -148,8 +165,11 @@ class RelayProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
         self.process = subprocess.Popen(
             [sys.executable, "manage.py", "outbox_relay"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
     def stop(self) -> None:
         stop_child(self.process)
@@ -183,8 +203,11 @@ class WebProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
         self.process = subprocess.Popen(
             ["bash", "scripts/web.sh"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -221,8 +244,12 @@ class ScriptProcess:
         self._log_start = self.log_path.stat().st_size  # what this run logs comes after
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
         self.process = subprocess.Popen(
-            self.command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            self.command,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
     def log(self) -> str:
         """What this run of the process has logged so far."""

@@ -51,9 +51,10 @@ def test_a_send_only_key_cannot_touch_users_tokens_feeds_preferences_or_devices(
         promo.get("/v1/users/victim/unread-count"),
         promo.get("/v1/users/victim/preferences"),
         promo.put("/v1/users/victim/preferences", {"categories": {}}, format="json"),
-        promo.post("/v1/users/victim/devices", webpush_body("https://push.example/x"),
-                   format="json"),
-    ):  # fmt: skip
+        promo.post(
+            "/v1/users/victim/devices", webpush_body("https://push.example/x"), format="json"
+        ),
+    ):
         assert_missing_scope(response)
     assert Recipient.objects.get(user_id="victim").email == "victim@example.com"
     assert not Device.objects.filter(recipient__user_id="victim").exists()
@@ -81,8 +82,7 @@ def test_each_scope_opens_only_its_own_operations(demo_data, victim):
     assert reader.get("/v1/users/victim/unread-count").status_code == 200
     assert reader.get("/v1/users/victim/preferences").status_code == 200
     assert_missing_scope(reader.put("/v1/users/victim/preferences", {}, format="json"))
-    event = {"event_id": "e-1", "user_id": "victim", "category": "order.shipped",
-             "payload": ORDER}  # fmt: skip
+    event = {"event_id": "e-1", "user_id": "victim", "category": "order.shipped", "payload": ORDER}
     assert_missing_scope(reader.post("/v1/notifications", event, format="json"))
 
     tokens = client_for(api_key_issue(producer_name="login", scopes=["users:tokens"]).key)
@@ -110,8 +110,7 @@ def test_a_key_holds_exactly_the_scopes_it_lists(demo_data, victim):
     ApiKey.objects.filter(pk=issued.api_key.pk).update(scopes=[])
     nothing = client_for(issued.key)
     assert_missing_scope(nothing.get("/v1/users/victim/feed"))
-    event = {"event_id": "e-0", "user_id": "victim", "category": "order.shipped",
-             "payload": ORDER}  # fmt: skip
+    event = {"event_id": "e-0", "user_id": "victim", "category": "order.shipped", "payload": ORDER}
     assert_missing_scope(nothing.post("/v1/notifications", event, format="json"))
 
 

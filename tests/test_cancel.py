@@ -18,8 +18,14 @@ ORDER = {"order_number": "X-1", "delivery_date": "2026-12-03", "items_count": 1}
 
 
 def post(api, **extra) -> str:
-    body = {"event_id": str(uuid.uuid4()), "user_id": "c1", "category": "order.shipped",
-            "payload": ORDER, "channels": ["inapp", "email"], **extra}  # fmt: skip
+    body = {
+        "event_id": str(uuid.uuid4()),
+        "user_id": "c1",
+        "category": "order.shipped",
+        "payload": ORDER,
+        "channels": ["inapp", "email"],
+        **extra,
+    }
     response = api.post("/v1/notifications", body, format="json")
     assert response.status_code == 202, response.content
     return response.json()["notification_id"]

@@ -28,10 +28,15 @@ def person(demo_data):
 def notify(person, category: str, payload: dict, *, ttl: int | None = None, **extra):
     producer, _ = Producer.objects.get_or_create(name="deadlines")
     return Notification.objects.create(
-        producer=producer, event_id=f"e{Notification.objects.count()}", recipient=person,
-        category=Category.objects.get(key=category), payload=payload, ttl_seconds=ttl,
-        fingerprint="x", **extra,
-    )  # fmt: skip
+        producer=producer,
+        event_id=f"e{Notification.objects.count()}",
+        recipient=person,
+        category=Category.objects.get(key=category),
+        payload=payload,
+        ttl_seconds=ttl,
+        fingerprint="x",
+        **extra,
+    )
 
 
 def deadlines(notification) -> dict[str, timedelta]:
@@ -64,8 +69,12 @@ def test_every_channel_ends_at_the_notification_ttl_else_the_category_else_its_d
 
     Category.objects.filter(key="order.shipped").update(ttl_seconds=None)
     settings.NOTIFY_CHANNEL_DEADLINE_SECONDS = {
-        "inapp": 1000, "email": 2000, "sms": 3000, "webpush": 4000, "fcm": 5000,
-    }  # fmt: skip
+        "inapp": 1000,
+        "email": 2000,
+        "sms": 3000,
+        "webpush": 4000,
+        "fcm": 5000,
+    }
     default = notify(person, "order.shipped", ORDER, channels=channels)
     notification_route(notification_id=str(default.pk))
     assert deadlines(default) == {
@@ -79,9 +88,12 @@ def test_every_channel_ends_at_the_notification_ttl_else_the_category_else_its_d
 def test_a_push_is_not_worth_sending_after_an_hour_by_default(person, settings):
     settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email", "webpush", "fcm"]
     Device.objects.create(
-        recipient=person, kind="webpush", endpoint="https://push.example/d1", p256dh="k",
+        recipient=person,
+        kind="webpush",
+        endpoint="https://push.example/d1",
+        p256dh="k",
         auth="a",
-    )  # fmt: skip
+    )
     Device.objects.create(recipient=person, kind="fcm", token="t1", platform="android")
     Category.objects.filter(key="order.shipped").update(ttl_seconds=None)
     shipped = notify(person, "order.shipped", ORDER)
@@ -98,9 +110,12 @@ def test_a_three_day_category_ttl_still_ends_email_after_a_day_and_push_after_an
 ):
     settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email", "webpush"]
     Device.objects.create(
-        recipient=person, kind="webpush", endpoint="https://push.example/d1", p256dh="k",
+        recipient=person,
+        kind="webpush",
+        endpoint="https://push.example/d1",
+        p256dh="k",
         auth="a",
-    )  # fmt: skip
+    )
     Category.objects.filter(key="promo.weekly").update(ttl_seconds=3 * 24 * 3600)
     promo = notify(person, "promo.weekly", PROMO)
     notification_route(notification_id=str(promo.pk))
@@ -115,9 +130,12 @@ def test_a_three_day_category_ttl_still_ends_email_after_a_day_and_push_after_an
 def test_a_category_ttl_shorter_than_every_channel_default_wins_everywhere(person, settings):
     settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email", "webpush"]
     Device.objects.create(
-        recipient=person, kind="webpush", endpoint="https://push.example/d1", p256dh="k",
+        recipient=person,
+        kind="webpush",
+        endpoint="https://push.example/d1",
+        p256dh="k",
         auth="a",
-    )  # fmt: skip
+    )
     Category.objects.filter(key="promo.weekly").update(ttl_seconds=900)
     promo = notify(person, "promo.weekly", PROMO)
     notification_route(notification_id=str(promo.pk))
@@ -128,9 +146,12 @@ def test_a_category_ttl_shorter_than_every_channel_default_wins_everywhere(perso
 def test_the_demo_promo_leaves_each_channel_its_own_deadline(person, settings):
     settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email", "webpush"]
     Device.objects.create(
-        recipient=person, kind="webpush", endpoint="https://push.example/d1", p256dh="k",
+        recipient=person,
+        kind="webpush",
+        endpoint="https://push.example/d1",
+        p256dh="k",
         auth="a",
-    )  # fmt: skip
+    )
     promo = notify(person, "promo.weekly", PROMO)
     notification_route(notification_id=str(promo.pk))
 
@@ -211,9 +232,11 @@ def test_a_deferred_delivery_released_after_its_deadline_ends_expired(person, se
     # Quiet hours held it; the window ends after the notification's TTL.
     window_end = email.deadline + timedelta(minutes=5)
     Delivery.objects.filter(pk=email.pk).update(
-        status=DeliveryStatus.DEFERRED, reason=Reason.QUIET_HOURS, next_attempt_at=window_end,
+        status=DeliveryStatus.DEFERRED,
+        reason=Reason.QUIET_HOURS,
+        next_attempt_at=window_end,
         enqueued_at=None,
-    )  # fmt: skip
+    )
 
     assert deferred_release(now=window_end) == 0
 

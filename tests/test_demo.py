@@ -35,10 +35,14 @@ def test_seed_demo_twice_then_create_producer_gives_a_key_that_sends_a_demo_even
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
     response = client.post(
         "/v1/notifications",
-        {"event_id": str(uuid.uuid4()), "user_id": "demo-user", "category": "order.shipped",
-         "payload": {"order_number": "A-1001", "delivery_date": "2026-12-03", "items_count": 1}},
+        {
+            "event_id": str(uuid.uuid4()),
+            "user_id": "demo-user",
+            "category": "order.shipped",
+            "payload": {"order_number": "A-1001", "delivery_date": "2026-12-03", "items_count": 1},
+        },
         format="json",
-    )  # fmt: skip
+    )
     assert response.status_code == 202, response.content
 
 
@@ -66,8 +70,18 @@ def test_sms_is_on_exactly_when_smpp_host_is_set(smpp_host, sms_on):
     if smpp_host:
         env["SMPP_HOST"] = smpp_host
     result = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c",
-         "from django.conf import settings; print(','.join(settings.NOTIFY_CHANNELS_ENABLED))"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, env=env, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-c",
+            "from django.conf import settings; print(','.join(settings.NOTIFY_CHANNELS_ENABLED))",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=True,
+    )
     assert ("sms" in result.stdout.strip().split(",")) is sms_on

@@ -28,8 +28,12 @@ def _check_deploy(**overrides: str) -> subprocess.CompletedProcess:
     env = {**os.environ, **PRODUCTION, **overrides}
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_check_deploy_reports_nothing_with_production_settings():

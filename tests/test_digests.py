@@ -65,8 +65,10 @@ def test_a_windows_events_become_one_email_that_lists_them_all(person):
     assert (last.status, last.enqueued_at is not None) == (DeliveryStatus.QUEUED, True)
     for item in (first, second):
         assert (item.status, item.reason, item.finished_at is not None) == (
-            "digested", "in_digest", True,
-        )  # fmt: skip
+            "digested",
+            "in_digest",
+            True,
+        )
     window.refresh_from_db()
     assert (window.state, window.carrier_id) == ("sent", last.pk)
 
@@ -189,8 +191,9 @@ def test_the_daily_cap_counts_a_marketing_digest_once(person, settings):
     notification_route(notification_id=str(third.pk), now=now + timedelta(seconds=140))
     digests_close(now=now + timedelta(seconds=201))
     assert (email_rows(third)[0].status, email_rows(third)[0].reason) == (
-        "suppressed", "frequency_cap",
-    )  # fmt: skip
+        "suppressed",
+        "frequency_cap",
+    )
 
 
 def test_erasure_removes_open_windows(person):
@@ -387,6 +390,8 @@ def test_the_digest_path_costs_no_more_statements_per_event_than_the_plain_one(
         + batches(people_n, close_size) * digest["close"]
         + batches(people_n, size) * digest["send"]
     )
-    print(f"per event at 1,000 x 10: plain {plain_total / events_n:.3f}, "
-          f"digest {digest_total / events_n:.3f} ({plain=}, {digest=})")  # fmt: skip
+    print(
+        f"per event at 1,000 x 10: plain {plain_total / events_n:.3f}, "
+        f"digest {digest_total / events_n:.3f} ({plain=}, {digest=})"
+    )
     assert digest_total <= plain_total, (digest_total, plain_total)

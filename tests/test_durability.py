@@ -34,8 +34,11 @@ def test_a_process_killed_between_commit_and_publish_loses_nothing(
     Recipient.objects.create(user_id="k1", email="k1@example.com", locale="en")
     died = subprocess.run(
         [sys.executable, "-m", "tests.scripts.accept_then_die", "shop", "k1", "crash-1"],
-        cwd=ROOT, env=worker_env, capture_output=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=worker_env,
+        capture_output=True,
+        timeout=60,
+    )
     assert died.returncode == -signal.SIGKILL, died.stderr.decode()[-2000:]
 
     notification = Notification.objects.get(event_id="crash-1")
@@ -61,13 +64,19 @@ def test_a_relay_killed_between_confirm_and_commit_sends_once(
     Recipient.objects.create(user_id="k2", email="k2@example.com", locale="en")
     accepted = subprocess.run(
         [sys.executable, "-c", ACCEPT_ONE],
-        cwd=ROOT, env=worker_env, capture_output=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=worker_env,
+        capture_output=True,
+        timeout=60,
+    )
     assert accepted.returncode == 0, accepted.stderr.decode()[-2000:]
     died = subprocess.run(
         [sys.executable, "-m", "tests.scripts.publish_then_die"],
-        cwd=ROOT, env=worker_env, capture_output=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=worker_env,
+        capture_output=True,
+        timeout=60,
+    )
     assert died.returncode == -signal.SIGKILL, died.stderr.decode()[-2000:]
     notification = Notification.objects.get(event_id="crash-2")
     assert Outbox.objects.get(notification=notification).published_at is None
@@ -126,15 +135,20 @@ def consumer_paused(worker, queue: str):
 
 def routed_email_delivery(api, user_id: str) -> Delivery:
     """Accept and route an order event here, leaving its send message in `medium`."""
-    api.put(f"/v1/users/{user_id}", {"email": f"{user_id}@example.com", "locale": "en"},
-            format="json")  # fmt: skip
+    api.put(
+        f"/v1/users/{user_id}", {"email": f"{user_id}@example.com", "locale": "en"}, format="json"
+    )
     notification_id = api.post(
         "/v1/notifications",
-        {"event_id": f"lost-{user_id}", "user_id": user_id, "category": "order.shipped",
-         "payload": {"order_number": "L-1", "delivery_date": "2026-12-03", "items_count": 1},
-         "channels": ["email"]},
+        {
+            "event_id": f"lost-{user_id}",
+            "user_id": user_id,
+            "category": "order.shipped",
+            "payload": {"order_number": "L-1", "delivery_date": "2026-12-03", "items_count": 1},
+            "channels": ["email"],
+        },
         format="json",
-    ).json()["notification_id"]  # fmt: skip
+    ).json()["notification_id"]
     notification_route(notification_id=notification_id)
     return Delivery.objects.get(notification_id=notification_id, channel="email")
 
@@ -181,8 +195,9 @@ def test_a_stale_claim_is_recovered_and_sent(api, pipeline, celery_worker):
 
 def test_a_message_the_worker_rejects_ends_in_dead_letter(pipeline, broker):
     # A send for a delivery that does not exist cannot succeed: it must not vanish.
-    app.send_task("deliveries.send", args=[987654321], queue="medium",
-                  exchange="notify", routing_key="medium")  # fmt: skip
+    app.send_task(
+        "deliveries.send", args=[987654321], queue="medium", exchange="notify", routing_key="medium"
+    )
 
     def dead_lettered():
         message = Queue("dead_letter", no_declare=True)(broker.default_channel).get(no_ack=True)

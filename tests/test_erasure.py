@@ -61,8 +61,17 @@ def channels(transactional_db, smtp, broker, settings, session_worker_paused):
 def pg_dump_text() -> str:
     """A full plain-text dump of the test database, as an operator would take it."""
     db = connection.settings_dict
-    command = ["pg_dump", "-h", db["HOST"] or "127.0.0.1", "-p", str(db["PORT"] or 5432),
-               "-U", db["USER"] or "postgres", "--no-owner", db["NAME"]]  # fmt: skip
+    command = [
+        "pg_dump",
+        "-h",
+        db["HOST"] or "127.0.0.1",
+        "-p",
+        str(db["PORT"] or 5432),
+        "-U",
+        db["USER"] or "postgres",
+        "--no-owner",
+        db["NAME"],
+    ]
     env = {"PGPASSWORD": db["PASSWORD"] or ""}
     done = subprocess.run(command, capture_output=True, check=True, env=env, timeout=120)
     return done.stdout.decode()
@@ -112,11 +121,16 @@ def a_person_with_history(api, smtp) -> Recipient:
     smtp.handler.rcpt_answers.append(f"550 5.1.1 <{EMAIL.lower()}>: no such user")
     for n in (1, 2):
         event = {
-            "event_id": f"erase-{n}", "user_id": USER_ID, "category": "order.shipped",
-            "payload": {"order_number": ORDER_NUMBER, "delivery_date": "2026-12-03",
-                        "items_count": n},
+            "event_id": f"erase-{n}",
+            "user_id": USER_ID,
+            "category": "order.shipped",
+            "payload": {
+                "order_number": ORDER_NUMBER,
+                "delivery_date": "2026-12-03",
+                "items_count": n,
+            },
             "channels": ["inapp", "email", "webpush", "fcm", "sms"],
-        }  # fmt: skip
+        }
         accepted = api.post("/v1/notifications", event, format="json")
         assert accepted.status_code == 202, accepted.json()
         notification_route(notification_id=accepted.json()["notification_id"])
@@ -124,22 +138,31 @@ def a_person_with_history(api, smtp) -> Recipient:
     delivery_attempt(delivery_id=bounced.pk)
 
     Campaign.objects.create(
-        name="winter", category=Category.objects.get(key="promo.weekly"), payload={},
-        audience_kind=AudienceKind.USER_IDS, audience_spec={"user_ids": [USER_ID, "other-1"]},
+        name="winter",
+        category=Category.objects.get(key="promo.weekly"),
+        payload={},
+        audience_kind=AudienceKind.USER_IDS,
+        audience_spec={"user_ids": [USER_ID, "other-1"]},
         producer=Producer.objects.get(name="shop"),
-    )  # fmt: skip
+    )
     uploaded = Campaign.objects.create(
-        name="spring", category=Category.objects.get(key="promo.weekly"), payload={},
-        audience_kind=AudienceKind.UPLOAD, producer=Producer.objects.get(name="shop"),
-    )  # fmt: skip
+        name="spring",
+        category=Category.objects.get(key="promo.weekly"),
+        payload={},
+        audience_kind=AudienceKind.UPLOAD,
+        producer=Producer.objects.get(name="shop"),
+    )
     CampaignMember.objects.bulk_create(
         [CampaignMember(campaign=uploaded, user_id=u) for u in (USER_ID, "other-2")]
     )
     staff = User.objects.create_superuser("support-1", "s1@notify.example", "pw")
     LogEntry.objects.log_actions(
-        staff.pk, [recipient], CHANGE, change_message=f"changed email to {EMAIL}",
+        staff.pk,
+        [recipient],
+        CHANGE,
+        change_message=f"changed email to {EMAIL}",
         single_object=True,
-    )  # fmt: skip
+    )
     return recipient
 
 
@@ -169,9 +192,11 @@ def test_after_erasure_no_dump_or_archive_holds_the_person_and_their_consent_is_
     entry = recipient.feed.order_by("pk").last()
     feed_entries_mark_seen_by(recipient_id=recipient.pk, entry_ids=[entry.pk])
     per_person = [
-        unread_key(recipient.pk), push_slots_key(recipient.pk), live_key(browser.pk),
+        unread_key(recipient.pk),
+        push_slots_key(recipient.pk),
+        live_key(browser.pk),
         feed_seen_key(recipient.pk),
-    ]  # fmt: skip
+    ]
     assert client.exists(*per_person) == 4
 
     assert api.delete(f"/v1/users/{USER_ID}").status_code == 204
@@ -190,14 +215,19 @@ def test_after_erasure_no_dump_or_archive_holds_the_person_and_their_consent_is_
     assert list(CampaignMember.objects.values_list("user_id", flat=True)) == ["other-2"]
     [ledger] = Erasure.objects.all()
     assert (ledger.via, ledger.requested_by, ledger.recipient_pk) == (
-        ErasureVia.API, f"producer shop (key {api_key_prefix(api)})", recipient.pk
-    )  # fmt: skip
+        ErasureVia.API,
+        f"producer shop (key {api_key_prefix(api)})",
+        recipient.pk,
+    )
     assert ledger.removed["deliveries"] == 5 and ledger.removed["devices"] == 2
 
     # An event for the erased user id is refused: nothing of it is stored.
-    event = {"event_id": "erase-3", "user_id": USER_ID, "category": "order.shipped",
-             "payload": {"order_number": "ORD-AFTER", "delivery_date": "2026-12-04",
-                         "items_count": 1}}  # fmt: skip
+    event = {
+        "event_id": "erase-3",
+        "user_id": USER_ID,
+        "category": "order.shipped",
+        "payload": {"order_number": "ORD-AFTER", "delivery_date": "2026-12-04", "items_count": 1},
+    }
     refused = api.post("/v1/notifications", event, format="json")
     assert (refused.status_code, refused.json()["error"]["code"]) == (422, "unknown_recipient")
     assert "ORD-AFTER" not in pg_dump_text()

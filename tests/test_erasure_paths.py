@@ -69,13 +69,16 @@ def test_an_erased_person_registered_again_gets_nothing_until_fresh_consent(api,
     assert api.put("/v1/users/p-1", {"email": "p1@example.org"}, format="json").status_code == 201
     held = Reason.ERASURE_HOLD
     assert send(api, "p-1", "after-1") == [
-        ("email", "suppressed", held), ("fcm", "suppressed", held),
-        ("inapp", "suppressed", held), ("webpush", "suppressed", held),
-    ]  # fmt: skip
+        ("email", "suppressed", held),
+        ("fcm", "suppressed", held),
+        ("inapp", "suppressed", held),
+        ("webpush", "suppressed", held),
+    ]
     # Not even a login code: the person has not come back on their own yet.
     assert send(api, "p-1", "after-2", "security.login_code") == [
-        ("email", "suppressed", held), ("sms", "suppressed", held)
-    ]  # fmt: skip
+        ("email", "suppressed", held),
+        ("sms", "suppressed", held),
+    ]
 
     consent = {"categories": {"order.shipped": {"email": True}}, "source": "signup"}
     assert api.put("/v1/users/p-1/preferences", consent, format="json").status_code == 200

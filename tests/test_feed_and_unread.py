@@ -19,9 +19,13 @@ def make_entries(recipient: Recipient, count: int, *, start: int = 0) -> list[Fe
     entries = []
     for number in range(start, start + count):
         notification = Notification.objects.create(
-            producer=producer, event_id=f"e{number}", recipient=recipient, category=category,
-            payload={}, fingerprint="x",
-        )  # fmt: skip
+            producer=producer,
+            event_id=f"e{number}",
+            recipient=recipient,
+            category=category,
+            payload={},
+            fingerprint="x",
+        )
         entries.append(
             feed_entry_create(notification=notification, title=f"title {number}", body="", url="")
         )
@@ -44,9 +48,16 @@ def test_feed_is_newest_first_and_the_cursor_is_stable_under_inserts(api, alice)
     assert [e["title"] for e in third["results"]] == ["title 0"]
     assert third["next_cursor"] is None
     assert set(first["results"][0]) == {
-        "id", "notification_id", "category", "title", "body", "url", "created_at",
-        "occurred_at", "read_at",
-    }  # fmt: skip
+        "id",
+        "notification_id",
+        "category",
+        "title",
+        "body",
+        "url",
+        "created_at",
+        "occurred_at",
+        "read_at",
+    }
 
 
 def test_titles_keep_quotes_backslashes_braces_and_the_word_null(api, alice):
@@ -55,9 +66,13 @@ def test_titles_keep_quotes_backslashes_braces_and_the_word_null(api, alice):
     titles = ['say "hi"', "C:\\path\\to", "{a,b}", "NULL", " spaced ", "ünïcode ✓"]
     for number, title in enumerate(titles):
         notification = Notification.objects.create(
-            producer=producer, event_id=f"t{number}", recipient=alice, category=category,
-            payload={}, fingerprint="x",
-        )  # fmt: skip
+            producer=producer,
+            event_id=f"t{number}",
+            recipient=alice,
+            category=category,
+            payload={},
+            fingerprint="x",
+        )
         feed_entry_create(notification=notification, title=title, body=title, url="")
     shown = api.get("/v1/users/alice/feed?limit=20").json()["results"]
     assert sorted((e["title"], e["body"]) for e in shown) == sorted((t, t) for t in titles)
@@ -159,11 +174,14 @@ def test_a_title_longer_than_its_column_is_cut_at_a_word_with_an_ellipsis(alice)
 
     order_number = " ".join(["ORD-12345"] * 60)  # 599 characters: the title cannot hold it
     notification = Notification.objects.create(
-        producer=Producer.objects.create(name="long-fields"), event_id="long", recipient=alice,
+        producer=Producer.objects.create(name="long-fields"),
+        event_id="long",
+        recipient=alice,
         category=Category.objects.get(key="order.shipped"),
         payload={"order_number": order_number, "delivery_date": "2026-12-01", "items_count": 1},
-        channels=["inapp"], fingerprint="x",
-    )  # fmt: skip
+        channels=["inapp"],
+        fingerprint="x",
+    )
     notification_route(notification_id=str(notification.pk))
 
     inapp = Delivery.objects.get(notification=notification, channel="inapp")

@@ -43,20 +43,33 @@ def assert_refused(response, status: int = 400, field: str | None = None) -> dic
 @pytest.mark.parametrize(
     ("payload", "field"),
     [
-        ('{"order_number": "A\\u0000B", "delivery_date": "2026-12-03", "items_count": 1}',
-         "payload.order_number"),
-        ('{"order_number": "A\\ud800", "delivery_date": "2026-12-03", "items_count": 1}',
-         "payload.order_number"),
-        ('{"order_number": "A", "delivery_date": "2026-12-03", "items_count": 1e999}',
-         "payload.items_count"),
-        ('{"order_number": "A", "delivery_date": "2026-12-03", "items_count": NaN}',
-         "payload.items_count"),
-        ('{"order_number": "A", "delivery_date": "2026-12-03", "items_count": -Infinity}',
-         "payload.items_count"),
-        ('{"order_number": "A", "delivery_date": "2026-12-03", "items_count": 1, '
-         '"notes": [{"x": "\\u0000"}]}', "payload.notes.0.x"),
+        (
+            '{"order_number": "A\\u0000B", "delivery_date": "2026-12-03", "items_count": 1}',
+            "payload.order_number",
+        ),
+        (
+            '{"order_number": "A\\ud800", "delivery_date": "2026-12-03", "items_count": 1}',
+            "payload.order_number",
+        ),
+        (
+            '{"order_number": "A", "delivery_date": "2026-12-03", "items_count": 1e999}',
+            "payload.items_count",
+        ),
+        (
+            '{"order_number": "A", "delivery_date": "2026-12-03", "items_count": NaN}',
+            "payload.items_count",
+        ),
+        (
+            '{"order_number": "A", "delivery_date": "2026-12-03", "items_count": -Infinity}',
+            "payload.items_count",
+        ),
+        (
+            '{"order_number": "A", "delivery_date": "2026-12-03", "items_count": 1, '
+            '"notes": [{"x": "\\u0000"}]}',
+            "payload.notes.0.x",
+        ),
     ],
-)  # fmt: skip
+)
 def test_nul_surrogates_and_non_finite_numbers_are_refused_naming_the_field(
     api, recipient, payload, field
 ):

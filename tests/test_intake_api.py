@@ -72,8 +72,9 @@ def test_same_event_twice_returns_the_same_id(api, recipient):
 def test_same_event_id_with_another_body_is_a_conflict(api, recipient):
     api.post("/v1/notifications", event(event_id="evt-2"), format="json")
     changed = event(event_id="evt-2", payload={**ORDER, "items_count": 9})
-    error = assert_error(api.post("/v1/notifications", changed, format="json"), 409,
-                         "event_conflict", "event_id")  # fmt: skip
+    error = assert_error(
+        api.post("/v1/notifications", changed, format="json"), 409, "event_conflict", "event_id"
+    )
     assert "different body" in error["message"]
     assert Notification.objects.count() == 1
 
@@ -82,12 +83,18 @@ def test_payload_that_breaks_the_schema_names_the_field(api, recipient):
     payload = {"order_number": "A-1", "delivery_date": "2026-12-03"}
     error = assert_error(
         api.post("/v1/notifications", event(payload=payload), format="json"),
-        400, "invalid_payload", "payload.items_count",
-    )  # fmt: skip
+        400,
+        "invalid_payload",
+        "payload.items_count",
+    )
     assert "items_count" in error["message"]
     wrong_type = {**ORDER, "items_count": "two"}
-    assert_error(api.post("/v1/notifications", event(payload=wrong_type), format="json"),
-                 400, "invalid_payload", "payload.items_count")  # fmt: skip
+    assert_error(
+        api.post("/v1/notifications", event(payload=wrong_type), format="json"),
+        400,
+        "invalid_payload",
+        "payload.items_count",
+    )
 
 
 def test_missing_top_level_field_is_named(api, recipient):
@@ -102,10 +109,18 @@ def test_malformed_json_gets_the_same_error_shape(api, recipient):
 
 
 def test_unknown_category_and_unknown_recipient_are_clear(api, recipient):
-    assert_error(api.post("/v1/notifications", event(category="no.such"), format="json"),
-                 422, "unknown_category", "category")  # fmt: skip
-    error = assert_error(api.post("/v1/notifications", event(user_id="ghost"), format="json"),
-                         422, "unknown_recipient", "user_id")  # fmt: skip
+    assert_error(
+        api.post("/v1/notifications", event(category="no.such"), format="json"),
+        422,
+        "unknown_category",
+        "category",
+    )
+    error = assert_error(
+        api.post("/v1/notifications", event(user_id="ghost"), format="json"),
+        422,
+        "unknown_recipient",
+        "user_id",
+    )
     assert "PUT /v1/users/" in error["message"]
     assert Notification.objects.count() == 0
 
@@ -124,20 +139,26 @@ def test_missing_wrong_and_revoked_keys_get_401(api, producer_key, recipient):
 
     wrong = APIClient()
     wrong.credentials(HTTP_AUTHORIZATION="Bearer nk_000000000000_nope")
-    assert_error(wrong.post("/v1/notifications", event(), format="json"), 401,
-                 "authentication_failed")  # fmt: skip
+    assert_error(
+        wrong.post("/v1/notifications", event(), format="json"), 401, "authentication_failed"
+    )
 
     api_key_revoke(api_key=producer_key.api_key)
-    assert_error(api.post("/v1/notifications", event(), format="json"), 401,
-                 "authentication_failed")  # fmt: skip
+    assert_error(
+        api.post("/v1/notifications", event(), format="json"), 401, "authentication_failed"
+    )
 
 
 def test_key_scoped_to_other_categories_gets_403(demo_data, api, recipient):
     scoped = api_key_issue(producer_name="security-team", category_keys=["security.login_code"])
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {scoped.key}")
-    assert_error(client.post("/v1/notifications", event(), format="json"), 403,
-                 "category_not_allowed", "category")  # fmt: skip
+    assert_error(
+        client.post("/v1/notifications", event(), format="json"),
+        403,
+        "category_not_allowed",
+        "category",
+    )
     login = event(category="security.login_code", payload={"code": "123456"})
     assert client.post("/v1/notifications", login, format="json").status_code == 202
 
@@ -153,17 +174,23 @@ def test_key_over_its_rate_gets_429_with_retry_after(api, producer_key, recipien
 
 
 def test_recipient_upsert_creates_then_updates_and_validates(api):
-    created = api.put("/v1/users/u9", {"email": "a@example.com", "timezone": "Asia/Tokyo"},
-                      format="json")  # fmt: skip
+    created = api.put(
+        "/v1/users/u9", {"email": "a@example.com", "timezone": "Asia/Tokyo"}, format="json"
+    )
     assert created.status_code == 201
     updated = api.put("/v1/users/u9", {"locale": "ru-RU"}, format="json")
     assert updated.status_code == 200
     assert updated.json()["email"] == "a@example.com"
     assert updated.json()["locale"] == "ru-RU"
-    assert_error(api.put("/v1/users/u9", {"timezone": "Mars/Olympus"}, format="json"), 400,
-                 "invalid", "timezone")  # fmt: skip
-    assert_error(api.put("/v1/users/u9", {"phone": "12345"}, format="json"), 400,
-                 "invalid", "phone")  # fmt: skip
+    assert_error(
+        api.put("/v1/users/u9", {"timezone": "Mars/Olympus"}, format="json"),
+        400,
+        "invalid",
+        "timezone",
+    )
+    assert_error(
+        api.put("/v1/users/u9", {"phone": "12345"}, format="json"), 400, "invalid", "phone"
+    )
 
 
 def test_status_of_another_producers_notification_is_not_found(api, demo_data, recipient):
@@ -240,8 +267,9 @@ def test_a_key_revoked_elsewhere_is_refused_within_the_cache_bound_and_costs_no_
     ApiKey.objects.filter(pk=producer_key.api_key.pk).update(revoked_at="2026-01-01T00:00Z")
     assert api.post("/v1/notifications", event(), format="json").status_code == 202
     time.sleep(1.1)
-    assert_error(api.post("/v1/notifications", event(), format="json"), 401,
-                 "authentication_failed")  # fmt: skip
+    assert_error(
+        api.post("/v1/notifications", event(), format="json"), 401, "authentication_failed"
+    )
 
 
 def test_a_batch_answers_each_event_in_order_and_repeating_it_creates_nothing(api, recipient):

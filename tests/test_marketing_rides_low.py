@@ -31,8 +31,12 @@ def test_a_marketing_event_rides_low_even_when_its_category_row_says_high(api):
         cursor.execute("ALTER TABLE notify_category DROP CONSTRAINT category_marketing_rides_low")
     Category.objects.filter(key="promo.weekly").update(queue="high")
 
-    body = {"event_id": str(uuid.uuid4()), "user_id": "demo-user",
-            "category": "promo.weekly", "payload": PROMO}  # fmt: skip
+    body = {
+        "event_id": str(uuid.uuid4()),
+        "user_id": "demo-user",
+        "category": "promo.weekly",
+        "payload": PROMO,
+    }
     response = api.post("/v1/notifications", body, format="json")
     assert response.status_code == 202, response.content
     notification = Notification.objects.get(pk=response.json()["notification_id"])

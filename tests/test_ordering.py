@@ -192,11 +192,21 @@ def test_campaign_email_holds_no_order_email_or_login_code_but_waits_behind_them
     start = timezone.now() - timedelta(minutes=1)
     promo = event("ord-9", "Sale", category="promo.weekly", channels=("email",), occurred_at=start)
     order = event("ord-9", "H-1", channels=("email",), occurred_at=start + timedelta(seconds=1))
-    code = event("ord-9", "161803", category="security.login_code", channels=("email",),
-                 occurred_at=start + timedelta(seconds=2))  # fmt: skip
+    code = event(
+        "ord-9",
+        "161803",
+        category="security.login_code",
+        channels=("email",),
+        occurred_at=start + timedelta(seconds=2),
+    )
     order_2 = event("ord-9", "H-2", channels=("email",), occurred_at=start + timedelta(seconds=3))
-    promo_2 = event("ord-9", "Sale 2", category="promo.weekly", channels=("email",),
-                    occurred_at=start + timedelta(seconds=4))  # fmt: skip
+    promo_2 = event(
+        "ord-9",
+        "Sale 2",
+        category="promo.weekly",
+        channels=("email",),
+        occurred_at=start + timedelta(seconds=4),
+    )
     for notification in (promo, order, code, order_2, promo_2):
         notification_route(notification_id=notification.pk)
     assert email_of(promo).status == "queued"  # waiting in the campaign's backlog
@@ -225,8 +235,13 @@ def test_an_order_email_done_with_wakes_the_next_held_order_email_and_campaign_e
     marketing_person("ord-10")
     start = timezone.now() - timedelta(minutes=1)
     order = event("ord-10", "J-1", channels=("email",), occurred_at=start)
-    promo = event("ord-10", "Sale", category="promo.weekly", channels=("email",),
-                  occurred_at=start + timedelta(seconds=1))  # fmt: skip
+    promo = event(
+        "ord-10",
+        "Sale",
+        category="promo.weekly",
+        channels=("email",),
+        occurred_at=start + timedelta(seconds=1),
+    )
     order_2 = event("ord-10", "J-2", channels=("email",), occurred_at=start + timedelta(seconds=2))
     for notification in (order, promo, order_2):
         notification_route(notification_id=notification.pk)

@@ -153,9 +153,13 @@ def test_a_burst_of_many_events_per_person_never_leaves_emails_idle_past_the_ord
     (the worker logs each deferral with its countdown at INFO, in artifacts/)."""
     smtp = pipeline
     (worker,) = workers_with(
-        count=1, pool="threads", concurrency=8, queues="high,medium",
-        NOTIFY_CHANNEL_WAITING_MAX="10", LOG_LEVEL="INFO",
-    )  # fmt: skip
+        count=1,
+        pool="threads",
+        concurrency=8,
+        queues="high,medium",
+        NOTIFY_CHANNEL_WAITING_MAX="10",
+        LOG_LEVEL="INFO",
+    )
     people_create("burst", BURST_PEOPLE)
     category = Category.objects.get(key="order.shipped")
     start = timezone.now() - timedelta(seconds=2)

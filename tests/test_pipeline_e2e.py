@@ -176,12 +176,15 @@ def test_queue_class_of_the_category_decides_the_broker_queue(api, pipeline, bro
         tap.declare()
         taps[key] = tap
 
-    login = post_event(api_client, user_id="u-q", category="security.login_code",
-                       payload={"code": "123456"}).json()["notification_id"]  # fmt: skip
-    promo = post_event(api_client, user_id="u-q", category="promo.weekly",
-                       payload={"headline": "Sale", "url": "https://shop.example/s"}).json()[
-        "notification_id"
-    ]  # fmt: skip
+    login = post_event(
+        api_client, user_id="u-q", category="security.login_code", payload={"code": "123456"}
+    ).json()["notification_id"]
+    promo = post_event(
+        api_client,
+        user_id="u-q",
+        category="promo.weekly",
+        payload={"headline": "Sale", "url": "https://shop.example/s"},
+    ).json()["notification_id"]
 
     def routed_ids(tap):
         ids = []

@@ -122,9 +122,15 @@ def waiting_rows_add(producer_id: int | None, count: int, *, oldest: datetime) -
                    %(producer)s
               FROM n
             """,
-            {"owner": owner, "category": category.pk, "person": person.pk, "count": count,
-             "oldest": oldest, "producer": producer_id},
-        )  # fmt: skip
+            {
+                "owner": owner,
+                "category": category.pk,
+                "person": person.pk,
+                "count": count,
+                "oldest": oldest,
+                "producer": producer_id,
+            },
+        )
         cursor.execute("ANALYZE notify_outbox")
 
 

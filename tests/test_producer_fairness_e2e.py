@@ -97,9 +97,12 @@ def stages_print(smtp, user_ids: list[str], label: str) -> None:
     deliveries = Delivery.objects.filter(
         notification__recipient__user_id__in=user_ids, channel="email"
     ).values_list(
-        "notification__created_at", "notification__outbox__published_at",
-        "notification__routed_at", "claimed_at", "notification__recipient__email",
-    )  # fmt: skip
+        "notification__created_at",
+        "notification__outbox__published_at",
+        "notification__routed_at",
+        "claimed_at",
+        "notification__recipient__email",
+    )
     for accepted, published, routed, claimed, email in deliveries:
         if None in (published, routed, claimed) or email not in received:
             continue

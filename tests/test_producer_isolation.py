@@ -49,8 +49,12 @@ def error_code(response) -> str:
 
 
 def order_event(user_id: str = "victim") -> dict:
-    return {"event_id": str(uuid.uuid4()), "user_id": user_id, "category": "order.shipped",
-            "payload": ORDER}  # fmt: skip
+    return {
+        "event_id": str(uuid.uuid4()),
+        "user_id": user_id,
+        "category": "order.shipped",
+        "payload": ORDER,
+    }
 
 
 @pytest.fixture
@@ -77,12 +81,16 @@ def test_a_default_key_sends_and_reads_its_own_status_and_nothing_else(demo_data
         team_a.post("/v1/users/victim/tokens"),
         team_a.delete("/v1/users/victim"),
         team_a.delete("/v1/users/never-registered"),
-        team_a.patch("/v1/categories/order.shipped", {"delays_if_unread": {"email": 60}},
-                     format="json"),
+        team_a.patch(
+            "/v1/categories/order.shipped", {"delays_if_unread": {"email": 60}}, format="json"
+        ),
         team_a.get("/v1/users/victim/feed"),
-        team_a.post("/v1/campaigns", {"category": "promo.weekly", "payload": {},
-                                      "audience": {"all": True}}, format="json"),
-    ):  # fmt: skip
+        team_a.post(
+            "/v1/campaigns",
+            {"category": "promo.weekly", "payload": {}, "audience": {"all": True}},
+            format="json",
+        ),
+    ):
         assert refused.status_code == 403, refused.content
         assert error_code(refused) == "missing_scope"
     assert Recipient.objects.get(user_id="victim").email == "victim@example.com"
@@ -306,8 +314,11 @@ def test_a_category_value_that_cannot_be_computed_fails_only_its_own_notificatio
     # Written by hand, past every validation: no date is 3e11 seconds away.
     Category.objects.filter(pk=bad.pk).update(delays_if_unread={"email": 300_000_000_000})
     bad.refresh_from_db()
-    events = [comment_event(good, person, 1), comment_event(bad, person, 2),
-              comment_event(good, person, 3)]  # fmt: skip
+    events = [
+        comment_event(good, person, 1),
+        comment_event(bad, person, 2),
+        comment_event(good, person, 3),
+    ]
 
     notifications_route(notification_ids=[str(e.pk) for e in events], now=timezone.now())
 

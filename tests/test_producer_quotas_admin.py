@@ -45,8 +45,12 @@ def test_the_producer_page_edits_quotas_and_shows_use_today(admin_client, person
     producer = Producer.objects.get(name="quota-shop")
     url = f"{CHANGELIST}{producer.pk}/change/"
     assert "3 of 1000" in admin_client.get(url).content.decode()
-    form = {"name": "quota-shop", "events_per_minute": "2", "events_per_day": "",
-            "campaign_events_per_day": "50"}  # fmt: skip
+    form = {
+        "name": "quota-shop",
+        "events_per_minute": "2",
+        "events_per_day": "",
+        "campaign_events_per_day": "50",
+    }
     assert admin_client.post(url, form).status_code == 302
     producer.refresh_from_db()
     assert (producer.events_per_minute, producer.events_per_day) == (2, None)

@@ -28,10 +28,14 @@ def person(demo_data):
 def routed(person: Recipient, channels: list[str], category: str = "order.shipped") -> Notification:
     producer, _ = Producer.objects.get_or_create(name="redrive")
     notification = Notification.objects.create(
-        producer=producer, event_id=f"e{Notification.objects.count()}", recipient=person,
-        category=Category.objects.get(key=category), payload=ORDER, channels=channels,
+        producer=producer,
+        event_id=f"e{Notification.objects.count()}",
+        recipient=person,
+        category=Category.objects.get(key=category),
+        payload=ORDER,
+        channels=channels,
         fingerprint="x",
-    )  # fmt: skip
+    )
     notification_route(notification_id=str(notification.pk))
     return notification
 
@@ -40,8 +44,12 @@ def test_a_redriven_delivery_on_every_channel_gets_a_fresh_deadline(person, sett
     settings.NOTIFY_CHANNELS_ENABLED = ["inapp", "email", "sms"]
     Category.objects.filter(key="order.shipped").update(ttl_seconds=None)
     settings.NOTIFY_CHANNEL_DEADLINE_SECONDS = {
-        "inapp": 1000, "email": 2000, "sms": 3000, "webpush": 4000, "fcm": 5000,
-    }  # fmt: skip
+        "inapp": 1000,
+        "email": 2000,
+        "sms": 3000,
+        "webpush": 4000,
+        "fcm": 5000,
+    }
     notification = routed(person, ["email", "sms"])
     rows = Delivery.objects.filter(notification=notification)
     long_ago = timezone.now() - timedelta(days=2)
@@ -85,9 +93,11 @@ def test_a_deferred_email_released_after_its_address_bounced_is_suppressed_not_s
     email = Delivery.objects.get(notification=notification, channel="email")
     window_end = timezone.now() + timedelta(minutes=5)
     Delivery.objects.filter(pk=email.pk).update(
-        status=DeliveryStatus.DEFERRED, reason=Reason.QUIET_HOURS, next_attempt_at=window_end,
+        status=DeliveryStatus.DEFERRED,
+        reason=Reason.QUIET_HOURS,
+        next_attempt_at=window_end,
         enqueued_at=None,
-    )  # fmt: skip
+    )
     # While it waited, another email to the same address bounced hard.
     AddressSuppression.objects.create(
         channel="email", address="r1@example.com", evidence="550 5.1.1 no such user"

@@ -42,14 +42,21 @@ def test_a_route_that_keeps_raising_is_retried_with_backoff_then_dead_lettered(p
     broken = Category.objects.create(key="broken.channels", default_channels=5)
     recipient = Recipient.objects.create(user_id="broken-1", email="b@example.com")
     notification = Notification.objects.create(
-        producer=Producer.objects.create(name="broken"), event_id="broken-1",
-        recipient=recipient, category=broken, payload={}, fingerprint="x",
-    )  # fmt: skip
+        producer=Producer.objects.create(name="broken"),
+        event_id="broken-1",
+        recipient=recipient,
+        category=broken,
+        payload={},
+        fingerprint="x",
+    )
     notification_id = str(notification.pk)
     publish_task("deliveries.route", args=[notification_id], queue="medium", priority=5)
 
-    message = wait_for(lambda: dead_lettered_route(broker, notification_id), timeout=30,
-                       what="the route message in dead_letter")  # fmt: skip
+    message = wait_for(
+        lambda: dead_lettered_route(broker, notification_id),
+        timeout=30,
+        what="the route message in dead_letter",
+    )
     # Retried NOTIFY_ROUTE_MAX_RETRIES times, each a new message, then rejected to dead_letter.
     assert message.headers["retries"] == settings.NOTIFY_ROUTE_MAX_RETRIES
     assert message.headers["x-death"][0]["reason"] == "rejected"
@@ -59,27 +66,36 @@ def test_a_notification_whose_route_message_was_lost_is_routed_by_the_sweeper(pi
     smtp = pipeline
     recipient = Recipient.objects.create(user_id="lost-1", email="lost@example.com", locale="en")
     notification = Notification.objects.create(
-        producer=Producer.objects.create(name="lost"), event_id="lost-1", recipient=recipient,
-        category=Category.objects.get(key="order.shipped"), payload=ORDER,
-        channels=["inapp", "email"], fingerprint="x",
-    )  # fmt: skip
+        producer=Producer.objects.create(name="lost"),
+        event_id="lost-1",
+        recipient=recipient,
+        category=Category.objects.get(key="order.shipped"),
+        payload=ORDER,
+        channels=["inapp", "email"],
+        fingerprint="x",
+    )
     # The relay published its route message 11 minutes ago; the broker lost it.
     published = timezone.now() - timedelta(seconds=settings.NOTIFY_ROUTE_SWEEP_AFTER + 60)
     Notification.objects.filter(pk=notification.pk).update(created_at=published)
     Outbox.objects.create(
-        notification=notification, queue="medium", due_at=published, published_at=published,
+        notification=notification,
+        queue="medium",
+        due_at=published,
+        published_at=published,
         publish_attempts=1,
-    )  # fmt: skip
+    )
 
     assert sweep_unrouted_notifications() == 1
     assert sweep_unrouted_notifications() == 0  # not again before another interval
 
     wait_for(
-        lambda: set(
-            Delivery.objects.filter(notification=notification).values_list("status", flat=True)
-        ) == {"delivered"},
-        timeout=30, what="the swept notification delivered in-app and by email",
-    )  # fmt: skip
+        lambda: (
+            set(Delivery.objects.filter(notification=notification).values_list("status", flat=True))
+            == {"delivered"}
+        ),
+        timeout=30,
+        what="the swept notification delivered in-app and by email",
+    )
     assert [m.rcpt_tos for m in smtp.received] == [["lost@example.com"]]
     assert recipient.feed.count() == 1
 

@@ -62,13 +62,18 @@ def test_a_weak_secret_key_is_refused_only_with_debug_off(key, debug, refused):
 def test_a_known_key_among_the_fallbacks_is_refused():
     good = "a-long-enough-key-" + "k" * 40
     problem = signing_keys_problem(
-        secret_key=good, fallbacks=[good + "-old", COMPOSE_KEY], debug=False,
+        secret_key=good,
+        fallbacks=[good + "-old", COMPOSE_KEY],
+        debug=False,
         known=KNOWN_DEFAULT_KEYS,
-    )  # fmt: skip
+    )
     assert problem is not None and "FALLBACKS entry 2" in problem
-    assert signing_keys_problem(
-        secret_key=good, fallbacks=[good + "-old"], debug=False, known=KNOWN_DEFAULT_KEYS
-    ) is None  # fmt: skip
+    assert (
+        signing_keys_problem(
+            secret_key=good, fallbacks=[good + "-old"], debug=False, known=KNOWN_DEFAULT_KEYS
+        )
+        is None
+    )
 
 
 @pytest.mark.parametrize("app", ["config.wsgi", "config.asgi"])
@@ -77,15 +82,22 @@ def test_the_web_process_does_not_start_on_the_built_in_key(app):
     env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_DEBUG": "0"})
     started = subprocess.run(
         [sys.executable, "-c", f"import {app}"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert started.returncode != 0
     assert KNOWN_MESSAGE in started.stderr
 
     env["DJANGO_SECRET_KEY"] = "a-long-enough-key-" + "k" * 40
-    assert subprocess.run(
-        [sys.executable, "-c", f"import {app}"], cwd=ROOT, env=env, timeout=60
-    ).returncode == 0  # fmt: skip
+    assert (
+        subprocess.run(
+            [sys.executable, "-c", f"import {app}"], cwd=ROOT, env=env, timeout=60
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.parametrize(
@@ -107,14 +119,26 @@ def test_the_shipped_web_commands_exit_on_a_weak_key_instead_of_restarting_forev
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
-    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_DEBUG": "0",
-                "HOST": "127.0.0.1", "PORT": str(port), processes: "2"})  # fmt: skip
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DJANGO_DEBUG": "0",
+            "HOST": "127.0.0.1",
+            "PORT": str(port),
+            processes: "2",
+        }
+    )
     if key is not None:
         env["DJANGO_SECRET_KEY"] = key
     web = subprocess.Popen(
-        ["bash", script], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        ["bash", script],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _, stderr = web.communicate(timeout=10)
     except subprocess.TimeoutExpired:
@@ -135,18 +159,21 @@ def test_rotating_the_key_keeps_gate_seals_and_user_tokens_valid_through_the_fal
 
     settings.SECRET_KEY = NEW_KEY
     settings.SECRET_KEY_FALLBACKS = [OLD_KEY]
-    assert gate_seal_valid(notification_id="n-1", channel="email", target="a@example.com",
-                           seal=seal)  # fmt: skip
+    assert gate_seal_valid(
+        notification_id="n-1", channel="email", target="a@example.com", seal=seal
+    )
     assert user_token_recipient_id(token) == 42
     assert unsubscribe_token_read(link) is not None
     assert preference_center_token_read(center).recipient_id == 42
     # A seal is still bound to its delivery, whichever key made it.
-    assert not gate_seal_valid(notification_id="n-2", channel="email", target="a@example.com",
-                               seal=seal)  # fmt: skip
+    assert not gate_seal_valid(
+        notification_id="n-2", channel="email", target="a@example.com", seal=seal
+    )
 
     settings.SECRET_KEY_FALLBACKS = []  # the old key retired: what it signed is refused
-    assert not gate_seal_valid(notification_id="n-1", channel="email", target="a@example.com",
-                               seal=seal)  # fmt: skip
+    assert not gate_seal_valid(
+        notification_id="n-1", channel="email", target="a@example.com", seal=seal
+    )
     assert user_token_recipient_id(token) is None
     assert unsubscribe_token_read(link) is None
     assert preference_center_token_read(center) is LinkProblem.TAMPERED
@@ -166,9 +193,13 @@ def test_the_other_processes_do_not_start_on_the_built_in_key_either(command):
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
     env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_DEBUG": "0"})
     started = subprocess.run(
-        [sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True,
+        [sys.executable, *command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=60,
-    )  # fmt: skip
+    )
     assert started.returncode != 0
     assert KNOWN_MESSAGE in started.stdout + started.stderr
 
@@ -183,9 +214,13 @@ def _started(command: list[str], **env_set: str | None) -> subprocess.CompletedP
         else:
             env[name] = value
     return subprocess.run(
-        [sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True,
+        [sys.executable, *command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=60,
-    )  # fmt: skip
+    )
 
 
 GOOD_KEY = "a-long-enough-key-" + "k" * 40
@@ -230,8 +265,10 @@ def test_a_process_starts_on_keys_of_its_own():
 
 
 COMPOSE_FILES = ["docker-compose.yml", "docker-compose.cluster.yml"]
-REQUIRED = {name: re.compile(r"\$\{" + name + r":\?[^}]+\}") for name in (
-    "DJANGO_SECRET_KEY", "NOTIFY_ERASURE_KEY")}  # fmt: skip
+REQUIRED = {
+    name: re.compile(r"\$\{" + name + r":\?[^}]+\}")
+    for name in ("DJANGO_SECRET_KEY", "NOTIFY_ERASURE_KEY")
+}
 
 
 @pytest.mark.parametrize("compose_file", COMPOSE_FILES)
@@ -270,11 +307,14 @@ def test_deliveries_sealed_before_a_key_rotation_are_delivered_after_it(
     for n in range(3):
         person = Recipient.objects.create(user_id=f"rot-{n}", email=f"rot-{n}@example.com")
         notification = Notification.objects.create(
-            producer=producer, event_id=f"rot-{n}", recipient=person, category=category,
-            payload={"order_number": f"R-{n}", "delivery_date": "2026-12-03",
-                     "items_count": 1},
-            channels=["email"], fingerprint="rot",
-        )  # fmt: skip
+            producer=producer,
+            event_id=f"rot-{n}",
+            recipient=person,
+            category=category,
+            payload={"order_number": f"R-{n}", "delivery_date": "2026-12-03", "items_count": 1},
+            channels=["email"],
+            fingerprint="rot",
+        )
         notification_route(notification_id=str(notification.pk))
         routed.append(notification.pk)
 
@@ -285,5 +325,7 @@ def test_deliveries_sealed_before_a_key_rotation_are_delivered_after_it(
         what=f"the three emails delivered: {list(emails.values_list('status', 'reason'))}",
     )
     assert sorted(m.rcpt_tos[0] for m in smtp.received) == [
-        "rot-0@example.com", "rot-1@example.com", "rot-2@example.com"
-    ]  # fmt: skip
+        "rot-0@example.com",
+        "rot-1@example.com",
+        "rot-2@example.com",
+    ]

@@ -54,11 +54,14 @@ def order(demo_data):
     producer = Producer.objects.create(name="rules")
     recipient = Recipient.objects.create(user_id="r1", email="", locale="en")
     return Notification.objects.create(
-        producer=producer, event_id="e1", recipient=recipient,
+        producer=producer,
+        event_id="e1",
+        recipient=recipient,
         category=Category.objects.get(key="order.shipped"),
         payload={"order_number": "1", "delivery_date": "2026-12-01", "items_count": 1},
-        channels=["inapp", "email", "sms"], fingerprint="x",
-    )  # fmt: skip
+        channels=["inapp", "email", "sms"],
+        fingerprint="x",
+    )
 
 
 def test_channels_without_an_address_or_provider_are_recorded_with_a_reason(order, settings):
@@ -81,9 +84,12 @@ def test_routing_twice_creates_nothing_new(order):
 
 def test_the_sender_refuses_a_delivery_that_did_not_come_through_the_gate(order):
     forged = Delivery.objects.create(
-        notification=order, channel="inapp", target="feed", queue="medium",
+        notification=order,
+        channel="inapp",
+        target="feed",
+        queue="medium",
         next_attempt_at=timezone.now(),
-    )  # fmt: skip
+    )
     report = delivery_attempt(delivery_id=forged.pk)
     forged.refresh_from_db()
     assert report.result is AttemptResult.FAILED
@@ -119,9 +125,11 @@ def test_the_outbox_relay_publishes_to_the_route_task(settings):
 def test_a_bad_setting_stops_the_start_naming_the_variable(variable, value):
     result = subprocess.run(
         [sys.executable, "manage.py", "check"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings",
-             variable: value},
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings", variable: value},
+    )
     assert result.returncode != 0
     assert variable in result.stderr

@@ -34,10 +34,14 @@ def order_email(person: Recipient) -> Delivery:
     """Route an order.shipped email to `person`; its delivery row."""
     producer, _ = Producer.objects.get_or_create(name="bounces")
     notification = Notification.objects.create(
-        producer=producer, event_id=f"e{Notification.objects.count()}", recipient=person,
-        category=Category.objects.get(key="order.shipped"), payload=ORDER, channels=["email"],
+        producer=producer,
+        event_id=f"e{Notification.objects.count()}",
+        recipient=person,
+        category=Category.objects.get(key="order.shipped"),
+        payload=ORDER,
+        channels=["email"],
         fingerprint="x",
-    )  # fmt: skip
+    )
     notification_route(notification_id=str(notification.pk))
     return Delivery.objects.get(notification=notification, channel="email")
 

@@ -100,9 +100,13 @@ def post_to(url: str):
         secret="whsec_" + "A" * 32,
     )
     event = WebhookEvent(
-        endpoint=endpoint, msg_id="msg_egress", event_type="delivery.delivered", payload={},
-        next_attempt_at=timezone.now(), created_at=timezone.now(),
-    )  # fmt: skip
+        endpoint=endpoint,
+        msg_id="msg_egress",
+        event_type="delivery.delivered",
+        payload={},
+        next_attempt_at=timezone.now(),
+        created_at=timezone.now(),
+    )
     return event_post(event, now=timezone.now())
 
 
@@ -167,8 +171,13 @@ def test_a_wildcard_push_host_resolving_to_an_embedded_loopback_address_is_refus
 
 
 def test_public_addresses_stay_public_in_their_ipv6_forms():
-    for address in ["8.8.8.8", "64:ff9b::808:808", "2002:808:808::", "::ffff:8.8.8.8",
-                    "2606:4700:4700::1111"]:  # fmt: skip
+    for address in [
+        "8.8.8.8",
+        "64:ff9b::808:808",
+        "2002:808:808::",
+        "::ffff:8.8.8.8",
+        "2606:4700:4700::1111",
+    ]:
         assert address_is_public(address), address
     for address in ["127.0.0.1", "169.254.169.254", "10.1.2.3", "::1", "fd00::1", *EMBEDDED]:
         assert not address_is_public(address), address
@@ -266,14 +275,17 @@ def self_signed(name: str, directory) -> tuple[str, str]:
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(hours=1))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
-    )  # fmt: skip
+    )
     cert_file, key_file = directory / "cert.pem", directory / "key.pem"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_file.write_bytes(

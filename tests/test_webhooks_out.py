@@ -56,12 +56,11 @@ def send_inapp(api, prefix: str, count: int) -> list[str]:
             "event_id": f"{prefix}-{uuid.uuid4()}",
             "user_id": f"{prefix}-{i}",
             "category": "order.shipped",
-            "payload": {"order_number": f"W-{i}", "delivery_date": "2026-12-03",
-                        "items_count": 1},
+            "payload": {"order_number": f"W-{i}", "delivery_date": "2026-12-03", "items_count": 1},
             "channels": ["inapp"],
         }
         for i in range(count)
-    ]  # fmt: skip
+    ]
     response = api.post("/v1/notifications/batch", {"events": events}, format="json")
     assert response.status_code == 200, response.content
     answers = response.json()["results"]
@@ -238,9 +237,13 @@ def test_a_private_address_is_never_posted_to_even_when_it_got_in(db, demo_data)
         secret="whsec_" + "A" * 32,
     )
     event = WebhookEvent(
-        endpoint=endpoint, msg_id="msg_x", event_type="delivery.delivered", payload={},
-        next_attempt_at="2026-01-01T00:00:00Z", created_at="2026-01-01T00:00:00Z",
-    )  # fmt: skip
+        endpoint=endpoint,
+        msg_id="msg_x",
+        event_type="delivery.delivered",
+        payload={},
+        next_attempt_at="2026-01-01T00:00:00Z",
+        created_at="2026-01-01T00:00:00Z",
+    )
     from django.utils import timezone
 
     result = event_post(event, now=timezone.now())
@@ -409,9 +412,14 @@ def test_the_sweep_requeues_due_events_whose_message_was_lost(api):
     recent = now - timezone.timedelta(seconds=1)  # published within the grace
     for msg, enqueued in (("lost", None), ("stale", past), ("on-its-way", recent)):
         WebhookEvent.objects.create(
-            endpoint=endpoint, msg_id=f"msg_{msg}", event_type="delivery.delivered",
-            payload={}, next_attempt_at=past, enqueued_at=enqueued, created_at=past,
-        )  # fmt: skip
+            endpoint=endpoint,
+            msg_id=f"msg_{msg}",
+            event_type="delivery.delivered",
+            payload={},
+            next_attempt_at=past,
+            enqueued_at=enqueued,
+            created_at=past,
+        )
     assert webhook_events_sweep(now=now) == 2
     assert set(WebhookEvent.objects.filter(enqueued_at=now).values_list("msg_id", flat=True)) == {
         "msg_lost",

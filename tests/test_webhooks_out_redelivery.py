@@ -141,9 +141,13 @@ def test_a_disabled_endpoints_backlog_keeps_its_newest_and_counts_the_drops(api,
     ancient = now - timedelta(days=settings.NOTIFY_RETENTION_DAYS + 1)
     for number in range(6):
         WebhookEvent.objects.create(
-            endpoint=endpoint, msg_id=f"msg_{number}", event_type="delivery.delivered",
-            payload={}, next_attempt_at=now, created_at=ancient if number == 5 else now,
-        )  # fmt: skip
+            endpoint=endpoint,
+            msg_id=f"msg_{number}",
+            event_type="delivery.delivered",
+            payload={},
+            next_attempt_at=now,
+            created_at=ancient if number == 5 else now,
+        )
 
     webhook_events_sweep(now=now)
 
@@ -162,9 +166,13 @@ def test_a_disabled_endpoints_backlog_keeps_its_newest_and_counts_the_drops(api,
     WebhookEndpoint.objects.update(active=True)
     for number in range(6, 12):
         WebhookEvent.objects.create(
-            endpoint=endpoint, msg_id=f"msg_{number}", event_type="delivery.delivered",
-            payload={}, next_attempt_at=now + timedelta(hours=1), created_at=now,
-        )  # fmt: skip
+            endpoint=endpoint,
+            msg_id=f"msg_{number}",
+            event_type="delivery.delivered",
+            payload={},
+            next_attempt_at=now + timedelta(hours=1),
+            created_at=now,
+        )
     webhook_events_sweep(now=now)
     assert WebhookEvent.objects.count() == 8
     redis.delete(BACKLOG_DROPS_KEY)
@@ -172,10 +180,16 @@ def test_a_disabled_endpoints_backlog_keeps_its_newest_and_counts_the_drops(api,
 
 def _failed_event(endpoint: WebhookEndpoint, msg_id: str, created_at) -> WebhookEvent:
     return WebhookEvent.objects.create(
-        endpoint=endpoint, msg_id=msg_id, event_type="delivery.delivered", payload={},
-        status=WebhookEventStatus.FAILED, attempts=3, next_attempt_at=created_at,
-        created_at=created_at, finished_at=created_at,
-    )  # fmt: skip
+        endpoint=endpoint,
+        msg_id=msg_id,
+        event_type="delivery.delivered",
+        payload={},
+        status=WebhookEventStatus.FAILED,
+        attempts=3,
+        next_attempt_at=created_at,
+        created_at=created_at,
+        finished_at=created_at,
+    )
 
 
 def test_redelivery_is_the_endpoint_owners_and_answers_how_many_were_queued(api):

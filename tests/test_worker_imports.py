@@ -25,21 +25,25 @@ print(json.dumps(loaded))
 """
 
 
-def test_an_email_worker_loads_no_push_sdk():
+def sdks_loaded(probe: str) -> list[str]:
+    """The SDKs a fresh worker process has imported once `probe` has run."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(SDKS)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+        [sys.executable, "-c", probe, json.dumps(SDKS)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_an_email_worker_loads_no_push_sdk():
+    assert sdks_loaded(PROBE) == []
 
 
 def test_the_push_channels_load_their_sdk_when_first_used():
     probe = PROBE.replace('provider_for("email")', 'provider_for("fcm"); provider_for("webpush")')
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
-    done = subprocess.run(
-        [sys.executable, "-c", probe, json.dumps(SDKS)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    loaded = json.loads(done.stdout.strip().splitlines()[-1])
-    assert {"firebase_admin", "pywebpush"} <= set(loaded)
+    assert {"firebase_admin", "pywebpush"} <= set(sdks_loaded(probe))

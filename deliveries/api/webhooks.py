@@ -141,8 +141,11 @@ class WebhookListApi(APIView):
         except EndpointRefused as refused:
             raise _refused(refused) from None
         except EndpointLimitReached:
-            raise ApiError(409, "too_many_endpoints", "This producer has as many webhook "
-                           "endpoints as it may have.") from None  # fmt: skip
+            raise ApiError(
+                409,
+                "too_many_endpoints",
+                "This producer has as many webhook endpoints as it may have.",
+            ) from None
         return Response(_shape(endpoint, secret=True), status=status.HTTP_201_CREATED)
 
 
@@ -286,6 +289,9 @@ class WebhookRedeliverApi(APIView):
                 msg_ids=data.get("event_ids"),
             )
         except EndpointDisabled:
-            raise ApiError(409, "endpoint_disabled", "This endpoint is disabled: re-enable "
-                           "it first (what waited is posted then).") from None  # fmt: skip
+            raise ApiError(
+                409,
+                "endpoint_disabled",
+                "This endpoint is disabled: re-enable it first (what waited is posted then).",
+            ) from None
         return Response({"queued": done.queued, "more": done.more}, status=status.HTTP_202_ACCEPTED)

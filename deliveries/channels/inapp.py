@@ -68,11 +68,6 @@ def send_many(
     return [answer for answer in answers if answer is not None]
 
 
-def feed_entry_write(*, notification: Notification, message: RenderedMessage) -> FeedEntry:
-    """The feed entry for this rendered message (see `feed_entries_write`)."""
-    return feed_entries_write(items=[(notification, message)])[notification.pk]
-
-
 def feed_entries_write(
     *, items: list[tuple[Notification, RenderedMessage]]
 ) -> dict[object, FeedEntry]:

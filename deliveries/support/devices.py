@@ -46,16 +46,31 @@ def push_service_host(device: Device) -> str:
 class DeviceAdmin(admin.ModelAdmin):
     """Devices: support sees and may deactivate one; its secrets show as fingerprints."""
 
-    list_display = ("id", "recipient", "kind", "platform", "push_service",
-                    "address_fingerprint", "active", "deactivated_reason",
-                    "registered_at")  # fmt: skip
+    list_display = (
+        "id",
+        "recipient",
+        "kind",
+        "platform",
+        "push_service",
+        "address_fingerprint",
+        "active",
+        "deactivated_reason",
+        "registered_at",
+    )
     list_filter = ("kind", "active", "deactivated_reason")
     search_fields = ("=recipient__user_id", "=id")
     list_select_related = ("recipient",)
     exclude = DEVICE_SECRET_FIELDS
-    readonly_fields = ("recipient", "kind", "push_service", "address_fingerprint",
-                       "keys_fingerprint", "registered_at", "created_at",
-                       "updated_at")  # fmt: skip
+    readonly_fields = (
+        "recipient",
+        "kind",
+        "push_service",
+        "address_fingerprint",
+        "keys_fingerprint",
+        "registered_at",
+        "created_at",
+        "updated_at",
+    )
 
     def has_add_permission(self, request) -> bool:
         return False  # browsers and apps register themselves, through the API

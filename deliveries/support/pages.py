@@ -14,6 +14,7 @@ from deliveries.models import Delivery, Device
 from deliveries.selectors import recipient_timeline
 from deliveries.support.devices import device_address_fingerprint, push_service_host
 from notify.admin import ContactChangeInline, RecipientGrantInline
+from notify.admin_mixins import ReadOnlyAdminMixin
 from notify.models import Notification
 from notify.payloads import payload_masked
 from notify.selectors import recipients_matching
@@ -25,8 +26,16 @@ class DeviceInline(admin.TabularInline):
     only as fingerprints (deliveries/support/devices.py)."""
 
     model = Device
-    fields = ("id", "kind", "platform", "service", "address", "active", "deactivated_reason",
-              "registered_at")  # fmt: skip
+    fields = (
+        "id",
+        "kind",
+        "platform",
+        "service",
+        "address",
+        "active",
+        "deactivated_reason",
+        "registered_at",
+    )
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -60,9 +69,13 @@ class SupportRecipientAdmin(admin.ModelAdmin):
         return recipients_matching(queryset, term), False
 
     inlines = [
-        PreferenceInline, QuietHoursInline, ConsentRecordInline, DeviceInline,
-        ContactChangeInline, RecipientGrantInline,
-    ]  # fmt: skip
+        PreferenceInline,
+        QuietHoursInline,
+        ConsentRecordInline,
+        DeviceInline,
+        ContactChangeInline,
+        RecipientGrantInline,
+    ]
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = extra_context or {}
@@ -76,39 +89,58 @@ class SupportRecipientAdmin(admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, extra_context)
 
 
+# What support reads first about a delivery, wherever deliveries are listed.
+DELIVERY_SUMMARY = ("channel", "target", "status", "reason", "attempts", "last_error")
+
+
 class DeliveryInline(admin.TabularInline):
     model = Delivery
     extra = 0
     can_delete = False
     show_change_link = True
-    fields = ("channel", "target", "status", "reason", "attempts", "last_error",
-              "template_version", "provider_message_id", "updated_at")  # fmt: skip
+    fields = (*DELIVERY_SUMMARY, "template_version", "provider_message_id", "updated_at")
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
 
-class SupportNotificationAdmin(admin.ModelAdmin):
-    """One event: its payload (sensitive fields masked) and every delivery."""
+class SupportNotificationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """One event: its payload (sensitive fields masked) and every delivery. History is
+    evidence: nobody adds or edits it here."""
 
-    list_display = ("id", "category", "recipient", "producer", "event_id", "subject",
-                    "occurred_at", "created_at", "routed_at")  # fmt: skip
+    list_display = (
+        "id",
+        "category",
+        "recipient",
+        "producer",
+        "event_id",
+        "subject",
+        "occurred_at",
+        "created_at",
+        "routed_at",
+    )
     list_filter = ("category",)
     search_fields = ("=id", "=event_id", "=recipient__user_id")
     list_select_related = ("category", "recipient", "producer")
     show_full_result_count = False
-    fields = ("id", "producer", "event_id", "recipient", "category", "subject",
-              "masked_payload", "channels", "ttl_seconds", "occurred_at", "created_at",
-              "routed_at")  # fmt: skip
+    fields = (
+        "id",
+        "producer",
+        "event_id",
+        "recipient",
+        "category",
+        "subject",
+        "masked_payload",
+        "channels",
+        "ttl_seconds",
+        "occurred_at",
+        "created_at",
+        "routed_at",
+    )
     readonly_fields = fields
     inlines = [DeliveryInline]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False  # history is evidence: nobody edits it here
+    deletable = True
 
     @admin.display(description="Payload")
     def masked_payload(self, obj: Notification) -> str:

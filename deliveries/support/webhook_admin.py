@@ -51,15 +51,30 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     re-enabling it (what waited is posted then). Its secrets show only as fingerprints:
     the producer gets one from the API (`rotate-secret` for an endpoint added here)."""
 
-    list_display = ("id", "producer", "url", "active", "disabled_reason", "failures_in_row",
-                    "updated_at")  # fmt: skip
+    list_display = (
+        "id",
+        "producer",
+        "url",
+        "active",
+        "disabled_reason",
+        "failures_in_row",
+        "updated_at",
+    )
     list_filter = ("active",)
     search_fields = ("url", "producer__name")
     list_select_related = ("producer",)
-    readonly_fields = ("secret_fingerprint", "previous_secret_fingerprint",
-                       "previous_secret_until", "disabled_reason", "disabled_at",
-                       "failing_since", "failures_in_row", "recent_attempts", "created_at",
-                       "updated_at")  # fmt: skip
+    readonly_fields = (
+        "secret_fingerprint",
+        "previous_secret_fingerprint",
+        "previous_secret_until",
+        "disabled_reason",
+        "disabled_at",
+        "failing_since",
+        "failures_in_row",
+        "recent_attempts",
+        "created_at",
+        "updated_at",
+    )
     exclude = ("secret", "previous_secret")
     inlines = [WebhookSubscriptionInline]
     actions = ["enable", "redeliver"]
@@ -99,11 +114,17 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
             "",
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ms</td><td>{}</td></tr>",
             (
-                (a.started_at, a.event.msg_id, "ok" if a.ok else "failed", a.status_code,
-                 a.duration_ms, a.response[:200])
+                (
+                    a.started_at,
+                    a.event.msg_id,
+                    "ok" if a.ok else "failed",
+                    a.status_code,
+                    a.duration_ms,
+                    a.response[:200],
+                )
                 for a in rows
             ),
-        )  # fmt: skip
+        )
         every = reverse("admin:deliveries_webhookattempt_changelist")
         return format_html(
             '<table>{}</table><a href="{}?endpoint__id__exact={}">Every attempt</a>',
@@ -141,8 +162,17 @@ def _redeliver(model_admin, request, endpoint: WebhookEndpoint, msg_ids=None) ->
 
 @admin.register(WebhookEvent)
 class WebhookEventAdmin(admin.ModelAdmin):
-    list_display = ("msg_id", "endpoint", "event_type", "sequence", "status", "attempts",
-                    "next_attempt_at", "last_error", "created_at")  # fmt: skip
+    list_display = (
+        "msg_id",
+        "endpoint",
+        "event_type",
+        "sequence",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "last_error",
+        "created_at",
+    )
     list_filter = ("status", "event_type")
     search_fields = ("=msg_id", "=endpoint__id", "=notification_id")
     list_select_related = ("endpoint",)
@@ -166,8 +196,7 @@ class WebhookEventAdmin(admin.ModelAdmin):
 
 @admin.register(WebhookAttempt)
 class WebhookAttemptAdmin(admin.ModelAdmin):
-    list_display = ("started_at", "endpoint", "event", "number", "ok", "status_code",
-                    "duration_ms")  # fmt: skip
+    list_display = ("started_at", "endpoint", "event", "number", "ok", "status_code", "duration_ms")
     list_filter = ("ok", "endpoint")
     search_fields = ("=endpoint__id", "=event__msg_id")
     list_select_related = ("endpoint", "event")

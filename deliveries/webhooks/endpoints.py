@@ -107,9 +107,13 @@ def endpoint_enable(*, endpoint: WebhookEndpoint) -> int:
     now = timezone.now()
     with transaction.atomic():
         WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
-            active=True, disabled_reason="", disabled_at=None, failures_in_row=0,
-            failing_since=None, updated_at=now,
-        )  # fmt: skip
+            active=True,
+            disabled_reason="",
+            disabled_at=None,
+            failures_in_row=0,
+            failing_since=None,
+            updated_at=now,
+        )
         waiting = list(
             WebhookEvent.objects.filter(
                 endpoint=endpoint, status=WebhookEventStatus.PENDING

@@ -191,9 +191,11 @@ def _retry_publish(failed: WebhookEvent, rest: list[int], next_at: datetime | No
     near = delay <= settings.NOTIFY_WEBHOOK_COUNTDOWN_MAX
     if rest:
         WebhookEvent.objects.filter(pk__in=rest, status=WebhookEventStatus.SENDING).update(
-            status=WebhookEventStatus.PENDING, claimed_at=None, next_attempt_at=due,
+            status=WebhookEventStatus.PENDING,
+            claimed_at=None,
+            next_attempt_at=due,
             enqueued_at=due if near else None,
-        )  # fmt: skip
+        )
     ids = rest + ([failed.pk] if next_at is not None else [])
     if ids and near:
         webhook_posts_publish(by_endpoint={failed.endpoint_id: ids}, countdown=delay or None)
@@ -212,18 +214,26 @@ def posts_record(posted: Sequence[Posted]) -> datetime | None:
     with transaction.atomic():
         WebhookAttempt.objects.bulk_create(
             WebhookAttempt(
-                event=p.event, endpoint=endpoint, number=p.event.attempts + 1,
-                started_at=p.started, duration_ms=p.duration, ok=p.result.ok,
-                status_code=p.result.status_code[:32], response=p.result.response,
+                event=p.event,
+                endpoint=endpoint,
+                number=p.event.attempts + 1,
+                started_at=p.started,
+                duration_ms=p.duration,
+                ok=p.result.ok,
+                status_code=p.result.status_code[:32],
+                response=p.result.response,
             )
             for p in posted
-        )  # fmt: skip
+        )
         claimed = WebhookEvent.objects.filter(status=WebhookEventStatus.SENDING)
         if delivered:
             claimed.filter(pk__in=delivered).update(
-                status=WebhookEventStatus.DELIVERED, attempts=F("attempts") + 1,
-                claimed_at=None, finished_at=now, last_error="",
-            )  # fmt: skip
+                status=WebhookEventStatus.DELIVERED,
+                attempts=F("attempts") + 1,
+                claimed_at=None,
+                finished_at=now,
+                last_error="",
+            )
             if failure is None and (endpoint.failures_in_row or endpoint.failing_since):
                 WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
                     failures_in_row=0, failing_since=None
@@ -250,16 +260,23 @@ def _event_failed(failure: Posted, rows, *, now: datetime) -> datetime | None:
     error = _error_text(failure.result)
     if delay is None:
         rows.update(
-            status=WebhookEventStatus.FAILED, attempts=attempts, claimed_at=None,
-            finished_at=now, last_error=error,
-        )  # fmt: skip
+            status=WebhookEventStatus.FAILED,
+            attempts=attempts,
+            claimed_at=None,
+            finished_at=now,
+            last_error=error,
+        )
         return None
     next_at = now + timedelta(seconds=delay)
     near = delay <= settings.NOTIFY_WEBHOOK_COUNTDOWN_MAX
     rows.update(
-        status=WebhookEventStatus.PENDING, attempts=attempts, claimed_at=None,
-        next_attempt_at=next_at, enqueued_at=next_at if near else None, last_error=error,
-    )  # fmt: skip
+        status=WebhookEventStatus.PENDING,
+        attempts=attempts,
+        claimed_at=None,
+        next_attempt_at=next_at,
+        enqueued_at=next_at if near else None,
+        last_error=error,
+    )
     return next_at
 
 

@@ -73,9 +73,13 @@ def failed_events_redeliver(
             .values_list("pk", flat=True)
         )
         WebhookEvent.objects.filter(pk__in=queued).update(
-            status=WebhookEventStatus.PENDING, attempts_before_redrive=F("attempts"),
-            next_attempt_at=now, enqueued_at=now, claimed_at=None, finished_at=None,
-        )  # fmt: skip
+            status=WebhookEventStatus.PENDING,
+            attempts_before_redrive=F("attempts"),
+            next_attempt_at=now,
+            enqueued_at=now,
+            claimed_at=None,
+            finished_at=None,
+        )
         groups = dict(chosen)
         by_endpoint, groups = events_by_endpoint((pk, endpoint.pk, groups[pk]) for pk in queued)
         if queued:

@@ -136,10 +136,5 @@ def beat_jobs(
     ]
 
 
-def beat_jobs_overdue() -> list[str]:
-    """Names of the jobs beat has not sent for NOTIFY_BEAT_OVERDUE_FACTOR intervals."""
-    return [job.name for job in beat_jobs() if job.overdue]
-
-
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value

@@ -48,11 +48,16 @@ def seed_recipients(
     if consent:
         ConsentRecord.objects.bulk_create(
             [
-                ConsentRecord(recipient=r, category=None, granted=True,
-                              source=ConsentSource.SIGNUP, text_version="signup-2026-01")
+                ConsentRecord(
+                    recipient=r,
+                    category=None,
+                    granted=True,
+                    source=ConsentSource.SIGNUP,
+                    text_version="signup-2026-01",
+                )
                 for r in recipients
             ]
-        )  # fmt: skip
+        )
     if not quiet:
         QuietHours.objects.bulk_create(
             [QuietHours(recipient=r, start=time(0, 0), end=time(0, 0)) for r in recipients]
@@ -77,8 +82,14 @@ def email_only_category():
     return category
 
 
-def launch(category_key: str = "promo.weekly", *, audience_kind: str = "all", spec=None,
-           producer_name: str = "shop", send_at=None):  # fmt: skip
+def launch(
+    category_key: str = "promo.weekly",
+    *,
+    audience_kind: str = "all",
+    spec=None,
+    producer_name: str = "shop",
+    send_at=None,
+):
     """A running campaign, stored as the API would store it (no task is published: the
     test calls the fan-out itself)."""
     from campaigns.fanout import campaign_launch

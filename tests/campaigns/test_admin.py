@@ -47,8 +47,10 @@ def roles(promo_data):
 def test_the_campaign_managers_group_may_launch_and_others_may_not(client, roles):
     group = Group.objects.get(name="Campaign managers")
     assert set(group.permissions.values_list("codename", flat=True)) == {
-        "view_campaign", "change_campaign", "launch_campaign"
-    }  # fmt: skip
+        "view_campaign",
+        "change_campaign",
+        "launch_campaign",
+    }
     staff(client, "support", "Support")
     assert client.get(ADD).status_code == 403
 
@@ -58,17 +60,22 @@ def test_the_campaign_managers_group_may_launch_and_others_may_not(client, roles
     assert response.status_code == 302, response.content
     campaign = Campaign.objects.get()
     assert (campaign.status, campaign.launched_by, campaign.producer.name) == (
-        CampaignStatus.RUNNING, manager, "campaigns"
-    )  # fmt: skip
+        CampaignStatus.RUNNING,
+        manager,
+        "campaigns",
+    )
 
 
 def test_a_bad_payload_or_audience_is_shown_on_the_form(client, roles):
     staff(client, "marketing", "Campaign managers")
     response = client.post(
         ADD,
-        launch_form(payload=json.dumps({"headline": "x"}), audience_kind="segment",
-                    audience_spec=json.dumps({"age": 3})),
-    )  # fmt: skip
+        launch_form(
+            payload=json.dumps({"headline": "x"}),
+            audience_kind="segment",
+            audience_spec=json.dumps({"age": 3}),
+        ),
+    )
     assert response.status_code == 200
     assert b"payload.url" in response.content
     assert b"audience.segment.age" in response.content

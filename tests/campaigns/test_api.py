@@ -53,8 +53,9 @@ def test_pause_resume_cancel_through_the_api(api, promo_data):
     campaign_id = api.post("/v1/campaigns", body(), format="json").json()["campaign_id"]
     campaign_fan_out(campaign_id=campaign_id, batch_size=2)  # the first batch fixes the audience
     assert api.get(f"/v1/campaigns/{campaign_id}").json()["members"] == {
-        "not_created": 3, "not_routed": 2
-    }  # fmt: skip
+        "not_created": 3,
+        "not_routed": 2,
+    }
     paused = api.post(f"/v1/campaigns/{campaign_id}/pause")
     assert paused.status_code == 200 and paused.json()["status"] == "paused"
     again = api.post(f"/v1/campaigns/{campaign_id}/pause")
@@ -95,11 +96,15 @@ def test_another_producer_cannot_see_or_control_a_campaign(api, promo_data):
         ({"audience": {"user_ids": []}}, 400, "invalid_audience", "audience.user_ids"),
         ({"audience": {"user_ids": ["a", 7]}}, 400, "invalid_audience", "audience.user_ids"),
         ({"audience": {"segment": {"age": 30}}}, 400, "invalid_audience", "audience.segment.age"),
-        ({"audience": {"segment": {"has_email": "yes"}}}, 400, "invalid_audience",
-         "audience.segment.has_email"),
+        (
+            {"audience": {"segment": {"has_email": "yes"}}},
+            400,
+            "invalid_audience",
+            "audience.segment.has_email",
+        ),
         ({"send_at": "soon"}, 400, "invalid", "send_at"),
     ],
-)  # fmt: skip
+)
 def test_invalid_launches_are_refused_with_the_error_shape(
     api, promo_data, overrides, status, code, field
 ):

@@ -129,8 +129,10 @@ def test_a_batch_ends_each_member_with_its_own_status_and_its_own_retry(
     )
     busy = {f"b-{n:05d}@example.com" for n in (3, 60, 199)}  # 4xx: tried again later
     gone = {f"b-{n:05d}@example.com" for n in (1, 2, 90, 91, 120)}  # 5xx: refused for good
-    answers = {**dict.fromkeys(busy, "450 4.2.1 Mailbox busy"),
-               **dict.fromkeys(gone, "550 5.1.1 No such user")}  # fmt: skip
+    answers = {
+        **dict.fromkeys(busy, "450 4.2.1 Mailbox busy"),
+        **dict.fromkeys(gone, "550 5.1.1 No such user"),
+    }
     smtp_here.handler.rcpt_by_address.update(answers)
 
     for name, args, _ in published_routes(campaign):

@@ -43,9 +43,10 @@ def test_a_launched_campaign_reaches_every_member_through_the_pipeline(
     deliveries = {(d["status"], d["reason"]): d["count"] for d in document["deliveries"]}
     assert deliveries[("suppressed", "no_address")] == 100  # web push: no device
     wait_for(
-        lambda: deliveries_delivered(api, campaign_id) == 200, timeout=30,
+        lambda: deliveries_delivered(api, campaign_id) == 200,
+        timeout=30,
         what="in-app and email delivered to all",
-    )  # fmt: skip
+    )
     wait_for(lambda: len(smtp.received) == 100, what="100 emails at the SMTP peer")
     assert Campaign.objects.get(pk=campaign_id).checkpoint > 0
 
@@ -84,8 +85,9 @@ def test_a_worker_killed_mid_fan_out_is_replaced_and_each_member_gets_one_notifi
     workers_with(pool="prefork", concurrency=2, **settings)  # a fresh worker takes over
     wait_for(
         lambda: Campaign.objects.get(pk=campaign.pk).status == "done",
-        timeout=120, what="the fan-out to finish after the kill",
-    )  # fmt: skip
+        timeout=120,
+        what="the fan-out to finish after the kill",
+    )
     made = Notification.objects.filter(event_id__startswith=f"campaign:{campaign.pk}:")
     per_member = Counter(made.values_list("recipient__user_id", flat=True))
     assert len(per_member) == audience  # nobody left out

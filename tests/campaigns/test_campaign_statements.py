@@ -46,9 +46,13 @@ def statement_process(env: dict[str, str], seconds: float) -> subprocess.Popen:
     runs the statement once a line is written to its standard input."""
     run = subprocess.Popen(
         [sys.executable, "-m", "tests.scripts.campaign_statement", str(seconds)],
-        cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = run.stdout.readline()
     assert line == "ready\n", line or run.stderr.read()[-2000:]
     return run
@@ -188,8 +192,13 @@ def test_a_campaign_waits_for_a_slot_while_a_login_code_goes_through(
     smtp = pipeline
     # One worker serves both queues, threads as in production: a thread that ran a
     # campaign task may run the login code's next.
-    workers_with(pool="threads", concurrency=4, NOTIFY_CAMPAIGN_DB_CONCURRENCY="1",
-                 NOTIFY_CAMPAIGN_DB_WAIT="60", **host)  # fmt: skip
+    workers_with(
+        pool="threads",
+        concurrency=4,
+        NOTIFY_CAMPAIGN_DB_CONCURRENCY="1",
+        NOTIFY_CAMPAIGN_DB_WAIT="60",
+        **host,
+    )
     members = [r.user_id for r in seed_recipients(3, prefix="slot")]
     Recipient.objects.create(user_id="slot-code", email="slot-code@example.com", locale="en")
 
@@ -205,11 +214,15 @@ def test_a_campaign_waits_for_a_slot_while_a_login_code_goes_through(
         campaign_id = response.json()["campaign_id"]
         code = api.post(
             "/v1/notifications",
-            {"event_id": "slot-code-1", "user_id": "slot-code",
-             "category": "security.login_code", "channels": ["email"],
-             "payload": {"code": "123456"}},
+            {
+                "event_id": "slot-code-1",
+                "user_id": "slot-code",
+                "category": "security.login_code",
+                "channels": ["email"],
+                "payload": {"code": "123456"},
+            },
             format="json",
-        )  # fmt: skip
+        )
         assert code.status_code == 202, code.content
         wait_for(
             lambda: Delivery.objects.filter(

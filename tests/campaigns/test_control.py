@@ -61,9 +61,7 @@ def test_pause_resume_and_cancel_keep_every_member_counted_once(
     campaign_fan_out(campaign_id=campaign.pk, batch_size=20)
     created = campaign_notifications(campaign).order_by("recipient_id")
     route(created[:30], THREE_AM_UTC)
-    assert members(campaign) == {
-        "deferred": 5, "queued": 25, "not_routed": 10, "not_created": 10
-    }  # fmt: skip
+    assert members(campaign) == {"deferred": 5, "queued": 25, "not_routed": 10, "not_created": 10}
 
     # Pause: the fan-out stops, routes not yet run are held, unsent deliveries are held.
     assert campaign_pause(campaign_id=campaign.pk) == 40
@@ -107,8 +105,10 @@ def test_pause_resume_and_cancel_keep_every_member_counted_once(
     Delivery.objects.filter(pk=second.pk).update(status="sending")
     assert campaign_cancel(campaign_id=campaign.pk) == 38
     assert statuses(campaign) == {
-        ("cancelled", "campaign_cancelled"): 38, ("delivered", ""): 1, ("sending", ""): 1
-    }  # fmt: skip
+        ("cancelled", "campaign_cancelled"): 38,
+        ("delivered", ""): 1,
+        ("sending", ""): 1,
+    }
     assert members(campaign) == {"cancelled": 48, "delivered": 1, "sending": 1}
     assert campaign_fan_out(campaign_id=campaign.pk, batch_size=20).more is False
     route(campaign_notifications(campaign), NOON_UTC)  # late route messages: nothing new

@@ -37,15 +37,20 @@ def test_3000_recipients_get_one_notification_each_in_batches(promo_data, settin
     }
     assert Outbox.objects.filter(notification__in=notifications).count() == 3000
     assert (campaign.status, campaign.created_count, campaign.audience_size) == (
-        CampaignStatus.DONE, 3000, 3000
-    )  # fmt: skip
+        CampaignStatus.DONE,
+        3000,
+        3000,
+    )
     assert campaign.checkpoint == recipients[-1].pk
     sample = notifications.select_related("recipient").first()
     assert sample.payload == PROMO
     assert sample.fingerprint == request_fingerprint(
-        user_id=sample.recipient.user_id, category="promo.weekly", payload=PROMO,
-        channels=None, ttl_seconds=None,
-    )  # fmt: skip
+        user_id=sample.recipient.user_id,
+        category="promo.weekly",
+        payload=PROMO,
+        channels=None,
+        ttl_seconds=None,
+    )
 
 
 def test_running_the_fan_out_again_creates_nothing_new(promo_data):

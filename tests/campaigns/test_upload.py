@@ -108,9 +108,12 @@ def test_a_large_upload_is_read_as_a_stream_not_held_in_memory(promo_data):
     with pytest.raises(UploadProblem):  # the limit holds while streaming too
         list(uploaded_user_ids(io.BytesIO(b"a\nb\n"), limit=1))
     campaign = campaign_launch(
-        name="big", category=Category.objects.get(key="promo.weekly"), payload=PROMO,
-        audience_kind="upload", audience_spec={},
-    )  # fmt: skip
+        name="big",
+        category=Category.objects.get(key="promo.weekly"),
+        payload=PROMO,
+        audience_kind="upload",
+        audience_spec={},
+    )
     tracemalloc.start()
     loaded = audience_upload_load(campaign, data)
     _, peak = tracemalloc.get_traced_memory()

@@ -113,8 +113,10 @@ def _deployment(cluster: RabbitCluster, cluster_smtp, worker_env):
         cluster.form()
         ARTIFACTS.mkdir(exist_ok=True)
         (ARTIFACTS / "cluster-timings.json").write_text(json.dumps(cluster.timings, indent=2))
-        print(f"\nRabbitMQ cluster: booted in {cluster.timings['boot']:.1f}s, "
-              f"clustered in {cluster.timings['start']:.1f}s")  # fmt: skip
+        print(
+            f"\nRabbitMQ cluster: booted in {cluster.timings['boot']:.1f}s, "
+            f"clustered in {cluster.timings['start']:.1f}s"
+        )
         hosts.append(_host("host-a", base_env, cluster.urls([1, 2, 3])))
         hosts.append(_host("host-b", base_env, f"{nowhere};{cluster.urls([2, 3, 1])}"))
         for host in hosts:

@@ -51,9 +51,13 @@ class Host:
         """The host's worker: scripts/worker.sh for `medium` (order events), also taking
         `high` (beat's sweeps), to keep the process count down on two cores."""
         worker = ScriptProcess(
-            "worker.sh", "medium", "-Q", "high,medium", env=self.env,
+            "worker.sh",
+            "medium",
+            "-Q",
+            "high,medium",
+            env=self.env,
             name=f"cluster-{self.name}-worker",
-        )  # fmt: skip
+        )
         worker.start()
         self.worker = worker
         return worker

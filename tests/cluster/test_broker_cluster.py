@@ -66,11 +66,14 @@ def send_events(deployment: Deployment, user_ids: list[str], *, at=None, hook=No
                 "event_id": f"ev-{user_id}",
                 "user_id": user_id,
                 "category": "order.shipped",
-                "payload": {"order_number": f"C-{n}", "delivery_date": "2026-12-03",
-                            "items_count": 1},
+                "payload": {
+                    "order_number": f"C-{n}",
+                    "delivery_date": "2026-12-03",
+                    "items_count": 1,
+                },
                 "channels": ["inapp", "email"],
             },
-        )  # fmt: skip
+        )
         run.statuses.append(answer.status_code)
         run.accepted_at[f"{user_id}@example.com"] = time.time()
 
@@ -98,8 +101,10 @@ def wait_all_delivered(deployment: Deployment, run: Run, *, timeout: float) -> C
     emailed = time.time() - accepted[-1]
     time.sleep(1.0)  # a late duplicate would land now
     counts = received(deployment)
-    print(f"\n{len(accepted)} events accepted in {accepted[-1] - accepted[0]:.1f}s; all "
-          f"emailed {emailed:.1f}s after the last; {duplicates(counts)} duplicates")  # fmt: skip
+    print(
+        f"\n{len(accepted)} events accepted in {accepted[-1] - accepted[0]:.1f}s; all "
+        f"emailed {emailed:.1f}s after the last; {duplicates(counts)} duplicates"
+    )
     return counts
 
 
@@ -285,10 +290,13 @@ def test_a_message_that_kills_its_worker_ends_in_the_dead_letter_table(live):
             conn.default_channel.queue_purge("low")  # beat's hourly retention run, say
             Producer(conn.default_channel).publish(
                 json.dumps([["poison-1"], {}, {}]),
-                exchange=Exchange("notify", type="topic"), routing_key="low",
+                exchange=Exchange("notify", type="topic"),
+                routing_key="low",
                 headers={"task": "deliveries.route", "id": "poison-task-1"},
-                content_type="application/json", content_encoding="utf-8", delivery_mode=2,
-            )  # fmt: skip
+                content_type="application/json",
+                content_encoding="utf-8",
+                delivery_mode=2,
+            )
         limit = int(live.hosts[0].env.get("NOTIFY_QUEUE_DELIVERY_LIMIT", "5"))
         deliveries = 0
         while take_and_crash(urls):  # no worker takes `low` here: only this
@@ -297,8 +305,9 @@ def test_a_message_that_kills_its_worker_ends_in_the_dead_letter_table(live):
         assert deliveries == limit + 1  # the first delivery and `limit` redeliveries
         letter = wait_for(
             lambda: DeadLetter.objects.filter(task="deliveries.route").first(),
-            timeout=20, what="the dead letter's row",
-        )  # fmt: skip
+            timeout=20,
+            what="the dead letter's row",
+        )
         assert letter.reason == "delivery_limit"
         assert letter.queue == "low"
         assert letter.arguments["args"] == ["poison-1"]

@@ -29,9 +29,14 @@ def topology(queue_type: str) -> dict:
         "NOTIFY_QUEUE_TYPE": queue_type,
     }
     done = subprocess.run(
-        [sys.executable, "-c", TOPOLOGY], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=60, check=True,
-    )  # fmt: skip
+        [sys.executable, "-c", TOPOLOGY],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
@@ -74,10 +79,16 @@ def test_several_broker_nodes_with_classic_queues_refuse_to_start():
         done = subprocess.run(
             [sys.executable, "-c", "import django; django.setup()"],
             cwd=ROOT,
-            env={**env, "NOTIFY_QUEUE_TYPE": queue_type,
-                 "NOTIFY_ALLOW_CLASSIC_QUEUES_ON_CLUSTER": allowed},
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            env={
+                **env,
+                "NOTIFY_QUEUE_TYPE": queue_type,
+                "NOTIFY_ALLOW_CLASSIC_QUEUES_ON_CLUSTER": allowed,
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert (done.returncode != 0) == refused, (queue_type, allowed, done.stderr[-500:])
         if refused:
             assert "NOTIFY_QUEUE_TYPE" in done.stderr and "several broker nodes" in done.stderr

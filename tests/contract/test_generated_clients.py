@@ -47,8 +47,12 @@ class _Started:
         self.what = what
         self.process = subprocess.Popen(
             [str(part) for part in command],
-            cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     def output(self) -> str:
         """Its output once it exits; a failure quoting it if it failed."""
@@ -135,24 +139,54 @@ def typescript_client(generated) -> Generated:
 # Every operation's id, as the generated clients name their functions: a change here is
 # a change to every client.
 OPERATION_IDS = {
-    "send_notification", "send_notification_batch", "cancel_notification",
-    "get_notification_status", "upsert_user", "erase_user", "register_device",
-    "remove_device", "list_feed", "mark_feed_read", "get_unread_count", "stream_feed",
-    "get_preferences", "update_preferences", "create_user_token",
-    "create_preference_center_link", "revoke_preference_center_links", "launch_campaign",
-    "get_campaign", "pause_campaign", "resume_campaign", "cancel_campaign", "list_webhooks",
-    "register_webhook", "get_webhook", "update_webhook", "remove_webhook",
-    "rotate_webhook_secret", "enable_webhook", "redeliver_webhook_events", "list_categories",
-    "get_category", "update_category_digests",
-}  # fmt: skip
+    "send_notification",
+    "send_notification_batch",
+    "cancel_notification",
+    "get_notification_status",
+    "upsert_user",
+    "erase_user",
+    "register_device",
+    "remove_device",
+    "list_feed",
+    "mark_feed_read",
+    "get_unread_count",
+    "stream_feed",
+    "get_preferences",
+    "update_preferences",
+    "create_user_token",
+    "create_preference_center_link",
+    "revoke_preference_center_links",
+    "launch_campaign",
+    "get_campaign",
+    "pause_campaign",
+    "resume_campaign",
+    "cancel_campaign",
+    "list_webhooks",
+    "register_webhook",
+    "get_webhook",
+    "update_webhook",
+    "remove_webhook",
+    "rotate_webhook_secret",
+    "enable_webhook",
+    "redeliver_webhook_events",
+    "list_categories",
+    "get_category",
+    "update_category_digests",
+}
 
 
 def test_the_schema_states_every_operation_id_as_a_verb(served_schema):
     _, schema = served_schema
     ids = _operation_ids(schema)
     assert ids == OPERATION_IDS
-    assert {"send_notification", "get_notification_status", "upsert_user", "list_feed",
-            "mark_feed_read", "get_unread_count"} <= ids  # fmt: skip
+    assert {
+        "send_notification",
+        "get_notification_status",
+        "upsert_user",
+        "list_feed",
+        "mark_feed_read",
+        "get_unread_count",
+    } <= ids
     assert not [i for i in ids if re.search(r"_(create|retrieve|update|destroy|list)$", i)]
     # Time zones are a named string format now, not an enum of every zone.
     timezone = schema["components"]["schemas"]["RecipientInRequest"]["properties"]["timezone"]

@@ -26,13 +26,17 @@ def test_every_body_has_a_size_limit_that_answers_413(api, settings):
 
 def test_path_user_ids_state_their_real_limits(db):
     (user_id,) = [
-        p for p in _operation("/v1/users/{user_id}/feed", "get")["parameters"]
+        p
+        for p in _operation("/v1/users/{user_id}/feed", "get")["parameters"]
         if p["name"] == "user_id"
-    ]  # fmt: skip
+    ]
     assert user_id["schema"]["maxLength"] == 255
     assert user_id["schema"]["pattern"].startswith("^[^")
-    limit = next(p for p in _operation("/v1/users/{user_id}/feed", "get")["parameters"]
-             if p["name"] == "limit")  # fmt: skip
+    limit = next(
+        p
+        for p in _operation("/v1/users/{user_id}/feed", "get")["parameters"]
+        if p["name"] == "limit"
+    )
     assert (limit["schema"]["minimum"], limit["schema"]["maximum"]) == (1, 100)
 
 
@@ -84,8 +88,12 @@ def test_a_created_resource_links_to_the_operations_on_it(db):
     }
     for status in ("200", "201"):
         assert set(links("/v1/users/{user_id}", "put", status)) == {
-            "list_feed", "get_unread_count", "get_preferences", "update_preferences",
-            "register_device", "create_user_token",
-        }  # fmt: skip
+            "list_feed",
+            "get_unread_count",
+            "get_preferences",
+            "update_preferences",
+            "register_device",
+            "create_user_token",
+        }
     schema = yaml.safe_load(APIClient().get("/v1/schema").content)
     assert "x-linked-from" not in str(schema)  # the declarations are not served

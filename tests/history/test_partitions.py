@@ -44,9 +44,12 @@ def shop():
 
 def _history(producer, category, recipient, event_id: str) -> Notification:
     notification = Notification.objects.create(
-        producer=producer, event_id=event_id, recipient=recipient, category=category,
+        producer=producer,
+        event_id=event_id,
+        recipient=recipient,
+        category=category,
         fingerprint="f",
-    )  # fmt: skip
+    )
     delivery = Delivery.objects.create(
         notification=notification, channel="email", target=recipient.email, queue="medium"
     )
@@ -99,9 +102,12 @@ def test_an_event_id_is_accepted_once_whatever_the_month(shop):
     assert Notification.objects.filter(event_id="o-1").count() == 1
     with pytest.raises(IntegrityError), transaction.atomic():
         Notification.objects.create(
-            producer=producer, event_id="o-1", recipient=recipient, category=category,
+            producer=producer,
+            event_id="o-1",
+            recipient=recipient,
+            category=category,
             fingerprint="f",
-        )  # fmt: skip
+        )
 
 
 def test_a_row_no_month_holds_is_kept_and_moved_into_its_month(shop):
@@ -148,8 +154,10 @@ def test_the_conversion_keeps_rows_names_and_the_identity_sequence():
         assert cursor.fetchone() == (4, 4)
         cursor.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'scratch'::regclass")
         assert {row[0] for row in cursor.fetchall()} >= {
-            "scratch_pkey", "scratch_uniq", "scratch_n_check",
-        }  # fmt: skip
+            "scratch_pkey",
+            "scratch_uniq",
+            "scratch_n_check",
+        }
         cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'scratch'")
         assert "scratch_n" in {row[0] for row in cursor.fetchall()}
         cursor.execute("INSERT INTO scratch (parent_id, n, at) VALUES (1, 9, now()) RETURNING id")

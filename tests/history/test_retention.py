@@ -96,15 +96,23 @@ def _digest_of(deliveries: list[Delivery], *, closed_at, state: str = "sent") ->
     """A digest window holding these deliveries (as the route files them)."""
     first = deliveries[0]
     window = DigestWindow.objects.create(
-        recipient_id=first.recipient_id, category=first.notification.category,
-        channel=first.channel, state=state, opened_at=closed_at, closes_at=closed_at,
-        closed_at=closed_at if state != "open" else None, items_count=len(deliveries),
-    )  # fmt: skip
+        recipient_id=first.recipient_id,
+        category=first.notification.category,
+        channel=first.channel,
+        state=state,
+        opened_at=closed_at,
+        closes_at=closed_at,
+        closed_at=closed_at if state != "open" else None,
+        items_count=len(deliveries),
+    )
     for delivery in deliveries:
         DigestItem.objects.create(
-            window=window, delivery_id=delivery.pk, notification_id=delivery.notification_id,
-            accepted_at=delivery.accepted_at, occurred_at=delivery.accepted_at,
-        )  # fmt: skip
+            window=window,
+            delivery_id=delivery.pk,
+            notification_id=delivery.notification_id,
+            accepted_at=delivery.accepted_at,
+            occurred_at=delivery.accepted_at,
+        )
     return window
 
 
@@ -119,9 +127,14 @@ def test_digest_windows_and_items_go_with_the_month_of_their_deliveries(db, arch
     }
     old_digest = _digest_of(emails[oldest][:2], closed_at=month_day(oldest))
     empty_dropped = DigestWindow.objects.create(
-        recipient=ada, category=old_digest.category, channel="email", state="dropped",
-        opened_at=month_day(oldest), closes_at=month_day(oldest), closed_at=month_day(oldest),
-    )  # fmt: skip
+        recipient=ada,
+        category=old_digest.category,
+        channel="email",
+        state="dropped",
+        opened_at=month_day(oldest),
+        closes_at=month_day(oldest),
+        closed_at=month_day(oldest),
+    )
     across = _digest_of([emails[oldest][2], emails[recent][0]], closed_at=month_day(recent))
     kept = _digest_of(emails[recent][1:], closed_at=month_day(recent), state="open")
 
@@ -174,8 +187,10 @@ def test_an_archive_that_cannot_be_written_leaves_the_month_in_place_and_records
         "deliveries_deliveryattempt": 4,
     }
     assert EventKey.objects.count() == 2 and Outbox.objects.count() == 2
-    assert any(r.levelno == logging.ERROR and oldest.strftime("%Y-%m") in r.getMessage()
-               for r in caplog.records)  # fmt: skip
+    assert any(
+        r.levelno == logging.ERROR and oldest.strftime("%Y-%m") in r.getMessage()
+        for r in caplog.records
+    )
     status = status_now(clock)
     assert (status.months_failed, status.months_pending) == (1, 1)
     # What an operator's alert sees.
@@ -196,11 +211,13 @@ def test_rows_stranded_in_the_default_partition_are_archived_with_their_month(db
     with connection.cursor() as cursor:
         # A month nobody made a partition for: the rows land in the default partitions.
         at = clock.replace(year=oldest.year, month=oldest.month, day=3)
-        cursor.execute("UPDATE notify_notification SET created_at = %s WHERE id = %s",
-                       [at, stray.pk])  # fmt: skip
+        cursor.execute(
+            "UPDATE notify_notification SET created_at = %s WHERE id = %s", [at, stray.pk]
+        )
         for table in ("notify_feedentry", "deliveries_delivery"):
-            cursor.execute(f"UPDATE {table} SET accepted_at = %s WHERE notification_id = %s",
-                           [at, stray.pk])  # fmt: skip
+            cursor.execute(
+                f"UPDATE {table} SET accepted_at = %s WHERE notification_id = %s", [at, stray.pk]
+            )
         cursor.execute(
             "UPDATE deliveries_deliveryattempt SET accepted_at = %s WHERE delivery_id IN "
             "(SELECT id FROM deliveries_delivery WHERE notification_id = %s)",

@@ -59,8 +59,12 @@ def beat_check(env: dict[str, str]) -> subprocess.CompletedProcess:
     """`manage.py beat_check` as a process manager runs it, in this run's places."""
     return subprocess.run(
         [sys.executable, "manage.py", "beat_check"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_an_old_mark_shows_its_age_on_metrics_and_fails_the_check_naming_the_job(
@@ -139,8 +143,11 @@ def test_a_running_beat_marks_each_job_it_sends(worker_env, broker, marks):
     log = open(ARTIFACTS / "beat-liveness.log", "ab")  # noqa: SIM115 - the child's for its life
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "INFO"],
-        cwd=ROOT, env=worker_env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=worker_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     # A new schedule sends each job one interval after beat starts: the quick ones here.
     quick = {job for job in JOBS if interval(job) <= 10}
     assert quick
@@ -226,8 +233,9 @@ def test_with_the_workers_stopped_the_age_since_a_sweep_last_ran_grows_and_drops
 
     env = {**worker_env, "NOTIFY_RETRY_SWEEP_INTERVAL": f"{QUICK:g}"}
     settings.CELERY_BEAT_SCHEDULE = {
-        **JOBS, STALE_JOB: {**JOBS[STALE_JOB], "schedule": QUICK},
-    }  # fmt: skip
+        **JOBS,
+        STALE_JOB: {**JOBS[STALE_JOB], "schedule": QUICK},
+    }
     redis = get_redis_connection("default")
     _marks_clear(redis)
     purge_queues(broker)
@@ -235,8 +243,11 @@ def test_with_the_workers_stopped_the_age_since_a_sweep_last_ran_grows_and_drops
     log = open(ARTIFACTS / "beat-liveness.log", "ab")  # noqa: SIM115 - the child's for its life
     beat = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "INFO"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     worker = WorkerProcess(env, name="beat-liveness", queues="high,low")
     try:
         worker.start()

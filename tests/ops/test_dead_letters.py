@@ -31,8 +31,11 @@ def dead_letter_consumer(worker_env):
     with open(ARTIFACTS / "dead-letters.log", "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "manage.py", "dead_letter_consumer"],
-            cwd=ROOT, env=worker_env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            cwd=ROOT,
+            env=worker_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     yield process
     stop_child(process)
     assert process.returncode == 0, "the consumer did not stop cleanly on SIGTERM"
@@ -61,9 +64,13 @@ def test_a_dead_lettered_route_lands_in_the_table_and_a_redrive_from_admin_route
     broken = Category.objects.create(key="broken.dead", default_channels=5)
     recipient = Recipient.objects.create(user_id="dl-1", email="dl@example.com")
     notification = Notification.objects.create(
-        producer=Producer.objects.create(name="dl"), event_id="dl-1", recipient=recipient,
-        category=broken, payload={}, fingerprint="x",
-    )  # fmt: skip
+        producer=Producer.objects.create(name="dl"),
+        event_id="dl-1",
+        recipient=recipient,
+        category=broken,
+        payload={},
+        fingerprint="x",
+    )
     notification_id = str(notification.pk)
     publish_task("deliveries.route", args=[notification_id], queue="medium", priority=5)
 
@@ -72,8 +79,12 @@ def test_a_dead_lettered_route_lands_in_the_table_and_a_redrive_from_admin_route
     row = wait_for(lambda: mine.first(), timeout=30, what="the dead letter row")
     assert row.task == "deliveries.route"
     assert row.arguments == {"args": [notification_id], "kwargs": {}}
-    assert (row.reason, row.queue, row.routing_key, row.count) == ("rejected", "medium",
-                                                                   "medium", 1)  # fmt: skip
+    assert (row.reason, row.queue, row.routing_key, row.count) == (
+        "rejected",
+        "medium",
+        "medium",
+        1,
+    )
     assert row.death_headers[0]["reason"] == "rejected"
     assert row.death_headers[0]["queue"] == "medium"
     assert row.first_seen_at == row.last_seen_at and row.redriven_at is None
@@ -90,8 +101,9 @@ def test_a_dead_lettered_route_lands_in_the_table_and_a_redrive_from_admin_route
     redrive_in_admin(client, row)
     again = wait_for(
         lambda: DeadLetter.objects.filter(pk=row.pk, count=2, redriven_at__isnull=True).first(),
-        timeout=30, what="the same message dead-lettered again",
-    )  # fmt: skip
+        timeout=30,
+        what="the same message dead-lettered again",
+    )
     assert again.first_seen_at == row.first_seen_at < again.last_seen_at
     assert mine.count() == 1
 
@@ -100,8 +112,9 @@ def test_a_dead_lettered_route_lands_in_the_table_and_a_redrive_from_admin_route
     redrive_in_admin(client, again)
     wait_for(
         lambda: Notification.objects.filter(pk=notification.pk, routed_at__isnull=False).exists(),
-        timeout=30, what="the re-driven route to run",
-    )  # fmt: skip
+        timeout=30,
+        what="the re-driven route to run",
+    )
     done = DeadLetter.objects.get(pk=row.pk)
     assert done.redriven_by == staff and done.redriven_at is not None
     assert row.pk not in listed(client, "open") and row.pk in listed(client, "redriven")
@@ -119,17 +132,25 @@ def test_someone_without_the_redrive_permission_cannot_redrive(db, client):
     from django.utils import timezone
 
     row = DeadLetter.objects.create(
-        message_id="m-1", task="deliveries.send", reason="rejected", queue="medium",
-        routing_key="medium", body="[[1], {}, {}]", content_type="application/json",
-        content_encoding="utf-8", first_seen_at=timezone.now(), last_seen_at=timezone.now(),
-    )  # fmt: skip
+        message_id="m-1",
+        task="deliveries.send",
+        reason="rejected",
+        queue="medium",
+        routing_key="medium",
+        body="[[1], {}, {}]",
+        content_type="application/json",
+        content_encoding="utf-8",
+        first_seen_at=timezone.now(),
+        last_seen_at=timezone.now(),
+    )
     staff = User.objects.create_user("viewer", "v@example.com", "pw", is_staff=True)
     staff.groups.add(support_group_ensure())
     client.force_login(staff)
     assert listed(client, "open") == [row.pk]  # support sees it
 
-    client.post("/admin/deliveries/deadletter/",
-                {"action": "redrive", "_selected_action": [row.pk]})  # fmt: skip
+    client.post(
+        "/admin/deliveries/deadletter/", {"action": "redrive", "_selected_action": [row.pk]}
+    )
     row.refresh_from_db()
     assert row.redriven_at is None
 
@@ -150,8 +171,9 @@ def email_event(api, user_id: str) -> str:
 def died(notification_id: str) -> Delivery:
     return wait_for(
         lambda: Delivery.objects.filter(notification_id=notification_id, status="dead").first(),
-        timeout=30, what=f"the email of {notification_id} to die",
-    )  # fmt: skip
+        timeout=30,
+        what=f"the email of {notification_id} to die",
+    )
 
 
 def test_a_dead_send_is_redriven_as_its_delivery_from_either_admin_page(
@@ -195,12 +217,11 @@ def test_a_dead_send_is_redriven_as_its_delivery_from_either_admin_page(
     for delivery in (first, second):
         wait_for(
             lambda d=delivery: Delivery.objects.get(pk=d.pk).status == "delivered",
-            timeout=30, what=f"the re-driven delivery {delivery.pk} delivered",
-        )  # fmt: skip
+            timeout=30,
+            what=f"the re-driven delivery {delivery.pk} delivered",
+        )
         assert DeliveryRedrive.objects.get(delivery_id=delivery.pk).by == staff
-    assert sorted(m.rcpt_tos[0] for m in smtp.received) == [
-        "dl-a@example.com", "dl-b@example.com"
-    ]  # fmt: skip
+    assert sorted(m.rcpt_tos[0] for m in smtp.received) == ["dl-a@example.com", "dl-b@example.com"]
     assert not {row.pk for row in letters} & set(listed(client, "open"))
     assert scrape().value("notify_dead_letters_open") == open_letters()
     assert queue_depth("dead_letter") == 0
@@ -213,10 +234,14 @@ def test_the_same_failing_route_republished_is_one_row_counted_twice(db, broker)
     # The sweeper republishes an unrouted notification under a new task id; both die.
     for task_id in ("route-try-1", "route-try-2"):
         producer.publish(
-            b'[["n-42"], {}, {"callbacks": null}]', routing_key="dead_letter", exchange="",
+            b'[["n-42"], {}, {"callbacks": null}]',
+            routing_key="dead_letter",
+            exchange="",
             headers={"id": task_id, "task": "deliveries.route"},
-            content_type="application/json", content_encoding="utf-8", declare=[dead],
-        )  # fmt: skip
+            content_type="application/json",
+            content_encoding="utf-8",
+            declare=[dead],
+        )
     assert dead_letters_drain(connection=broker) == 2
 
     [row] = DeadLetter.objects.all()

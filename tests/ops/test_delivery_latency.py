@@ -35,25 +35,35 @@ def finished(
     """A delivery accepted `ago` seconds before now, finished `seconds` later."""
     producer, category, recipient = ann
     notification = Notification.objects.create(
-        producer=producer, event_id=f"latency-{next(_events)}", recipient=recipient,
-        category=category, payload={}, fingerprint="x",
-    )  # fmt: skip
+        producer=producer,
+        event_id=f"latency-{next(_events)}",
+        recipient=recipient,
+        category=category,
+        payload={},
+        fingerprint="x",
+    )
     accepted_at = timezone.now() - timedelta(seconds=ago)
     Notification.objects.filter(pk=notification.pk).update(created_at=accepted_at)
     notification.created_at = accepted_at
     return Delivery.objects.create(
-        notification=notification, channel=channel, target=f"t{next(_events)}",
-        queue="high", status=status, attempts=1, provider_message_id=message_id,
+        notification=notification,
+        channel=channel,
+        target=f"t{next(_events)}",
+        queue="high",
+        status=status,
+        attempts=1,
+        provider_message_id=message_id,
         finished_at=accepted_at + timedelta(seconds=seconds),
-    )  # fmt: skip
+    )
 
 
 def test_reached_email_and_sms_are_in_the_latency_histogram(ann, scrape):
     finished(ann, "email", DeliveryStatus.DELIVERED, seconds=2)
     email = finished(ann, "email", DeliveryStatus.DELIVERED, seconds=3, message_id="esp-1")
     sms = finished(ann, "sms", DeliveryStatus.DELIVERED, seconds=4, message_id="smsc-1 smsc-2")
-    slow_sms = finished(ann, "sms", DeliveryStatus.DELIVERED, seconds=90, ago=120,
-                        message_id="smsc-3")  # fmt: skip
+    slow_sms = finished(
+        ann, "sms", DeliveryStatus.DELIVERED, seconds=90, ago=120, message_id="smsc-3"
+    )
     # Not successes, or finished before the window: not in it.
     finished(ann, "email", DeliveryStatus.FAILED, seconds=1)
     finished(ann, "sms", DeliveryStatus.DEAD, seconds=1)
@@ -80,10 +90,8 @@ def test_reached_email_and_sms_are_in_the_latency_histogram(ann, scrape):
     assert metrics.value("notify_delivery_latency_seconds_sum", channel="sms") == (
         pytest.approx(94)
     )
-    assert metrics.value("notify_delivery_latency_seconds_bucket", channel="sms",
-                         le="60.0") == 1  # fmt: skip
-    assert metrics.value("notify_delivery_latency_seconds_bucket", channel="sms",
-                         le="+Inf") == 2  # fmt: skip
+    assert metrics.value("notify_delivery_latency_seconds_bucket", channel="sms", le="60.0") == 1
+    assert metrics.value("notify_delivery_latency_seconds_bucket", channel="sms", le="+Inf") == 2
     # Reached on the first try is a first-try success, as delivered is.
     assert metrics.value("notify_first_attempt_success_ratio", channel="email") == (
         pytest.approx(2 / 3)

@@ -57,10 +57,15 @@ def test_readyz_names_redis_when_it_is_down_and_the_api_still_accepts_events(db,
 
         accepted = api.post(
             "/v1/notifications",
-            {"event_id": "redis-down-1", "user_id": "rd1", "category": "order.shipped",
-             "payload": ORDER, "channels": ["inapp"]},
+            {
+                "event_id": "redis-down-1",
+                "user_id": "rd1",
+                "category": "order.shipped",
+                "payload": ORDER,
+                "channels": ["inapp"],
+            },
             format="json",
-        )  # fmt: skip
+        )
         assert accepted.status_code == 202, accepted.content
 
 
@@ -109,8 +114,12 @@ def test_readyz_names_the_database_when_postgresql_cannot_be_reached(worker_env)
     }
     child = subprocess.run(
         [sys.executable, "-c", _READYZ_IN_A_CHILD],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert child.returncode == 0, child.stderr
     answer = json.loads(child.stdout.strip().splitlines()[-1])
     assert answer["status"] == 503

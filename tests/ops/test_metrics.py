@@ -29,10 +29,15 @@ UNSETTLED = ("queued", "sending", "retrying")
 def post_event(api, user_id: str, channels: list[str]) -> str:
     response = api.post(
         "/v1/notifications",
-        {"event_id": str(uuid.uuid4()), "user_id": user_id, "category": "order.shipped",
-         "payload": ORDER, "channels": channels},
+        {
+            "event_id": str(uuid.uuid4()),
+            "user_id": user_id,
+            "category": "order.shipped",
+            "payload": ORDER,
+            "channels": channels,
+        },
         format="json",
-    )  # fmt: skip
+    )
     assert response.status_code == 202, response.content
     return response.json()["notification_id"]
 
@@ -116,10 +121,12 @@ def test_metrics_after_a_run_show_delivered_dead_and_suppressed_per_channel(
     # Latency: each channel counts its own 5 deliveries; no other channel has samples.
     for channel in ("email", "inapp"):
         assert metrics.value("notify_delivery_latency_seconds_count", channel=channel) == 5
-        assert metrics.value("notify_delivery_latency_seconds_bucket", channel=channel,
-                             le="+Inf") == 5  # fmt: skip
-        assert metrics.value("notify_delivery_latency_seconds_bucket", channel=channel,
-                             le="60.0") == 5  # fmt: skip
+        assert (
+            metrics.value("notify_delivery_latency_seconds_bucket", channel=channel, le="+Inf") == 5
+        )
+        assert (
+            metrics.value("notify_delivery_latency_seconds_bucket", channel=channel, le="60.0") == 5
+        )
         assert metrics.value("notify_delivery_latency_seconds_sum", channel=channel) > 0
     assert metrics.labels_of("notify_delivery_latency_seconds_count", "channel") == {
         "email",
@@ -133,8 +140,12 @@ def test_metrics_after_a_run_show_delivered_dead_and_suppressed_per_channel(
     # folds them into the rollups, a scrape says the same.
     assert metrics_counts_fold() == {"accepted": 8, "deliveries": 13}
     folded = scrape()
-    for channel, status, count in [("email", "delivered", 5), ("inapp", "delivered", 5),
-                                   ("email", "dead", 2), ("email", "suppressed", 1)]:  # fmt: skip
+    for channel, status, count in [
+        ("email", "delivered", 5),
+        ("inapp", "delivered", 5),
+        ("email", "dead", 2),
+        ("email", "suppressed", 1),
+    ]:
         assert folded.value("notify_deliveries", channel=channel, status=status) == count
     assert folded.value("notify_dead_deliveries") == 2
     assert (
@@ -169,8 +180,9 @@ def consumers(queue: str) -> int:
 
 
 @pytest.mark.e2e
-def test_queue_depth_of_low_reads_the_messages_waiting_in_it(pipeline, broker, celery_worker,
-                                                             scrape):  # fmt: skip
+def test_queue_depth_of_low_reads_the_messages_waiting_in_it(
+    pipeline, broker, celery_worker, scrape
+):
     with consumer_paused(celery_worker, "low"):
         try:
             producer = Producer(broker.default_channel)
@@ -193,9 +205,10 @@ def test_push_drops_and_breaker_state_are_read_from_redis(db, broker, scrape):
         metrics = scrape()
     finally:
         redis.delete(
-            "notify:metrics:push_drops:webpush", "notify:breaker:fcm:state",
+            "notify:metrics:push_drops:webpush",
+            "notify:breaker:fcm:state",
             "notify:breaker:smtp:state",
-        )  # fmt: skip
+        )
     assert metrics.value("notify_push_drops_total", channel="webpush") == 3
     assert metrics.value("notify_circuit_breaker_state", provider="fcm") == 2
     assert metrics.value("notify_circuit_breaker_state", provider="smtp") == 0

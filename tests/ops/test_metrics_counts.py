@@ -34,16 +34,24 @@ def people(db):
 
 def accept(people, recipient: str = "ann") -> Notification:
     return Notification.objects.create(
-        producer=people["producer"], event_id=f"metrics-{next(_events)}",
-        recipient=people[recipient], category=people["category"], payload={}, fingerprint="x",
-    )  # fmt: skip
+        producer=people["producer"],
+        event_id=f"metrics-{next(_events)}",
+        recipient=people[recipient],
+        category=people["category"],
+        payload={},
+        fingerprint="x",
+    )
 
 
 def deliver(notification: Notification, status: str, attempts: int, channel: str = "email"):
     return Delivery.objects.create(
-        notification=notification, channel=channel, target=f"t{next(_events)}",
-        queue="high", status=status, attempts=attempts,
-    )  # fmt: skip
+        notification=notification,
+        channel=channel,
+        target=f"t{next(_events)}",
+        queue="high",
+        status=status,
+        attempts=attempts,
+    )
 
 
 def move(delivery: Delivery, status: str, attempts: int) -> None:
@@ -103,11 +111,13 @@ def test_a_delivery_moving_through_statuses_is_counted_once_where_it_is_now(peop
 
 def test_first_attempt_ratio_and_dead_count_come_from_the_same_numbers(people, scrape):
     for status, attempts in [
-        (DeliveryStatus.DELIVERED, 1), (DeliveryStatus.DELIVERED, 1),
-        (DeliveryStatus.DELIVERED, 3), (DeliveryStatus.DEAD, 6),
+        (DeliveryStatus.DELIVERED, 1),
+        (DeliveryStatus.DELIVERED, 1),
+        (DeliveryStatus.DELIVERED, 3),
+        (DeliveryStatus.DEAD, 6),
         (DeliveryStatus.EXPIRED, 0),  # never tried: not in the ratio
         (DeliveryStatus.SUPPRESSED, 0),
-    ]:  # fmt: skip
+    ]:
         deliver(accept(people), status, attempts)
     delivery_counts_fold(batch=2)  # in batches, as beat does with a backlog
 

@@ -23,13 +23,16 @@ T, P = AttemptOutcome.TRANSIENT, AttemptOutcome.PERMANENT
         (smtplib.SMTPDataError(451, b"4.3.0 try again later"), T, "451"),
         (smtplib.SMTPSenderRefused(550, b"sender not allowed", "notify@x"), T, "550"),
         (smtplib.SMTPAuthenticationError(535, b"bad credentials"), T, "535"),
-        (smtplib.SMTPServerDisconnected("Connection unexpectedly closed"), T,
-         "SMTPServerDisconnected"),
+        (
+            smtplib.SMTPServerDisconnected("Connection unexpectedly closed"),
+            T,
+            "SMTPServerDisconnected",
+        ),
         (smtplib.SMTPConnectError(421, b"service not available"), T, "421"),
         (ConnectionRefusedError(111, "Connection refused"), T, "ConnectionRefusedError"),
         (TimeoutError("timed out"), T, "TimeoutError"),
     ],
-)  # fmt: skip
+)
 def test_each_smtp_answer_is_classified(error, outcome, code):
     result = classify_smtp_error(error)
     assert result.outcome == outcome

@@ -37,10 +37,23 @@ def beat(worker_env, tmp_path):
     """A real `celery beat`, running the sweepers every second."""
     log = open(ARTIFACTS / "beat-faults.log", "ab")  # noqa: SIM115 - the child's for its life
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "INFO",
-         "-s", str(tmp_path / "beat-schedule")],
-        cwd=ROOT, env={**worker_env, **FAST_RECOVERY}, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "beat",
+            "-l",
+            "INFO",
+            "-s",
+            str(tmp_path / "beat-schedule"),
+        ],
+        cwd=ROOT,
+        env={**worker_env, **FAST_RECOVERY},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     yield process
     process.terminate()
     process.wait(timeout=15)

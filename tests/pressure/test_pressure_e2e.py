@@ -33,10 +33,14 @@ def accept_many(count: int, *, category: str = "order.shipped", payload=None, pr
     for n, recipient in enumerate(recipients):
         with transaction.atomic():
             notification_accept(
-                producer=producer, event_id=f"{prefix}-{n}", user_id=recipient.user_id,
-                category=category_row, payload=payload or ORDER, channels=["email"],
+                producer=producer,
+                event_id=f"{prefix}-{n}",
+                user_id=recipient.user_id,
+                category=category_row,
+                payload=payload or ORDER,
+                channels=["email"],
                 ttl_seconds=None,
-            )  # fmt: skip
+            )
 
 
 def test_a_shared_rate_limit_slows_two_workers_down_and_loses_nothing(
@@ -60,9 +64,12 @@ def test_a_shared_rate_limit_slows_two_workers_down_and_loses_nothing(
 def low_digest(demo_data) -> Category:
     """A non-marketing category on the low queue, so only the queue class differs."""
     category = Category.objects.create(
-        key="digest.daily", queue=QueueClass.LOW, default_channels=["email"],
-        payload_schema={}, sample_payloads=[{}],
-    )  # fmt: skip
+        key="digest.daily",
+        queue=QueueClass.LOW,
+        default_channels=["email"],
+        payload_schema={},
+        sample_payloads=[{}],
+    )
     template = Template.objects.create(category=category, channel="email", locale="en")
     version = template_version_create(
         template=template, fields={"subject": "Your digest", "html_body": "<p>Digest</p>"}
@@ -97,9 +104,11 @@ def test_an_open_breaker_spares_a_failing_relay_and_everything_is_delivered_afte
 ):
     smtp = pipeline
     workers_with(
-        NOTIFY_BREAKER_FAILURES="3", NOTIFY_BREAKER_WINDOW="10", NOTIFY_BREAKER_COOLDOWN="1",
+        NOTIFY_BREAKER_FAILURES="3",
+        NOTIFY_BREAKER_WINDOW="10",
+        NOTIFY_BREAKER_COOLDOWN="1",
         NOTIFY_RATE_SMTP="1000:1000",
-    )  # fmt: skip
+    )
     smtp.handler.default_data_answer = "421 4.3.2 Service shutting down"
     outage_started = time.time()
     accept_many(10, prefix="br")

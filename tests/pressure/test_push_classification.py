@@ -19,9 +19,12 @@ T, P, D = AttemptOutcome.TRANSIENT, AttemptOutcome.PERMANENT, AttemptOutcome.DEL
 def device(db) -> Device:
     recipient = Recipient.objects.create(user_id="push-rows")
     return Device.objects.create(
-        recipient=recipient, kind="webpush", endpoint="https://push.example/sub/1",
-        p256dh="k", auth="a",
-    )  # fmt: skip
+        recipient=recipient,
+        kind="webpush",
+        endpoint="https://push.example/sub/1",
+        p256dh="k",
+        auth="a",
+    )
 
 
 def http_answer(status: int, headers: dict[str, str] | None = None) -> requests.Response:

@@ -26,11 +26,15 @@ def dead_email_delivery(api, smtp) -> Delivery:
     api.put("/v1/users/d1", {"email": "d1@example.com", "locale": "en"}, format="json")
     notification_id = api.post(
         "/v1/notifications",
-        {"event_id": str(uuid.uuid4()), "user_id": "d1", "category": "order.shipped",
-         "channels": ["email"],
-         "payload": {"order_number": "D-1", "delivery_date": "2026-12-03", "items_count": 1}},
+        {
+            "event_id": str(uuid.uuid4()),
+            "user_id": "d1",
+            "category": "order.shipped",
+            "channels": ["email"],
+            "payload": {"order_number": "D-1", "delivery_date": "2026-12-03", "items_count": 1},
+        },
         format="json",
-    ).json()["notification_id"]  # fmt: skip
+    ).json()["notification_id"]
     return wait_for(
         lambda: Delivery.objects.filter(notification_id=notification_id, status="dead").first(),
         timeout=30,
@@ -77,8 +81,9 @@ def test_support_without_the_re_drive_permission_cannot_re_drive(api, pipeline, 
     listing = client.get("/admin/deliveries/delivery/")
     assert listing.status_code == 200
     assert "Re-drive" not in listing.content.decode()
-    client.post("/admin/deliveries/delivery/",
-                {"action": "redrive", "_selected_action": [delivery.pk]})  # fmt: skip
+    client.post(
+        "/admin/deliveries/delivery/", {"action": "redrive", "_selected_action": [delivery.pk]}
+    )
     delivery.refresh_from_db()
     assert delivery.status == "dead"
     assert not DeliveryRedrive.objects.exists()

@@ -40,20 +40,26 @@ def test_a_drip_feeding_smtp_relay_is_cut_off_at_the_calls_deadline(
     }
     person = Recipient.objects.create(user_id="drip-1", email="drip@example.com", locale="en")
     notification = Notification.objects.create(
-        producer=Producer.objects.get_or_create(name="drips")[0], event_id="drip-1",
-        recipient=person, category=Category.objects.get(key="order.shipped"), payload=ORDER,
-        channels=["email"], fingerprint="x",
-    )  # fmt: skip
+        producer=Producer.objects.get_or_create(name="drips")[0],
+        event_id="drip-1",
+        recipient=person,
+        category=Category.objects.get(key="order.shipped"),
+        payload=ORDER,
+        channels=["email"],
+        fingerprint="x",
+    )
     # Made as the gate makes it, without a send message: the suite's worker would
     # otherwise take it first and send it to the test's SMTP peer, not to this relay.
     now = timezone.now()
     delivery = Delivery.objects.create(
-        notification=notification, channel="email", target=person.email,
-        queue=notification.category.queue, next_attempt_at=now,
+        notification=notification,
+        channel="email",
+        target=person.email,
+        queue=notification.category.queue,
+        next_attempt_at=now,
         deadline=now + timedelta(hours=1),
-        gate_seal=gate_seal(notification_id=notification.pk, channel="email",
-                            target=person.email),
-    )  # fmt: skip
+        gate_seal=gate_seal(notification_id=notification.pk, channel="email", target=person.email),
+    )
     try:
         sender = threading.Thread(target=attempt_in_a_sender_thread, args=(delivery.pk,))
         sender.start()

@@ -74,10 +74,23 @@ def asgi_process(worker_env: dict[str, str], overrides: dict[str, str]):
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / "asgi-push.log", "ab")  # noqa: SIM115 - the child's for its life
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "config.asgi:application",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "config.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 30
     while True:
         if process.poll() is not None:

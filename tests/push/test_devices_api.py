@@ -82,11 +82,13 @@ def test_a_browser_registers_its_own_subscription_with_its_user_token_and_no_one
     browser = APIClient()
     browser.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
 
-    mine = browser.post("/v1/users/self-a/devices", webpush_body("https://push.example/a"),
-                        format="json")  # fmt: skip
+    mine = browser.post(
+        "/v1/users/self-a/devices", webpush_body("https://push.example/a"), format="json"
+    )
     assert mine.status_code == 201
-    theirs = browser.post("/v1/users/self-b/devices", webpush_body("https://push.example/b"),
-                          format="json")  # fmt: skip
+    theirs = browser.post(
+        "/v1/users/self-b/devices", webpush_body("https://push.example/b"), format="json"
+    )
     assert theirs.status_code == 403
     assert not Device.objects.filter(recipient__user_id="self-b").exists()
     assert browser.delete(f"/v1/users/self-a/devices/{mine.json()['device_id']}").status_code == 204

@@ -225,18 +225,29 @@ def fcm_event(category: Category, recipient: Recipient, *, occurred_at, subject:
             recipient=recipient, kind="fcm", token=f"tok-{uuid.uuid4()}", platform="android"
         )
     notification = Notification.objects.create(
-        producer=Producer.objects.get_or_create(name="shop")[0], event_id=str(uuid.uuid4()),
-        recipient=recipient, category=category, payload=ORDER, fingerprint="test",
-        ttl_seconds=600, occurred_at=occurred_at, subject=subject, routed_at=timezone.now(),
-    )  # fmt: skip
+        producer=Producer.objects.get_or_create(name="shop")[0],
+        event_id=str(uuid.uuid4()),
+        recipient=recipient,
+        category=category,
+        payload=ORDER,
+        fingerprint="test",
+        ttl_seconds=600,
+        occurred_at=occurred_at,
+        subject=subject,
+        routed_at=timezone.now(),
+    )
     now = timezone.now()
     return Delivery.objects.create(
-        notification=notification, channel="fcm", target=str(device.pk),
-        queue=category.queue, next_attempt_at=now, deadline=now + timedelta(seconds=600),
-        recipient_id=recipient.pk, occurred_at=occurred_at,
-        gate_seal=gate_seal(notification_id=notification.pk, channel="fcm",
-                            target=str(device.pk)),
-    )  # fmt: skip
+        notification=notification,
+        channel="fcm",
+        target=str(device.pk),
+        queue=category.queue,
+        next_attempt_at=now,
+        deadline=now + timedelta(seconds=600),
+        recipient_id=recipient.pk,
+        occurred_at=occurred_at,
+        gate_seal=gate_seal(notification_id=notification.pk, channel="fcm", target=str(device.pk)),
+    )
 
 
 def test_an_fcm_push_waits_for_an_earlier_one_to_the_same_person(fcm_service, fcm_template):
@@ -266,8 +277,9 @@ def test_an_older_fcm_push_is_superseded_by_a_newer_one_already_delivered(
     now = timezone.now()
     newer = fcm_event(fcm_template, person, occurred_at=now, subject="order:F-9")
     deliveries_attempt(delivery_ids=[newer.pk])
-    older = fcm_event(fcm_template, person, occurred_at=now - timedelta(hours=1),
-                      subject="order:F-9")  # fmt: skip
+    older = fcm_event(
+        fcm_template, person, occurred_at=now - timedelta(hours=1), subject="order:F-9"
+    )
 
     deliveries_attempt(delivery_ids=[older.pk])
 

@@ -52,9 +52,14 @@ def webpush_deliveries(devices: list[dict], *, ttl: int = 600) -> list[Delivery]
     ]
     producer, _ = Producer.objects.get_or_create(name="shop")
     notification = Notification.objects.create(
-        producer=producer, event_id=str(uuid.uuid4()), recipient=recipient,
-        category=category, payload=ORDER, fingerprint="test", ttl_seconds=ttl,
-    )  # fmt: skip
+        producer=producer,
+        event_id=str(uuid.uuid4()),
+        recipient=recipient,
+        category=category,
+        payload=ORDER,
+        fingerprint="test",
+        ttl_seconds=ttl,
+    )
     now = timezone.now()
     return [
         Delivery.objects.create(

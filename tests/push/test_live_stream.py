@@ -98,8 +98,11 @@ def test_a_live_device_still_gets_the_push_when_the_stream_had_nothing_to_show(
         assert wait_for(lambda: push_status(api, no_inapp), what="the push")["status"] == (
             "delivered"
         )
-        api.put("/v1/users/live-3/preferences",
-                {"categories": {"order.shipped": {"inapp": True}}}, format="json")  # fmt: skip
+        api.put(
+            "/v1/users/live-3/preferences",
+            {"categories": {"order.shipped": {"inapp": True}}},
+            format="json",
+        )
 
         # In-app failed (no published template): the feed entry was never written.
         Template.objects.filter(category__key="order.shipped", channel="inapp").update(

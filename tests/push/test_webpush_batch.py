@@ -32,9 +32,12 @@ def person_with_browser(push_service, name: str) -> tuple[Recipient, Device]:
     recipient = Recipient.objects.create(user_id=f"wpb-{uuid.uuid4()}", locale="en")
     _, body = push_service.subscribe(name)
     device = Device.objects.create(
-        recipient=recipient, kind="webpush", endpoint=body["endpoint"],
-        p256dh=body["keys"]["p256dh"], auth=body["keys"]["auth"],
-    )  # fmt: skip
+        recipient=recipient,
+        kind="webpush",
+        endpoint=body["endpoint"],
+        p256dh=body["keys"]["p256dh"],
+        auth=body["keys"]["auth"],
+    )
     return recipient, device
 
 
@@ -50,19 +53,31 @@ def push_event(
     """A notification with one queued Web Push delivery to the device, as routing
     makes them."""
     notification = Notification.objects.create(
-        producer=Producer.objects.get_or_create(name="shop")[0], event_id=str(uuid.uuid4()),
-        recipient=recipient, category=category, payload={**ORDER, "order_number": order},
-        fingerprint="test", ttl_seconds=600, occurred_at=occurred_at, subject=subject,
+        producer=Producer.objects.get_or_create(name="shop")[0],
+        event_id=str(uuid.uuid4()),
+        recipient=recipient,
+        category=category,
+        payload={**ORDER, "order_number": order},
+        fingerprint="test",
+        ttl_seconds=600,
+        occurred_at=occurred_at,
+        subject=subject,
         routed_at=timezone.now(),
-    )  # fmt: skip
+    )
     now = timezone.now()
     return Delivery.objects.create(
-        notification=notification, channel="webpush", target=str(device.pk),
-        queue=category.queue, next_attempt_at=now, deadline=now + timedelta(seconds=600),
-        recipient_id=recipient.pk, occurred_at=occurred_at,
-        gate_seal=gate_seal(notification_id=notification.pk, channel="webpush",
-                            target=str(device.pk)),
-    )  # fmt: skip
+        notification=notification,
+        channel="webpush",
+        target=str(device.pk),
+        queue=category.queue,
+        next_attempt_at=now,
+        deadline=now + timedelta(seconds=600),
+        recipient_id=recipient.pk,
+        occurred_at=occurred_at,
+        gate_seal=gate_seal(
+            notification_id=notification.pk, channel="webpush", target=str(device.pk)
+        ),
+    )
 
 
 def statuses(deliveries: list[Delivery]) -> list[str]:
@@ -100,8 +115,10 @@ def test_a_batch_of_200_pushes_to_a_slow_push_service_goes_out_in_seconds(batch_
     assert sent == {f"burst.{n}": str(d.notification_id) for n, d in enumerate(deliveries)}
     # Overlapped, and never more at once than the concurrency setting.
     assert 1 < push_service.most_in_flight["burst"] <= 16
-    print(f"200 pushes at {ANSWER_SECONDS * 1000:.0f} ms each: {elapsed:.2f} s "
-          f"(one at a time: >= {one_at_a_time:.0f} s)")  # fmt: skip
+    print(
+        f"200 pushes at {ANSWER_SECONDS * 1000:.0f} ms each: {elapsed:.2f} s "
+        f"(one at a time: >= {one_at_a_time:.0f} s)"
+    )
 
 
 def test_one_persons_pushes_in_a_batch_arrive_in_order_one_after_the_other(batch_env, push_service):
@@ -138,8 +155,14 @@ def test_a_superseded_or_expired_push_in_a_batch_is_not_sent_and_the_rest_are(
     ben, browser = person_with_browser(push_service, "ben.phone")
     newer = push_event(batch_env, ben, browser, occurred_at=now, order="N-2", subject="order:N")
     deliveries_attempt(delivery_ids=[newer.pk])
-    older = push_event(batch_env, ben, browser, occurred_at=now - timedelta(hours=1),
-                       order="N-1", subject="order:N")  # fmt: skip
+    older = push_event(
+        batch_env,
+        ben,
+        browser,
+        occurred_at=now - timedelta(hours=1),
+        order="N-1",
+        subject="order:N",
+    )
     cat, cat_browser = person_with_browser(push_service, "cat.phone")
     late = push_event(batch_env, cat, cat_browser, occurred_at=now)
     Delivery.objects.filter(pk=late.pk).update(deadline=timezone.now() - timedelta(seconds=1))

@@ -252,9 +252,15 @@ class Smsc:
         short_message = fields.octets(fields.byte())
         tlvs = fields.tlvs()
         submit = Submit(
-            now, source, destination, esm_class, data_coding, registered_delivery,
-            short_message, tlvs.get(TLV_MESSAGE_PAYLOAD),
-        )  # fmt: skip
+            now,
+            source,
+            destination,
+            esm_class,
+            data_coding,
+            registered_delivery,
+            short_message,
+            tlvs.get(TLV_MESSAGE_PAYLOAD),
+        )
         if self.always is not None:
             submit.status = self.always
         elif self.script:
@@ -311,14 +317,18 @@ class Smsc:
         body = b"".join(
             [
                 _cstr(""),  # service_type
-                bytes([1, 1]), _cstr(submit.destination_addr),
-                bytes([5, 0]), _cstr(submit.source_addr),
+                bytes([1, 1]),
+                _cstr(submit.destination_addr),
+                bytes([5, 0]),
+                _cstr(submit.source_addr),
                 bytes([0x04, 0, 0]),  # esm_class: SMSC delivery receipt; protocol, priority
-                _cstr(""), _cstr(""),  # schedule, validity
+                _cstr(""),
+                _cstr(""),  # schedule, validity
                 bytes([0, 0, 0, 0]),  # registered_delivery, replace, data_coding, default id
-                bytes([len(text)]), text,
+                bytes([len(text)]),
+                text,
             ]
-        )  # fmt: skip
+        )
         if self.receipt_tlvs:
             message_id = _cstr(receipt.message_id)
             body += struct.pack(">HH", TLV_RECEIPTED_MESSAGE_ID, len(message_id)) + message_id

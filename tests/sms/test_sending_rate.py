@@ -23,9 +23,15 @@ class Clock:
 
 def make_rate(clock: Clock) -> AdaptiveRate:
     return AdaptiveRate(
-        ceiling=30.0, floor=1.0, sustained_count=3, sustained_window=10.0,
-        step_interval=5.0, recover_after=30.0, recover_step=0.1, clock=clock,
-    )  # fmt: skip
+        ceiling=30.0,
+        floor=1.0,
+        sustained_count=3,
+        sustained_window=10.0,
+        step_interval=5.0,
+        recover_after=30.0,
+        recover_step=0.1,
+        clock=clock,
+    )
 
 
 def test_a_single_throttle_does_not_cut_the_rate():

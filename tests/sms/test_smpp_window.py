@@ -52,17 +52,27 @@ def sms_event(category: Category, *, phone: str, code: str, recipient=None, at=N
     )
     at = at or timezone.now()
     notification = Notification.objects.create(
-        producer=Producer.objects.get_or_create(name="sms-tests")[0], event_id=str(uuid.uuid4()),
-        recipient=recipient, category=category, payload={"code": code}, fingerprint="test",
-        occurred_at=at, routed_at=timezone.now(),
-    )  # fmt: skip
+        producer=Producer.objects.get_or_create(name="sms-tests")[0],
+        event_id=str(uuid.uuid4()),
+        recipient=recipient,
+        category=category,
+        payload={"code": code},
+        fingerprint="test",
+        occurred_at=at,
+        routed_at=timezone.now(),
+    )
     now = timezone.now()
     return Delivery.objects.create(
-        notification=notification, channel="sms", target=phone, queue=category.queue,
-        next_attempt_at=now, deadline=now + timedelta(seconds=600), recipient_id=recipient.pk,
+        notification=notification,
+        channel="sms",
+        target=phone,
+        queue=category.queue,
+        next_attempt_at=now,
+        deadline=now + timedelta(seconds=600),
+        recipient_id=recipient.pk,
         occurred_at=at,
         gate_seal=gate_seal(notification_id=notification.pk, channel="sms", target=phone),
-    )  # fmt: skip
+    )
 
 
 def statuses(deliveries: list[Delivery]) -> list[str]:
@@ -98,8 +108,10 @@ def test_a_batch_of_100_sms_to_a_slow_smsc_goes_out_in_under_2_s(window_env, sms
         assert text_of(submit) == f"Your login code: {n:06d}"
         assert delivery.provider_message_id == submit.message_id
     assert 1 < smsc.most_outstanding <= 10  # a window, and never wider than the setting
-    print(f"100 SMS at {ANSWER_SECONDS * 1000:.0f} ms each: {elapsed:.2f} s "
-          f"(one at a time: >= {one_at_a_time:.0f} s)")  # fmt: skip
+    print(
+        f"100 SMS at {ANSWER_SECONDS * 1000:.0f} ms each: {elapsed:.2f} s "
+        f"(one at a time: >= {one_at_a_time:.0f} s)"
+    )
 
 
 def test_one_persons_sms_in_a_batch_go_in_order_each_after_the_last_was_answered(window_env, smsc):

@@ -256,8 +256,10 @@ def test_an_sms_throttled_to_death_falls_back_to_the_categorys_fallback_channel(
     assert mail.rcpt_tos == ["demo-ru@example.com"]
     assert "777111" in mail.subject
     fallback = Delivery.objects.get(notification=notification, channel="email")
-    wait_for(lambda: Delivery.objects.filter(pk=fallback.pk, status="delivered").exists(),
-             what="the fallback to be recorded")  # fmt: skip
+    wait_for(
+        lambda: Delivery.objects.filter(pk=fallback.pk, status="delivered").exists(),
+        what="the fallback to be recorded",
+    )
 
 
 def test_a_failed_receipt_tells_the_producer_by_status_webhook(smsc, login_code, settings):

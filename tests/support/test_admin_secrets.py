@@ -28,10 +28,15 @@ def support(client, db):
     user = User.objects.create_user("support", "support@example.com", "pw", is_staff=True)
     user.user_permissions.set(
         Permission.objects.filter(
-            codename__in=["view_recipient", "view_device", "change_device",
-                          "view_webhookendpoint", "change_webhookendpoint"]
+            codename__in=[
+                "view_recipient",
+                "view_device",
+                "change_device",
+                "view_webhookendpoint",
+                "change_webhookendpoint",
+            ]
         )
-    )  # fmt: skip
+    )
     client.force_login(user)
     return client
 
@@ -40,8 +45,13 @@ def support(client, db):
 def devices(db) -> tuple[Recipient, Device, Device]:
     person = Recipient.objects.create(user_id="secrets-1", locale="en")
     keys = Subscriber("secrets")
-    browser = Device.objects.create(recipient=person, kind=DeviceKind.WEBPUSH, endpoint=ENDPOINT,
-                                    p256dh=keys.p256dh, auth=b64url(keys.auth))  # fmt: skip
+    browser = Device.objects.create(
+        recipient=person,
+        kind=DeviceKind.WEBPUSH,
+        endpoint=ENDPOINT,
+        p256dh=keys.p256dh,
+        auth=b64url(keys.auth),
+    )
     phone = Device.objects.create(
         recipient=person, kind=DeviceKind.FCM, token=TOKEN, platform="android"
     )
@@ -50,8 +60,14 @@ def devices(db) -> tuple[Recipient, Device, Device]:
 
 def secrets_of(browser: Device, phone: Device) -> list[str]:
     # The address's distinctive part too: a shortened address would still give it away.
-    return [browser.endpoint, browser.endpoint.split("/")[-1], browser.p256dh, browser.auth,
-            phone.token, phone.token[:24]]  # fmt: skip
+    return [
+        browser.endpoint,
+        browser.endpoint.split("/")[-1],
+        browser.p256dh,
+        browser.auth,
+        phone.token,
+        phone.token[:24],
+    ]
 
 
 def test_device_pages_show_fingerprints_and_never_the_endpoint_keys_or_token(support, devices):
@@ -84,11 +100,17 @@ def test_the_device_change_form_cannot_change_its_endpoint_or_token(support, dev
     for device in (browser, phone):
         response = support.post(
             f"/admin/deliveries/device/{device.pk}/change/",
-            {"installation_id": "", "platform": device.platform, "active": "",
-             "deactivated_reason": "support: lost phone",
-             "endpoint": "https://evil.example/x", "token": "forged", "p256dh": "x",
-             "auth": "y"},
-        )  # fmt: skip
+            {
+                "installation_id": "",
+                "platform": device.platform,
+                "active": "",
+                "deactivated_reason": "support: lost phone",
+                "endpoint": "https://evil.example/x",
+                "token": "forged",
+                "p256dh": "x",
+                "auth": "y",
+            },
+        )
         assert response.status_code == 302, response.content.decode()[-2000:]
         before = (device.endpoint, device.token, device.p256dh, device.auth)
         device.refresh_from_db()
@@ -103,8 +125,10 @@ def test_webhook_endpoint_pages_show_the_secret_fingerprint_never_the_secret(sup
         secret=secret_new(),
         previous_secret=secret_new(),
     )
-    for url in ("/admin/deliveries/webhookendpoint/",
-                f"/admin/deliveries/webhookendpoint/{endpoint.pk}/change/"):  # fmt: skip
+    for url in (
+        "/admin/deliveries/webhookendpoint/",
+        f"/admin/deliveries/webhookendpoint/{endpoint.pk}/change/",
+    ):
         html = support.get(url).content.decode()
         for secret in (endpoint.secret, endpoint.previous_secret):
             assert secret not in html

@@ -26,26 +26,45 @@ def busy_recipient(demo_data) -> Recipient:
     producer = Producer.objects.create(name="support-tests")
     category = Category.objects.get(key="order.shipped")
     notifications = Notification.objects.bulk_create(
-        Notification(producer=producer, event_id=f"e{n}", recipient=recipient,
-                     category=category, payload={}, fingerprint="x")
+        Notification(
+            producer=producer,
+            event_id=f"e{n}",
+            recipient=recipient,
+            category=category,
+            payload={},
+            fingerprint="x",
+        )
         for n in range(500)
-    )  # fmt: skip
+    )
     now = timezone.now()
     deliveries = Delivery.objects.bulk_create(
-        Delivery(notification=notification, channel=channel, target=target, queue="medium",
-                 status=status, reason=reason, attempts=1)
+        Delivery(
+            notification=notification,
+            channel=channel,
+            target=target,
+            queue="medium",
+            status=status,
+            reason=reason,
+            attempts=1,
+        )
         for notification in notifications
         for channel, target, status, reason in [
             ("inapp", "feed", "delivered", ""),
             ("email", "busy.person@example.com", "suppressed", "opted_out"),
             ("webpush", "42", "failed", "rejected"),
         ]
-    )  # fmt: skip
+    )
     DeliveryAttempt.objects.bulk_create(
-        DeliveryAttempt(delivery=delivery, number=1, started_at=now, duration_ms=12,
-                        outcome="delivered", status_code="201")
+        DeliveryAttempt(
+            delivery=delivery,
+            number=1,
+            started_at=now,
+            duration_ms=12,
+            outcome="delivered",
+            status_code="201",
+        )
         for delivery in deliveries
-    )  # fmt: skip
+    )
     return recipient
 
 
@@ -81,12 +100,21 @@ def test_the_recipient_page_shows_the_timeline_in_a_bounded_number_of_queries(
 def test_the_notification_page_masks_sensitive_payload_fields(staff_client, demo_data):
     recipient = Recipient.objects.create(user_id="otp-1", email="otp@example.com")
     notification = Notification.objects.create(
-        producer=Producer.objects.create(name="auth"), event_id="otp-1", recipient=recipient,
-        category=Category.objects.get(key="security.login_code"), payload={"code": "271828"},
+        producer=Producer.objects.create(name="auth"),
+        event_id="otp-1",
+        recipient=recipient,
+        category=Category.objects.get(key="security.login_code"),
+        payload={"code": "271828"},
         fingerprint="x",
-    )  # fmt: skip
-    Delivery.objects.create(notification=notification, channel="email", target="otp@example.com",
-                            queue="high", status="delivered", attempts=1)  # fmt: skip
+    )
+    Delivery.objects.create(
+        notification=notification,
+        channel="email",
+        target="otp@example.com",
+        queue="high",
+        status="delivered",
+        attempts=1,
+    )
     page = staff_client.get(f"/admin/notify/notification/{notification.pk}/change/")
     assert page.status_code == 200
     text = page.content.decode()

@@ -25,24 +25,50 @@ def history(transactional_db, demo_data) -> Recipient:
     recipient = Recipient.objects.create(user_id="u-42", email="mia@example.com", locale="en")
     producer = Producer.objects.create(name="shop")
     promo = Notification.objects.create(
-        producer=producer, event_id="promo-1", recipient=recipient,
+        producer=producer,
+        event_id="promo-1",
+        recipient=recipient,
         category=Category.objects.get(key="promo.weekly"),
-        payload={"headline": "Sale", "url": "https://shop.example"}, fingerprint="x",
-    )  # fmt: skip
+        payload={"headline": "Sale", "url": "https://shop.example"},
+        fingerprint="x",
+    )
     now = timezone.now()
     Delivery.objects.create(
-        notification=promo, channel="inapp", target="feed", queue="low",
-        status="delivered", attempts=1, provider_message_id="feed:1",
-    )  # fmt: skip
-    Delivery.objects.create(notification=promo, channel="email", target="mia@example.com",
-                            queue="low", status="suppressed", reason="opted_out")  # fmt: skip
+        notification=promo,
+        channel="inapp",
+        target="feed",
+        queue="low",
+        status="delivered",
+        attempts=1,
+        provider_message_id="feed:1",
+    )
+    Delivery.objects.create(
+        notification=promo,
+        channel="email",
+        target="mia@example.com",
+        queue="low",
+        status="suppressed",
+        reason="opted_out",
+    )
     push = Delivery.objects.create(
-        notification=promo, channel="webpush", target="7", queue="low", status="failed",
-        reason="rejected", attempts=1, last_error="410 push subscription has expired",
-    )  # fmt: skip
-    DeliveryAttempt.objects.create(delivery=push, number=1, started_at=now, duration_ms=81,
-                                   outcome="permanent", status_code="410",
-                                   response="push subscription has expired")  # fmt: skip
+        notification=promo,
+        channel="webpush",
+        target="7",
+        queue="low",
+        status="failed",
+        reason="rejected",
+        attempts=1,
+        last_error="410 push subscription has expired",
+    )
+    DeliveryAttempt.objects.create(
+        delivery=push,
+        number=1,
+        started_at=now,
+        duration_ms=81,
+        outcome="permanent",
+        status_code="410",
+        response="push subscription has expired",
+    )
     marketing_consent_grant(recipient=recipient, origin=RequestOrigin(source="signup"))
     preferences_update(
         recipient=recipient,

@@ -20,13 +20,17 @@ def staff_client() -> Client:
 
 def form_data(category: Category, **changes) -> dict:
     data = {
-        "key": category.key, "description": category.description, "queue": category.queue,
-        "mandatory": category.mandatory, "marketing": category.marketing,
+        "key": category.key,
+        "description": category.description,
+        "queue": category.queue,
+        "mandatory": category.mandatory,
+        "marketing": category.marketing,
         "payload_schema": json.dumps(category.payload_schema),
         "sample_payloads": json.dumps(category.sample_payloads),
         "default_channels": json.dumps(category.default_channels),
-        "fallback_channel": category.fallback_channel, "ttl_seconds": category.ttl_seconds or "",
-    }  # fmt: skip
+        "fallback_channel": category.fallback_channel,
+        "ttl_seconds": category.ttl_seconds or "",
+    }
     data.update({k: json.dumps(v) for k, v in changes.items()})
     return {k: v for k, v in data.items() if v is not False}
 

@@ -38,9 +38,12 @@ THIRTY_DOUBLINGS = doubling(30)
 
 def check(**fields) -> list[str]:
     problems = template_version_check(
-        channel="inapp", locale="en", fields=fields, schema=ORDER["payload_schema"],
+        channel="inapp",
+        locale="en",
+        fields=fields,
+        schema=ORDER["payload_schema"],
         sample_payloads=ORDER["sample_payloads"],
-    )  # fmt: skip
+    )
     return [str(problem) for problem in problems]
 
 
@@ -111,11 +114,14 @@ def test_a_delivery_of_a_version_written_past_validation_fails_with_the_budgets_
     template_version_publish(version=version)
     person = Recipient.objects.create(user_id="doubling-1", locale="en")
     notification = Notification.objects.create(
-        producer=Producer.objects.get_or_create(name="bounds")[0], event_id="doubling-1",
-        recipient=person, category=Category.objects.get(key="order.shipped"),
+        producer=Producer.objects.get_or_create(name="bounds")[0],
+        event_id="doubling-1",
+        recipient=person,
+        category=Category.objects.get(key="order.shipped"),
         payload={"order_number": "A-1", "delivery_date": "2026-12-03", "items_count": 1},
-        channels=["inapp"], fingerprint="x",
-    )  # fmt: skip
+        channels=["inapp"],
+        fingerprint="x",
+    )
     notification_route(notification_id=str(notification.pk))
     delivery = Delivery.objects.get(notification=notification, channel="inapp")
 
@@ -140,8 +146,14 @@ ORDINARY = (
 
 
 def test_ordinary_templates_with_with_firstof_if_add_and_join_render_as_before():
-    context = {"first": "Ann", "last": "Lee", "nickname": "", "count": 3, "tags": ["<b>", "b"],
-               "more": ["c"]}  # fmt: skip
+    context = {
+        "first": "Ann",
+        "last": "Lee",
+        "nickname": "",
+        "count": 3,
+        "tags": ["<b>", "b"],
+        "more": ["c"],
+    }
     assert rendered(ORDINARY, **context) == (
         "Ann Lee (5) | Ann | fallback | <b>, b | A.n.n.L.e.e | no | <b>bc"
     )

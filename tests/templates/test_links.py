@@ -36,20 +36,29 @@ BAD_LINKS = [
 
 def check(url: str, *, category=ORDER, channel: str = "inapp", samples=None) -> list[str]:
     problems = template_version_check(
-        channel=channel, locale="en",
-        fields={"title": "Order {{ order_number }}" if category is ORDER else "{{ headline }}",
-                "url": url},
+        channel=channel,
+        locale="en",
+        fields={
+            "title": "Order {{ order_number }}" if category is ORDER else "{{ headline }}",
+            "url": url,
+        },
         schema=category["payload_schema"],
         sample_payloads=category["sample_payloads"] if samples is None else samples,
-    )  # fmt: skip
+    )
     return [str(problem) for problem in problems]
 
 
 @pytest.mark.parametrize("url", BAD_LINKS)
 def test_only_http_links_and_paths_on_the_site_are_safe(url):
     assert not link_is_safe(url)
-    for good in ("https://shop.example/o/1", "HTTP://shop.example", "/orders/1", "orders/1",
-                 "?tab=2", "#top"):  # fmt: skip
+    for good in (
+        "https://shop.example/o/1",
+        "HTTP://shop.example",
+        "/orders/1",
+        "orders/1",
+        "?tab=2",
+        "#top",
+    ):
         assert link_is_safe(good), good
 
 
@@ -61,19 +70,25 @@ def test_only_http_links_and_paths_on_the_site_are_safe(url):
         ("java\tscript:alert(1)", SCRIPT_REFUSED),
         ("{% if items_count > 1 %}javascript:alert(1){% else %}/o{% endif %}", SCRIPT_REFUSED),
         ('{{ order_number|default:"data:text/html,x" }}', SCRIPT_REFUSED),
-        ("mailto:shop@example.com?subject={{ order_number }}",
-         f"Link: the link starts with “mailto:shop@example.com?subject=”; {LINK_RULE}."),
-        ("//evil.example/{{ order_number }}",
-         f"Link: the link starts with “//evil.example/”; {LINK_RULE}."),
+        (
+            "mailto:shop@example.com?subject={{ order_number }}",
+            f"Link: the link starts with “mailto:shop@example.com?subject=”; {LINK_RULE}.",
+        ),
+        (
+            "//evil.example/{{ order_number }}",
+            f"Link: the link starts with “//evil.example/”; {LINK_RULE}.",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_link_with_a_script_or_another_scheme_in_its_text_is_refused_at_save(url, problem):
     assert check(url) == [problem]
 
 
 def test_a_link_whose_sample_renders_a_script_is_refused_at_save():
-    samples = [{"headline": "Sale", "url": "https://shop.example/sale"},
-               {"headline": "Sale", "url": " JavaScript:alert(document.cookie)"}]  # fmt: skip
+    samples = [
+        {"headline": "Sale", "url": "https://shop.example/sale"},
+        {"headline": "Sale", "url": " JavaScript:alert(document.cookie)"},
+    ]
     for channel in ("inapp", "webpush"):
         assert check("{{ url }}", category=PROMO, channel=channel, samples=samples) == [
             "Link: with sample payload #2 the link is “JavaScript:alert(document.cookie)”; "
@@ -82,9 +97,15 @@ def test_a_link_whose_sample_renders_a_script_is_refused_at_save():
 
 
 @pytest.mark.parametrize(
-    "url", ["/orders/{{ order_number }}", "https://shop.example/o/{{ order_number }}",
-            "?order={{ order_number|urlencode }}", "", "{% if items_count > 1 %}/many{% endif %}"],
-)  # fmt: skip
+    "url",
+    [
+        "/orders/{{ order_number }}",
+        "https://shop.example/o/{{ order_number }}",
+        "?order={{ order_number|urlencode }}",
+        "",
+        "{% if items_count > 1 %}/many{% endif %}",
+    ],
+)
 def test_http_links_and_paths_on_the_site_still_save(url):
     assert check(url) == []
 
@@ -109,11 +130,14 @@ def deliver(*, url: str, payload: dict, user_id: str) -> Recipient:
     template_version_publish(version=version)
     person = Recipient.objects.create(user_id=user_id, locale="en")
     notification = Notification.objects.create(
-        producer=Producer.objects.get_or_create(name="links")[0], event_id=user_id,
-        recipient=person, category=Category.objects.get(key="order.shipped"),
+        producer=Producer.objects.get_or_create(name="links")[0],
+        event_id=user_id,
+        recipient=person,
+        category=Category.objects.get(key="order.shipped"),
         payload={"delivery_date": "2026-12-03", "items_count": 1, **payload},
-        channels=["inapp"], fingerprint="x",
-    )  # fmt: skip
+        channels=["inapp"],
+        fingerprint="x",
+    )
     notification_route(notification_id=str(notification.pk))
     delivery = Delivery.objects.get(notification=notification, channel="inapp")
     delivery_attempt(delivery_id=delivery.pk)

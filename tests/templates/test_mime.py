@@ -37,9 +37,12 @@ def read(data: bytes) -> dict:
 
 def django_bytes(subject: str, text: str, html: str) -> bytes:
     message = EmailMultiAlternatives(
-        subject=subject, body=text, from_email="Notify <notify@example.com>",
-        to=["ana@example.com"], headers=HEADERS,
-    )  # fmt: skip
+        subject=subject,
+        body=text,
+        from_email="Notify <notify@example.com>",
+        to=["ana@example.com"],
+        headers=HEADERS,
+    )
     message.attach_alternative(html, "text/html")
     return message.message().as_bytes(linesep="\r\n")
 
@@ -56,9 +59,14 @@ def django_bytes(subject: str, text: str, html: str) -> bytes:
 )
 def test_a_client_reads_the_same_message_as_djangos(subject, text, html):
     ours = alternative_bytes(
-        subject=subject, from_header="Notify <notify@example.com>", to_header="ana@example.com",
-        text=text, html=html, headers=HEADERS, local_time=False,
-    )  # fmt: skip
+        subject=subject,
+        from_header="Notify <notify@example.com>",
+        to_header="ana@example.com",
+        text=text,
+        html=html,
+        headers=HEADERS,
+        local_time=False,
+    )
     assert ours is not None
     assert all(len(line) <= 998 for line in ours.split(b"\r\n"))
     assert b"\n" not in ours.replace(b"\r\n", b"")  # every line ends CRLF
@@ -79,7 +87,12 @@ def test_a_client_reads_the_same_message_as_djangos(subject, text, html):
 )
 def test_headers_outside_the_simple_shape_are_left_to_django(headers):
     written = alternative_bytes(
-        subject="Hi", from_header="notify@example.com", to_header="ana@example.com",
-        text="t", html="<p>h</p>", headers=headers, local_time=False,
-    )  # fmt: skip
+        subject="Hi",
+        from_header="notify@example.com",
+        to_header="ana@example.com",
+        text="t",
+        html="<p>h</p>",
+        headers=headers,
+        local_time=False,
+    )
     assert written is None

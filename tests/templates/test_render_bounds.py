@@ -34,9 +34,12 @@ def check(**fields) -> list[str]:
         "required": [*ORDER["payload_schema"].get("required", []), "lines"],
     }
     problems = template_version_check(
-        channel="inapp", locale="en", fields=fields, schema=schema,
+        channel="inapp",
+        locale="en",
+        fields=fields,
+        schema=schema,
         sample_payloads=ORDER["sample_payloads"],
-    )  # fmt: skip
+    )
     return [str(problem) for problem in problems]
 
 
@@ -91,9 +94,10 @@ def test_the_render_clock_counts_cpu_time_not_time_spent_waiting(settings):
 def test_preview_stops_a_render_that_outgrows_its_bound_and_says_so(editor_client, order_template):
     # Two loops (allowed) over a pasted list of 3,000: nine million iterations.
     version = TemplateVersion.objects.create(
-        template=order_template, number=99,
+        template=order_template,
+        number=99,
         title="{% for a in lines %}{% for b in lines %}{{ a }}{% endfor %}{% endfor %}",
-    )  # fmt: skip
+    )
     payload = {"order_number": "A-1", "items_count": 1, "lines": list(range(3000))}
     page = editor_client.get(
         reverse("admin:templates_admin_template_preview", args=[version.pk]),
@@ -123,12 +127,14 @@ def test_a_delivery_whose_render_passes_the_bound_fails_with_render_limit(demo_d
     template_version_publish(version=version)
     person = Recipient.objects.create(user_id="bounds-1", email="b@example.com", locale="en")
     notification = Notification.objects.create(
-        producer=Producer.objects.get_or_create(name="bounds")[0], event_id="bounds-1",
-        recipient=person, category=Category.objects.get(key="order.shipped"),
-        payload={"order_number": "1e999999999", "delivery_date": "2026-12-03",
-                 "items_count": 1},
-        channels=["email"], fingerprint="x",
-    )  # fmt: skip
+        producer=Producer.objects.get_or_create(name="bounds")[0],
+        event_id="bounds-1",
+        recipient=person,
+        category=Category.objects.get(key="order.shipped"),
+        payload={"order_number": "1e999999999", "delivery_date": "2026-12-03", "items_count": 1},
+        channels=["email"],
+        fingerprint="x",
+    )
     notification_route(notification_id=str(notification.pk))
     delivery = Delivery.objects.get(notification=notification, channel="email")
 
