@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from deliveries.models import (
     AddressSuppression,
+    BounceMail,
     DeadLetter,
     Delivery,
     DeliveryAttempt,
@@ -24,12 +25,16 @@ from deliveries.ops.selectors import open_dead_letters
 from deliveries.pipeline.dead_letters import dead_letters_redrive
 from deliveries.pipeline.redrive import REDRIVABLE, deliveries_redrive
 from deliveries.support.devices import DeviceAdmin
-from deliveries.support.pages import SupportNotificationAdmin
+from deliveries.support.pages import DELIVERY_SUMMARY, SupportNotificationAdmin
 from deliveries.support.send_to_me import send_to_me_register
 from deliveries.support.webhook_admin import WebhookEndpointAdmin  # noqa: F401 - registers it
+from notify.admin_mixins import ReadOnlyAdminMixin
 from notify.broker import queue_depth
 from notify.models import Notification
 from notify.ops.beat import beat_jobs
+
+# The start of a kept bounce mail shown on its page: the report and the original's headers.
+MAIL_SHOWN_BYTES = 16 * 1024
 
 # The template admin (a lower layer) sends "Send test to me" on in-app, push and SMS
 # through this app's pipeline; it is told how here, when the admin loads, and so never
@@ -42,8 +47,14 @@ class DeliveryAttemptInline(admin.TabularInline):
     extra = 0
     can_delete = False
     readonly_fields = (
-        "number", "started_at", "duration_ms", "held_ms", "outcome", "status_code", "response",
-    )  # fmt: skip
+        "number",
+        "started_at",
+        "duration_ms",
+        "held_ms",
+        "outcome",
+        "status_code",
+        "response",
+    )
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -95,8 +106,7 @@ class AgeFilter(admin.SimpleListFilter):
 
 @admin.register(Delivery)
 class DeliveryAdmin(admin.ModelAdmin):
-    list_display = ("id", "notification", "channel", "target", "status", "reason", "attempts",
-                    "last_error", "updated_at")  # fmt: skip
+    list_display = ("id", "notification", *DELIVERY_SUMMARY, "updated_at")
     list_filter = ("status", "channel", ProviderFilter, "reason", AgeFilter, "queue")
     search_fields = ("=target", "=notification__id")
     list_select_related = ("notification",)
@@ -115,8 +125,9 @@ class DeliveryAdmin(admin.ModelAdmin):
     def has_redrive_permission(self, request) -> bool:
         return request.user.has_perm("deliveries.redrive_delivery")
 
-    @admin.action(description="Re-drive (queue again with a fresh attempt budget)",
-                  permissions=["redrive"])  # fmt: skip
+    @admin.action(
+        description="Re-drive (queue again with a fresh attempt budget)", permissions=["redrive"]
+    )
     def redrive(self, request, queryset):
         chosen = list(queryset.values_list("pk", flat=True))
         count = deliveries_redrive(delivery_ids=chosen, by=request.user)
@@ -125,9 +136,10 @@ class DeliveryAdmin(admin.ModelAdmin):
         if skipped:
             labels = ", ".join(DeliveryStatus(s).label for s in REDRIVABLE)
             self.message_user(
-                request, f"Skipped {skipped}: only {labels} deliveries are re-driven.",
+                request,
+                f"Skipped {skipped}: only {labels} deliveries are re-driven.",
                 messages.WARNING,
-            )  # fmt: skip
+            )
 
     def changelist_view(self, request, extra_context=None):
         extra_context = extra_context or {}
@@ -161,38 +173,45 @@ class DeadLetterStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(admin.ModelAdmin):
+class DeadLetterAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Messages RabbitMQ dead-lettered, moved here by the dead-letter consumer. Evidence:
     read-only; the one change is a re-drive (the same permission as for deliveries)."""
 
-    list_display = ("id", "task", "arguments", "reason", "queue", "count", "first_seen_at",
-                    "last_seen_at", "redriven_at", "redriven_by")  # fmt: skip
+    list_display = (
+        "id",
+        "task",
+        "arguments",
+        "reason",
+        "queue",
+        "count",
+        "first_seen_at",
+        "last_seen_at",
+        "redriven_at",
+        "redriven_by",
+    )
     list_filter = (DeadLetterStateFilter, "task", "reason", "queue")
     search_fields = ("=message_id", "task")
     list_select_related = ("redriven_by",)
     actions = ["redrive"]
+    deletable = True
 
     def get_readonly_fields(self, request, obj=None):
         return [field.name for field in DeadLetter._meta.fields]
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
     def has_redrive_permission(self, request) -> bool:
         return request.user.has_perm("deliveries.redrive_delivery")
 
-    @admin.action(description="Re-drive (publish the task again as it was)",
-                  permissions=["redrive"])  # fmt: skip
+    @admin.action(
+        description="Re-drive (publish the task again as it was)", permissions=["redrive"]
+    )
     def redrive(self, request, queryset):
         chosen = list(queryset.values_list("pk", flat=True))
         count = dead_letters_redrive(dead_letter_ids=chosen, by=request.user)
         self.message_user(request, f"Re-driven: {count}.", messages.SUCCESS)
         if len(chosen) > count:
-            self.message_user(request, f"Skipped {len(chosen) - count}: already re-driven.",
-                              messages.WARNING)  # fmt: skip
+            self.message_user(
+                request, f"Skipped {len(chosen) - count}: already re-driven.", messages.WARNING
+            )
 
 
 @admin.register(AddressSuppression)
@@ -226,26 +245,42 @@ class DigestItemInline(admin.TabularInline):
 
 
 @admin.register(DigestWindow)
-class DigestWindowAdmin(admin.ModelAdmin):
+class DigestWindowAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Support's view of digests: which events went into which digest, and what its
     close decided (the carrier is the delivery that was sent; the others are
     `digested`, or all `suppressed` with the gate's reason)."""
 
-    list_display = ("id", "recipient", "category", "channel", "digest_key", "state",
-                    "items_count", "opened_at", "closes_at", "closed_at", "carrier_id")  # fmt: skip
+    list_display = (
+        "id",
+        "recipient",
+        "category",
+        "channel",
+        "digest_key",
+        "state",
+        "items_count",
+        "opened_at",
+        "closes_at",
+        "closed_at",
+        "carrier_id",
+    )
     list_filter = ("state", "channel")
     search_fields = ("recipient__user_id", "digest_key", "=carrier_id")
     raw_id_fields = ("recipient",)
     inlines = [DigestItemInline]
-    readonly_fields = ("recipient", "category", "channel", "digest_key", "state", "opened_at",
-                       "closes_at", "closed_at", "items_count", "carrier_id",
-                       "carrier_accepted_at")  # fmt: skip
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
+    readonly_fields = (
+        "recipient",
+        "category",
+        "channel",
+        "digest_key",
+        "state",
+        "opened_at",
+        "closes_at",
+        "closed_at",
+        "items_count",
+        "carrier_id",
+        "carrier_accepted_at",
+    )
+    deletable = True
 
 
 @admin.register(EarlyProviderEvent)
@@ -259,3 +294,21 @@ class EarlyProviderEventAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+@admin.register(BounceMail)
+class BounceMailAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Every mail the bounce domain received: applied, a replay, not a bounce (an
+    out-of-office reply) or naming no delivery of ours; kept for inspection."""
+
+    deletable = True
+    list_display = ("received_at", "kind", "outcome", "envelope_to", "subject", "delivery_id")
+    list_filter = ("outcome", "kind")
+    search_fields = ("envelope_to", "message_id", "subject")
+    date_hierarchy = "received_at"
+    exclude = ("raw",)
+    readonly_fields = ("mail",)
+
+    @admin.display(description="Mail as received (start)")
+    def mail(self, obj: BounceMail) -> str:
+        return bytes(obj.raw[:MAIL_SHOWN_BYTES]).decode("utf-8", "replace")

@@ -168,9 +168,12 @@ class DeliveryAttempt(InNotificationMonth):
     status_code = models.CharField(max_length=32, blank=True)
     response = models.TextField(blank=True)
     provider_message_id = models.CharField(
-        max_length=255, blank=True, default="", db_default="",
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
         help_text="The provider's id of the message this try sent (its events name it).",
-    )  # fmt: skip
+    )
     held_ms = models.PositiveIntegerField(
         default=0,
         help_text="How long it was held back for an earlier delivery to the same person on "
@@ -678,3 +681,6 @@ class WebhookAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.number} {'ok' if self.ok else 'failed'} {self.status_code}"
+
+
+from deliveries.bounce_models import BounceMail, BounceOutcome  # noqa: E402, F401

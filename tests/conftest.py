@@ -432,3 +432,19 @@ def screenshot(page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+@pytest.fixture
+def pat(demo_data):
+    """A person with an email address, marketing consent and no quiet hours: every email
+    category reaches them at once."""
+    from datetime import time
+
+    from notify.models import Recipient
+    from preferences.models import ConsentSource, QuietHours
+    from preferences.services import RequestOrigin, marketing_consent_grant
+
+    person = Recipient.objects.create(user_id="pat", email="Pat@Example.com", locale="en")
+    marketing_consent_grant(recipient=person, origin=RequestOrigin(source=ConsentSource.SIGNUP))
+    QuietHours.objects.create(recipient=person, start=time(0, 0), end=time(0, 0))
+    return person

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from datetime import time
 
 import pytest
 from django.contrib.auth.models import User
@@ -26,10 +25,7 @@ from deliveries.models import (
     ProviderEvent,
     Reason,
 )
-from notify.models import Recipient
 from notify.roles import support_group_ensure
-from preferences.models import ConsentSource, QuietHours
-from preferences.services import RequestOrigin, marketing_consent_grant
 from tests.peers import postmark
 from tests.peers.webhooks import WebhookReceiver
 from tests.waiting import wait_for
@@ -67,14 +63,6 @@ def esp_workers(postmark_peer, receiver_peer, pipeline, workers_with, settings):
 
     yield start
     postmark_peer.before_answer = None
-
-
-@pytest.fixture
-def pat(demo_data):
-    person = Recipient.objects.create(user_id="pat", email="Pat@Example.com", locale="en")
-    marketing_consent_grant(recipient=person, origin=RequestOrigin(source=ConsentSource.SIGNUP))
-    QuietHours.objects.create(recipient=person, start=time(0, 0), end=time(0, 0))
-    return person
 
 
 def notify(api, category: str = "order.shipped", payload=None) -> Delivery:

@@ -1,5 +1,6 @@
 """Email over SMTP, through django-templated-mail (or, with NOTIFY_EMAIL_ESP set, through
-an email service provider's API: email_esp.py; both send what `message_build` makes).
+an email service provider's API: the esp package, imported only then, and anymail with
+it; both send what `message_build` makes).
 
 Classification: a recipient refused with 5xx (a hard bounce: the address is suppressed)
 or a 5xx at DATA is permanent; 4xx answers, disconnects, timeouts and refusals of our own
@@ -10,22 +11,29 @@ whole call ends at NOTIFY_CALL_DEADLINE_SMTP (a transient `timeout`); smtp.py ke
 from __future__ import annotations
 
 import smtplib
+import sys
 from email.utils import make_msgid
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.utils.html import escape
 
-from deliveries.channels import email_esp
 from deliveries.channels.base import SendResult
 from deliveries.channels.deadline import call_deadline
 from deliveries.channels.smtp import kept_session_close, send_on_kept_connection
+from deliveries.channels.verp import verp_address
+from preferences.footer import FooterWords, email_footer_words
 from preferences.tokens import preference_center_url, unsubscribe_url
 from templates_admin.mail import VersionEmailMessage
 
 if TYPE_CHECKING:
     from deliveries.models import Delivery
     from templates_admin.models import TemplateVersion
+
+# Email through a provider's API: loaded by name on the first such send, so SMTP-only
+# processes never import anymail.
+ESP_PACKAGE = "deliveries.channels.esp"
 
 
 def classify_smtp_error(error: Exception) -> SendResult:
@@ -51,11 +59,14 @@ def classify_smtp_error(error: Exception) -> SendResult:
 
 def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
     """Render the version through templated-mail and hand it to the SMTP relay, or to the
-    email service provider's API when NOTIFY_EMAIL_ESP names one (email_esp.py)."""
+    email service provider's API when NOTIFY_EMAIL_ESP names one (the esp package)."""
     if settings.NOTIFY_EMAIL_ESP:
-        return email_esp.send(message_build(delivery, version, context), to=delivery.target)
+        esp = import_module(ESP_PACKAGE)  # anymail and the provider's SDK load only here
+        return esp.send(message_build(delivery, version, context), to=delivery.target)
     message_id = make_msgid(domain=settings.NOTIFY_EMAIL_MESSAGE_ID_DOMAIN)
     message = message_build(delivery, version, context, headers={"Message-ID": message_id})
+    # Bounces go to the envelope sender: with a bounce domain, one that names this delivery.
+    message.envelope_sender = verp_address(delivery.pk)
     deadline = settings.NOTIFY_PROVIDER_CALL_DEADLINES["smtp"]
     with call_deadline(deadline) as watch:
         try:
@@ -76,7 +87,9 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
 def sessions_close() -> None:
     """Close this thread's kept SMTP and ESP sessions (a web request's test send keeps none)."""
     kept_session_close()
-    email_esp.kept_session_close()
+    esp = sys.modules.get(ESP_PACKAGE)  # none kept unless an ESP send loaded it
+    if esp is not None:
+        esp.kept_session_close()
 
 
 def message_build(
@@ -98,12 +111,14 @@ def message_build(
         headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
     message = VersionEmailMessage(version=version, context=context, headers=headers)
     message.render()
+    # The footer is in the person's language (the sender's context always names them).
+    words = email_footer_words(locale=(context.get("recipient") or {}).get("locale"))
     if unsubscribe:
-        _add_unsubscribe_footer(message, unsubscribe)
+        _add_unsubscribe_footer(message, unsubscribe, words)
     # Every email, marketing or not, links the person's preference center (a signature,
     # no query: the hot path pays an HMAC).
     preferences = preference_center_url(recipient_id=delivery.notification.recipient_id)
-    _add_preferences_footer(message, preferences, beside_unsubscribe=bool(unsubscribe))
+    _add_preferences_footer(message, preferences, words, beside_unsubscribe=bool(unsubscribe))
     return message
 
 
@@ -119,29 +134,29 @@ def _unsubscribe_url(delivery: Delivery) -> str:
     )
 
 
-def _add_unsubscribe_footer(message: VersionEmailMessage, url: str) -> None:
+def _add_unsubscribe_footer(message: VersionEmailMessage, url: str, words: FooterWords) -> None:
     """Put the link in the text and HTML bodies unless the template already shows it."""
     if url not in message.body:
-        message.body = f"{message.body}\n\nUnsubscribe: {url}"
+        message.body = f"{message.body}\n\n{words.unsubscribe}: {url}"
     alternatives = list(message.alternatives)
     message.alternatives = []
     for content, mimetype in alternatives:
         if mimetype == "text/html" and url not in content:
-            content = f'{content}\n<p><a href="{escape(url)}">Unsubscribe</a></p>'
+            content = f'{content}\n<p><a href="{escape(url)}">{escape(words.unsubscribe)}</a></p>'
         message.attach_alternative(content, mimetype)
 
 
 def _add_preferences_footer(
-    message: VersionEmailMessage, url: str, *, beside_unsubscribe: bool
+    message: VersionEmailMessage, url: str, words: FooterWords, *, beside_unsubscribe: bool
 ) -> None:
     """Put the preference-center link in the text and HTML bodies, after any unsubscribe."""
     gap = "\n" if beside_unsubscribe else "\n\n"
-    message.body = f"{message.body}{gap}Manage your notification preferences: {url}"
+    message.body = f"{message.body}{gap}{words.preferences}: {url}"
     alternatives = list(message.alternatives)
     message.alternatives = []
     for content, mimetype in alternatives:
         if mimetype == "text/html":
-            link = f'<a href="{escape(url)}">Manage your notification preferences</a>'
+            link = f'<a href="{escape(url)}">{escape(words.preferences)}</a>'
             content = f"{content}\n<p>{link}</p>"
         message.attach_alternative(content, mimetype)
 

@@ -168,10 +168,14 @@ class DeadlineSmtpBackend(EmailBackend):
 
     def _send(self, email_message: EmailMessage) -> bool:
         written = None if self.fail_silently else _written(email_message)
+        envelope = getattr(email_message, "envelope_sender", "")
         if written is None:
+            if envelope:  # Django's `_send` takes the envelope sender from `from_email`
+                email_message.extra_headers.setdefault("From", email_message.from_email)
+                email_message.from_email = envelope
             return super()._send(email_message)
         sender, recipient, data = written
-        self.connection.sendmail(sender, [recipient], data)
+        self.connection.sendmail(envelope or sender, [recipient], data)
         return True
 
 

@@ -1,0 +1,49 @@
+"""The envelope sender that names a delivery (VERP), and reading it back.
+
+`bounces+<delivery id>.<signature>@<NOTIFY_BOUNCE_DOMAIN>`: bounces are sent to the
+envelope sender, so the one that comes back says which delivery it is about whatever the
+bounce's format. The signature (a keyed hash of the id) keeps anyone who can mail the
+bounce domain from failing or suppressing another delivery by guessing ids.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+
+from django.conf import settings
+from django.utils.crypto import salted_hmac
+
+SALT = "notify.bounces.verp"
+SIGNATURE_CHARS = 16  # 64 bits of the keyed hash: not guessable by mailing the domain
+
+_LOCAL = re.compile(r"(?P<prefix>[A-Za-z0-9._-]+)\+(?P<id>[0-9]{1,19})\.(?P<sig>[0-9a-f]+)")
+
+
+def _signature(delivery_id: int) -> str:
+    return salted_hmac(SALT, str(delivery_id)).hexdigest()[:SIGNATURE_CHARS]
+
+
+def verp_address(delivery_id: int) -> str:
+    """The envelope sender for an email of `delivery_id` ("" while no bounce domain is
+    set: the email goes out with the usual sender)."""
+    domain = settings.NOTIFY_BOUNCE_DOMAIN
+    if not domain:
+        return ""
+    local = settings.NOTIFY_BOUNCE_LOCAL_PART
+    return f"{local}+{delivery_id}.{_signature(delivery_id)}@{domain}"
+
+
+def verp_delivery(address: str) -> int | None:
+    """The delivery id a bounce address names, if it is one of ours and its signature
+    holds; None otherwise."""
+    local, _, domain = address.strip().strip("<>").rpartition("@")
+    if not settings.NOTIFY_BOUNCE_DOMAIN or domain.lower() != settings.NOTIFY_BOUNCE_DOMAIN.lower():
+        return None
+    match = _LOCAL.fullmatch(local)
+    if match is None or match["prefix"] != settings.NOTIFY_BOUNCE_LOCAL_PART:
+        return None
+    delivery_id = int(match["id"])
+    if not hmac.compare_digest(match["sig"], _signature(delivery_id)):
+        return None
+    return delivery_id
