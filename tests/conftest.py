@@ -370,7 +370,7 @@ def demo_data(db):
 @pytest.fixture
 def producer_key(demo_data):
     """The suite's trusted key: every scope (a key made without named scopes may only
-    send; tests/test_api_key_scopes.py shows that), owning the demo categories."""
+    send; tests/notify/producers/test_api_key_scopes.py shows that), owning the demo categories."""
     from notify.models import Category, Scope
     from notify.services import api_key_issue
 

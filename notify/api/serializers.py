@@ -115,7 +115,7 @@ class NotificationBatchOut(serializers.Serializer):
 
 
 # A delivery's statuses, as the status API states them (deliveries owns the model, a
-# layer above this one; tests/test_ordering.py keeps the two lists equal).
+# layer above this one; tests/deliveries/pipeline/test_ordering.py keeps the two lists equal).
 DELIVERY_STATUSES = (
     "queued", "sending", "retrying", "delivered", "reached", "failed", "dead", "expired",
     "suppressed", "deferred", "skipped_live", "cancelled", "superseded", "digesting",

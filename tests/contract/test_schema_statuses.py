@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 from rest_framework.test import APIClient
 
-from tests.test_intake_api import assert_error
+from tests.notify.intake.test_intake_api import assert_error
 
 
 def _operation(path: str, method: str) -> dict:

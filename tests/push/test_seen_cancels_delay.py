@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.deliveries.digests.test_digests_e2e import after_delay, post_comment, register
 from tests.digest_data import comment_category
 from tests.push.sse_client import SseClient
-from tests.test_digests_e2e import after_delay, post_comment, register
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

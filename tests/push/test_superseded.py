@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tests.deliveries.pipeline.test_pipeline_e2e import post_event, register
 from tests.push.test_webpush import register_device
 from tests.statuses import settled
-from tests.test_pipeline_e2e import post_event, register
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -9,8 +9,8 @@ from django.urls import reverse
 
 from deliveries.models import Delivery
 from templates_admin.models import Template, TemplateVersion
+from tests.deliveries.pipeline.test_pipeline_e2e import post_event, register
 from tests.statuses import settled
-from tests.test_pipeline_e2e import post_event, register
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -921,7 +921,12 @@
         title.appendChild(link);
       } else {
         title.textContent = entry.title;
-        if (state) title.insertAdjacentHTML("afterbegin", `<span class="sr">${state}</span>`);
+        if (state) {
+          const said = document.createElement("span");
+          said.className = "sr";
+          said.textContent = state; // a catalog's words (a page may add catalogs): text only
+          title.prepend(said);
+        }
       }
       text.appendChild(title);
       if (entry.body) {

@@ -17,10 +17,10 @@ from deliveries.models import (
     DeliveryStatus,
     Reason,
 )
-from tests.bounces.mail import arf, dsn, out_of_office
+from tests.deliveries.email.bounces.mail import arf, dsn, out_of_office
+from tests.deliveries.email.test_esp_e2e import PROMO, notify, settled
 from tests.peers.smtp import free_port
 from tests.processes import ScriptProcess
-from tests.test_esp_e2e import PROMO, notify, settled
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -45,6 +45,7 @@ def bounces(worker_env, pipeline, workers_with):
     server.wait_logged("bounce server: SMTP on")
 
     def mail(raw: bytes, *, to: str, sender: str = "") -> None:
+        assert server.running, f"the bounce server exited:\n{server.log()}"
         with smtplib.SMTP("127.0.0.1", port, timeout=10) as session:
             session.sendmail(sender, [to], raw)
 

@@ -318,7 +318,7 @@ def _stage_statements(category, people: list[Recipient], events_each: int) -> di
     close (one call; digest path only) and the send of every email then queued (one
     call, in one round: rounds follow the provider's speed, not the batch's size)."""
     from deliveries.pipeline.attempt import deliveries_attempt
-    from tests.test_costs import StatementLog
+    from tests.deliveries.pipeline.test_costs import StatementLog
 
     events = [
         comment_event(category, p, 1000 * n + i)

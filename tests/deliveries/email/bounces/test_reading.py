@@ -6,7 +6,7 @@ import pytest
 
 from deliveries.bounces.reports import MailKind, mail_parse, mail_read
 from deliveries.channels.verp import verp_address, verp_delivery
-from tests.bounces.mail import arf, dsn, out_of_office
+from tests.deliveries.email.bounces.mail import arf, dsn, out_of_office
 
 VERP = "bounces+7.0123456789abcdef@bounce.example.com"
 

@@ -17,7 +17,7 @@ from notify.models import Category, Producer, Recipient, Scope
 from notify.services import api_key_issue
 from notify.tokens import user_token_issue
 from tests.digest_data import COMMENT_SAMPLES, COMMENT_SCHEMA, comment_category, comment_event
-from tests.test_api_key_scopes import assert_missing_scope, client_for
+from tests.notify.producers.test_api_key_scopes import assert_missing_scope, client_for
 
 DIGEST_FIELDS = ("digest_windows", "digest_key", "delays_if_unread")
 
@@ -188,7 +188,7 @@ def test_an_unknown_category_is_a_404(api):
 
 
 def test_the_readme_lists_every_scope():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     assert [scope for scope in Scope.values if f"`{scope}`" not in readme] == []
 
 

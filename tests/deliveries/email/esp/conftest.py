@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from deliveries.channels.esp import kept_session_close
+
+# Postmark's tests' people, shared: `person` (in-process sends), `pat` (through the API).
+from tests.deliveries.email.test_esp_email import person  # noqa: F401
 from tests.peers.amazon_ses import AmazonSESPeer
 from tests.peers.brevo import BrevoPeer
 from tests.peers.esp import SECRET, email_through
 from tests.peers.mailgun import MailgunPeer
 from tests.peers.sendgrid import SendGridPeer
-
-# Postmark's tests' people, shared: `person` (in-process sends), `pat` (through the API).
-from tests.test_esp_email import person  # noqa: F401
 
 # Each provider's token bucket in these tests (rate/s:burst).
 RATE = "50:100"

@@ -16,7 +16,11 @@ from config.celery import app
 from deliveries.models import AttemptOutcome, Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.redrive import deliveries_redrive
 from deliveries.pipeline.sweep import sweep_due_deliveries
-from tests.test_durability import consumer_paused, delivered, routed_email_delivery
+from tests.deliveries.pipeline.test_durability import (
+    consumer_paused,
+    delivered,
+    routed_email_delivery,
+)
 from tests.waiting import wait_for
 
 RECOVERIES_MAX = 3  # the default of NOTIFY_CLAIM_RECOVERIES_MAX

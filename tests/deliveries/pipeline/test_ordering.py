@@ -21,7 +21,7 @@ from deliveries.pipeline.routing import notification_route
 from notify.models import Category, Notification, Producer, Recipient
 from notify.services import notification_accept
 from tests.conftest import purge_queues
-from tests.test_pipeline_e2e import post_event
+from tests.deliveries.pipeline.test_pipeline_e2e import post_event
 
 
 @pytest.fixture

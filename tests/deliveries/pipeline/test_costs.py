@@ -17,8 +17,8 @@ from deliveries.pipeline.routing import notification_route, notifications_route
 from notify.models import Category, Producer, Recipient
 from notify.services import notification_accept
 from tests.conftest import purge_queues
+from tests.deliveries.pipeline.test_pipeline_e2e import post_event, register
 from tests.statuses import settled
-from tests.test_pipeline_e2e import post_event, register
 from tests.waiting import wait_for
 
 ORDER = {"order_number": "C-1", "delivery_date": "2026-12-03", "items_count": 1}
@@ -125,7 +125,7 @@ def push_batch_costs(channel: str, devices: dict[str, dict], broker) -> tuple[li
     channel's sender does. Returns the statements of both and the send messages
     published to the broker (really published: the route's after-commit callbacks run)."""
     from deliveries.models import Device
-    from tests.test_send_at_route import send_messages
+    from tests.deliveries.pipeline.test_send_at_route import send_messages
 
     ids = []
     for user_id, fields in devices.items():

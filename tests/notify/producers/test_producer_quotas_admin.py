@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from notify.models import Producer
-from tests.test_producer_quotas import (  # noqa: F401 - person: a fixture used below
+from tests.notify.intake.test_rate_limits import redis_down  # noqa: F401 - a fixture used below
+from tests.notify.producers.test_producer_quotas import (  # noqa: F401 - person: a fixture used below
     client_of,
     event,
     person,
     send_batch,
     statuses,
 )
-from tests.test_rate_limits import redis_down  # noqa: F401 - a fixture used below
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import time
 
 from deliveries.channels.esp import kept_session_close
 from deliveries.models import DeliveryAttempt, DeliveryStatus
+from tests.deliveries.email.test_esp_email import email_to, sent
 from tests.peers.drip import DripPeer
-from tests.test_esp_email import email_to, sent
 
 DEADLINE = 1.0
 

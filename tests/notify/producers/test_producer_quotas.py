@@ -17,9 +17,9 @@ from notify.models import Notification, Recipient
 from notify.quotas import minute_bucket_key
 from notify.services import api_key_issue
 from tests.campaigns.conftest import campaign_body, promo_data, seed_recipients  # noqa: F401
-from tests.test_intake_api import ORDER, assert_error
-from tests.test_rate_limits import redis_down  # noqa: F401 - a fixture used below
-from tests.test_unread_count_cache import redis_round_trips
+from tests.notify.feed.test_unread_count_cache import redis_round_trips
+from tests.notify.intake.test_intake_api import ORDER, assert_error
+from tests.notify.intake.test_rate_limits import redis_down  # noqa: F401 - a fixture used below
 
 pytestmark = pytest.mark.django_db
 

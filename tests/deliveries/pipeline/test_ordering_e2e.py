@@ -15,8 +15,8 @@ from django.utils import timezone
 from deliveries.models import Delivery, DeliveryAttempt
 from notify.models import Category, Producer, Recipient
 from notify.services import Accepted, Event, notifications_accept
+from tests.deliveries.pipeline.test_pipeline_e2e import post_event, register
 from tests.statuses import UNSETTLED, settled
-from tests.test_pipeline_e2e import post_event, register
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -22,8 +22,8 @@ from notify.selectors import _recipient_ids
 from notify.services import _keys, api_key_revoke
 from notify.tokens import user_token_issue
 from notify.unread import unread_key
-from tests.test_feed_and_unread import make_entries
-from tests.test_intake_api import assert_error
+from tests.notify.feed.test_feed_and_unread import make_entries
+from tests.notify.intake.test_intake_api import assert_error
 
 BOUND = 0.3  # seconds: small, so the tests wait past it
 

@@ -22,8 +22,8 @@ from deliveries.models import Delivery, WebhookEndpoint, WebhookEvent, WebhookEv
 from deliveries.webhook_events import webhook_events_write
 from deliveries.webhooks.backlog import BACKLOG_DROPS_KEY
 from deliveries.webhooks.posting import webhook_events_sweep
+from tests.deliveries.webhooks.test_webhooks_out import _other_producer_api, register, send_inapp
 from tests.peers.webhooks import WebhookReceiver
-from tests.test_webhooks_out import _other_producer_api, register, send_inapp
 from tests.waiting import wait_for
 
 TYPES = ["delivery.delivered", "delivery.opened", "delivery.clicked"]
@@ -300,7 +300,7 @@ def test_two_rounds_about_one_delivery_number_its_events_in_commit_order(demo_da
 
     from deliveries.pipeline.routing import notification_route
     from notify.models import Producer, Recipient
-    from tests.test_webhooks_out import _accepted
+    from tests.deliveries.webhooks.test_webhooks_out import _accepted
 
     endpoint = WebhookEndpoint.objects.create(
         producer=Producer.objects.get_or_create(name="shop")[0],

@@ -1,15 +1,15 @@
 """Email through each provider on real processes: the API takes the notifications,
 worker processes send them through the provider's peer on loopback, and the peer's
 webhooks are posted over HTTP to the running server, signed as that provider signs
-them (as tests/test_esp_e2e.py does for Postmark)."""
+them (as tests/deliveries/email/test_esp_e2e.py does for Postmark)."""
 
 from __future__ import annotations
 
 import pytest
 
 from deliveries.models import AddressSuppression, DeliveryStatus, ProviderEvent, Reason
-from tests.esp.conftest import RATE
-from tests.test_esp_e2e import notify, settled
+from tests.deliveries.email.esp.conftest import RATE
+from tests.deliveries.email.test_esp_e2e import notify, settled
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Email through Amazon SES, SendGrid, Mailgun and Brevo (each on its HTTP peer on
 loopback, through anymail's real backend for it), and each provider's events coming back
 through its tracking webhook, signed as that provider signs them: every test runs once
-per provider (the `esp` fixture), as tests/test_esp_email.py runs them for Postmark.
+per provider (the `esp` fixture), as tests/deliveries/email/test_esp_email.py runs them
+for Postmark.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from deliveries.models import (
     Reason,
 )
 from preferences.models import ConsentRecord
+from tests.deliveries.email.test_esp_email import PROMO, bounced_and_suppressed, email_to, sent
 from tests.peers.esp import EspPeer, WebhookPost
-from tests.test_esp_email import PROMO, bounced_and_suppressed, email_to, sent
 
 # With these empty, no provider's posts can be verified.
 NO_SECRETS = {
