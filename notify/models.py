@@ -11,11 +11,9 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
-from django.utils import timezone
 
 from notify.category_labels import validate_category_labels
 from notify.deadlines import channel_deadline
-from notify.month_key import InNotificationMonth
 from notify.producer_models import DANGEROUS_SCOPES, DEFAULT_SCOPES, ApiKey, Producer, Scope
 
 __all__ = ["DANGEROUS_SCOPES", "DEFAULT_SCOPES", "ApiKey", "Producer", "Scope"]
@@ -396,128 +394,7 @@ class EventKey(models.Model):
         return f"{self.producer_id}:{self.event_id}"
 
 
-class Outbox(models.Model):
-    """Written with the notification; marked published once the route task is confirmed."""
-
-    notification = models.OneToOneField(
-        Notification, on_delete=models.CASCADE, db_constraint=False, related_name="outbox"
-    )
-    queue = models.CharField(max_length=10, choices=QueueClass.choices)
-    created_at = models.DateTimeField(auto_now_add=True)
-    # When the relay may publish it: at once, or a scheduled notification's send_at. The
-    # row is the durable record of the schedule (no broker-side delay to lose).
-    due_at = models.DateTimeField(default=timezone.now)
-    published_at = models.DateTimeField(null=True, blank=True)
-    publish_attempts = models.PositiveIntegerField(default=0)
-    # The notification's producer, copied at intake (same INSERT): the relay takes turns
-    # across producers on a fair class by index alone, without reading the notifications.
-    # Empty on rows written before it existed, which the relay treats as one producer.
-    # No constraint: the notification's own foreign key (PROTECT) already keeps it valid.
-    producer = models.ForeignKey(
-        "Producer",
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        db_index=False,
-        null=True,
-        blank=True,
-        related_name="+",
-    )
-
-    class Meta:
-        verbose_name_plural = "outbox"
-        indexes = [
-            # The relay reads each queue class's due rows in order.
-            models.Index(
-                fields=["queue", "due_at"],
-                name="outbox_unpublished_class_due",
-                condition=Q(published_at__isnull=True),
-            ),
-            # A fair class: the producers with waiting rows (a skip scan) and each one's
-            # oldest due rows, one probe per producer however long the flood.
-            models.Index(
-                fields=["queue", "producer", "due_at", "id"],
-                name="outbox_unpublished_producer",
-                condition=Q(published_at__isnull=True),
-            ),
-        ]
-
-    def __str__(self) -> str:
-        state = "published" if self.published_at else "unpublished"
-        return f"outbox {self.notification_id} ({state})"
-
-
-class AcceptedCount(models.Model):
-    """The metrics rollup of intake: notifications accepted per category, all time.
-
-    Written only by notify.counts, which folds in notifications not counted yet. Rows
-    stay when notifications are erased or dropped by retention, so the counter never
-    goes down.
-    """
-
-    category = models.OneToOneField(
-        Category, on_delete=models.CASCADE, primary_key=True, related_name="+"
-    )
-    count = models.BigIntegerField(default=0)
-
-    def __str__(self) -> str:
-        return f"{self.category_id}: {self.count}"
-
-
-class FeedEntry(InNotificationMonth):
-    """An in-app notification in a recipient's feed."""
-
-    # Neither key has an index of its own: the feed's indexes lead with the recipient,
-    # and the unique (notification, month) with the notification.
-    recipient = models.ForeignKey(
-        Recipient, on_delete=models.CASCADE, db_index=False, related_name="feed"
-    )
-    # One entry per notification: unique with `accepted_at`, the month the table is
-    # partitioned by, which is the notification's own `created_at`.
-    notification = models.ForeignKey(
-        Notification,
-        on_delete=models.CASCADE,
-        db_constraint=False,
-        db_index=False,
-        related_name="feed_entries",
-    )
-    category = models.CharField(max_length=100)
-    title = models.CharField(max_length=500)
-    body = models.TextField(blank=True)
-    url = models.CharField(max_length=2000, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    read_at = models.DateTimeField(null=True, blank=True)
-    # Copied from the notification: the feed is ordered by when events happened, ties
-    # by when they were accepted.
-    occurred_at = models.DateTimeField(db_default=Now())
-    accepted_at = models.DateTimeField(blank=True)
-
-    class Meta:
-        verbose_name_plural = "feed entries"
-        constraints = [
-            models.UniqueConstraint(
-                fields=["notification", "accepted_at"], name="uniq_feed_notification"
-            )
-        ]
-        indexes = [
-            models.Index(fields=["recipient", "-id"], name="feed_recipient_newest"),
-            models.Index(
-                fields=["recipient", "-occurred_at", "-accepted_at", "-id"],
-                name="feed_recipient_occurred",
-            ),
-            models.Index(
-                fields=["recipient"],
-                name="feed_recipient_unread",
-                condition=Q(read_at__isnull=True),
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.title
-
-    def month_key_fill(self) -> None:
-        self.accepted_at = self.notification.created_at
-
-
-# Models of this app kept in a module of their own; imported here so Django registers them.
 from notify.erasure_models import Erasure, ErasureSuppression, ErasureVia, SuppressedKind  # noqa: E402, F401
+from notify.feed_models import FeedEntry  # noqa: E402, F401
 from notify.guard_models import ContactChange, RecipientGrant  # noqa: E402, F401
+from notify.outbox_models import AcceptedCount, Outbox  # noqa: E402, F401

@@ -10,8 +10,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from deliveries.models import DeadLetter, Delivery, DeliveryRedrive, DeliveryStatus
+from deliveries.pipeline.delivery_rows import delivery_ttl_seconds
 from deliveries.pipeline.enqueue import SEND_TASK, delivery_enqueue
-from deliveries.pipeline.routing import delivery_ttl_seconds
 
 # Expired pushes are not re-driven: their usefulness (TTL) is over by definition.
 REDRIVABLE = (DeliveryStatus.DEAD, DeliveryStatus.FAILED)

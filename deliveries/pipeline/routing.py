@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -23,12 +23,11 @@ from django.utils import timezone
 from deliveries.models import Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.attempt import deliveries_attempt
 from deliveries.pipeline.claim import Loaded
+from deliveries.pipeline.delivery_rows import delivery_row
 from deliveries.pipeline.digests import (
     Filed,
-    category_timing_problem,
     digest_items_file,
     digest_window_seconds,
-    unread_delay_seconds,
     wakeups_publish,
 )
 from deliveries.pipeline.enqueue import deliveries_enqueue
@@ -36,10 +35,8 @@ from deliveries.pipeline.fairness import push_turn_order
 from deliveries.pipeline.outcome import AttemptReport, AttemptResult
 from deliveries.pipeline.route_lock import notification_lock, notifications_lock
 from deliveries.pipeline.route_write import NEW_DELIVERY, DeliveryRow, routed_write
-from deliveries.pipeline.suppression import suppression_key
 from deliveries.selectors import push_targets_by_recipient
 from deliveries.webhook_events import webhook_events_write
-from notify.deadlines import deadline_seconds
 from notify.models import PUSH_CHANNELS, Channel, Notification
 from notify.rows import instance_as_saved, related_cache
 from preferences.gate import (
@@ -47,7 +44,6 @@ from preferences.gate import (
     GateRequest,
     channels_for,
     decide_deliveries_many,
-    gate_seal,
 )
 from templates_admin.selectors import published_version_pick
 
@@ -257,7 +253,7 @@ def _deliveries_create(
         [(n, channels_for(n)) for n in notifications], now=now, gather=True
     )
     rows = [
-        _delivery_row(notification, decision, now)
+        delivery_row(notification, decision, now)
         for notification, decisions in zip(notifications, verdicts, strict=True)
         for decision in decisions
     ]
@@ -318,7 +314,7 @@ def _fallback_create(notification: Notification, channel: str, now: datetime) ->
     decisions = gate_decide(notification, channels=[channel], now=now)
     rows = []
     for decision in decisions:
-        values = _delivery_row(notification, decision, now, gather=False)._asdict()
+        values = delivery_row(notification, decision, now, gather=False)._asdict()
         del values["notification_id"]
         rows.append(Delivery(notification=notification, **values))
     Delivery.objects.bulk_create(rows, ignore_conflicts=True)
@@ -326,85 +322,6 @@ def _fallback_create(notification: Notification, channel: str, now: datetime) ->
         notification=notification, channel=channel, status=DeliveryStatus.QUEUED
     )
     return [Started(row.pk, row.channel, row.queue, notification.pk, row.target) for row in created]
-
-
-def _delivery_row(
-    notification: Notification, decision: ChannelDecision, now: datetime, *, gather: bool = True
-) -> DeliveryRow:
-    """The sealed delivery row for one gate decision (not written). `gather=False`: never
-    into a digest or a delay (a fallback goes at once: the first channel already failed)."""
-    channel, target = decision.channel, decision.target
-    deadline = delivery_deadline(notification, channel)
-    status, reason = decision.status, decision.reason
-    if decision.allowed and deadline <= now:
-        # Routed only after its deadline (a relay or worker was away): never sent late.
-        status, reason = DeliveryStatus.EXPIRED, Reason.DEADLINE_PASSED
-    elif (
-        decision.allowed
-        and notification.suppressed
-        and suppression_key(channel=channel, address=target) in notification.suppressed
-    ):
-        status, reason = DeliveryStatus.SUPPRESSED, Reason.ADDRESS_SUPPRESSED
-    live = status == DeliveryStatus.QUEUED
-    later = decision.not_before
-    if gather and status in (DeliveryStatus.QUEUED, DeliveryStatus.DEFERRED):
-        problem = category_timing_problem(notification, channel, now)
-        if problem is not None:
-            logger.error("Delivery failed: its category's setting cannot be computed: %s", problem)
-            status, reason = DeliveryStatus.FAILED, Reason.CATEGORY_SETTING_INVALID
-            return _row(notification, decision, status, reason, None, deadline, now, None)
-        # Gathered into a digest (quiet hours are decided when the window closes), or
-        # held until the in-app entry is read; neither is sent now.
-        if digest_window_seconds(notification, channel) is not None:
-            status = DeliveryStatus.DIGESTING
-            return _row(notification, decision, status, "", None, deadline, None, None)
-        delay = unread_delay_seconds(notification, channel)
-        if delay is not None and live:
-            status, reason = DeliveryStatus.DEFERRED, Reason.DELAYED_IF_UNREAD
-            due = now + timedelta(seconds=delay)
-            return _row(notification, decision, status, reason, due, deadline, None, None)
-    return _row(
-        notification,
-        decision,
-        status,
-        reason,
-        later or (now if live else None),
-        deadline,
-        None if live or later else now,
-        now if live else None,
-    )
-
-
-def _row(
-    notification: Notification,
-    decision: ChannelDecision,
-    status: str,
-    reason: str,
-    next_attempt_at: datetime | None,
-    deadline: datetime,
-    finished_at: datetime | None,
-    enqueued_at: datetime | None,
-) -> DeliveryRow:
-    """A sealed delivery row (not written)."""
-    channel = decision.channel
-    return DeliveryRow(
-        notification_id=notification.pk,
-        channel=channel,
-        target=decision.target,
-        queue=notification.category.sending_queue,
-        status=status,
-        reason=reason,
-        next_attempt_at=next_attempt_at,
-        deadline=deadline,
-        finished_at=finished_at,
-        enqueued_at=enqueued_at,
-        gate_seal=gate_seal(
-            notification_id=notification.pk, channel=channel, target=decision.target
-        ),
-        recipient_id=notification.recipient_id,
-        occurred_at=notification.occurred_at,
-        accepted_at=notification.created_at,
-    )
 
 
 def _routed_mark(notifications: Sequence[Notification], now: datetime) -> None:
@@ -450,25 +367,4 @@ def _deliveries_start(
             s.delivery_id: owners[s.notification_id] for s in started if s.channel in PUSH_CHANNELS
         },
         push_devices={s.delivery_id: s.target for s in started if s.channel == Channel.WEBPUSH},
-    )
-
-
-def delivery_deadline(notification: Notification, channel: str) -> datetime:
-    """When a delivery stops being worth sending: the notification's TTL, else the
-    shorter of its category's and the channel's default (notify/deadlines.py).
-
-    Counted from when the notification was due: a scheduled one's `send_at`, else its
-    creation (a scheduled login code must not be born expired).
-    """
-    due = max(notification.created_at, notification.send_at or notification.created_at)
-    return due + timedelta(seconds=delivery_ttl_seconds(notification, channel))
-
-
-def delivery_ttl_seconds(notification: Notification, channel: str) -> int:
-    """How long a delivery on `channel` stays worth sending: the notification's TTL, else
-    the shorter of its category's and the channel's default."""
-    return deadline_seconds(
-        channel=channel,
-        notification_ttl=notification.ttl_seconds,
-        category_ttl=notification.category.ttl_seconds,
     )
