@@ -24,11 +24,12 @@ def _signature(delivery_id: int) -> str:
     return salted_hmac(SALT, str(delivery_id)).hexdigest()[:SIGNATURE_CHARS]
 
 
-def verp_address(delivery_id: int) -> str:
+def verp_address(delivery_id: int | None) -> str:
     """The envelope sender for an email of `delivery_id` ("" while no bounce domain is
-    set: the email goes out with the usual sender)."""
+    set, or for a delivery never saved, such as a staff member's test email: the email
+    goes out with the usual sender)."""
     domain = settings.NOTIFY_BOUNCE_DOMAIN
-    if not domain:
+    if not domain or delivery_id is None:
         return ""
     local = settings.NOTIFY_BOUNCE_LOCAL_PART
     return f"{local}+{delivery_id}.{_signature(delivery_id)}@{domain}"

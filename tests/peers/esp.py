@@ -17,10 +17,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import requests
+
+from tests.peers.base import LoopbackHttpPeer
 
 # The HTTP basic auth ("user:password") the tracking webhooks carry in their URL.
 SECRET = "esp-hooks:s3cret-in-the-url"
@@ -70,7 +72,7 @@ def json_post(body: Any, *, auth: str | None, headers: dict | None = None) -> We
     return WebhookPost(json.dumps(body).encode(), sent)
 
 
-class EspPeer:
+class EspPeer(LoopbackHttpPeer):
     """An email provider's send API on loopback (subclasses say which provider).
 
     Answers each send as accepted, with a fresh message id, unless a scripted answer is
@@ -116,9 +118,8 @@ class EspPeer:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/"
+        self.serve(Handler)
+        self.url = f"{self.origin}/"
 
     @property
     def hook(self) -> str:
@@ -132,13 +133,6 @@ class EspPeer:
             self.inactive: set[str] = set()
             self.before_answer: Callable[[str, dict], None] | None = None
             self.fetched: list[str] = []  # paths of GETs: a SubscribeURL fetched, say
-
-    def start(self) -> None:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     def answer(self, path: str, headers: Any, body: bytes) -> Answer:
         refused = self.refuse(path, headers)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.peers.base import LoopbackHttpPeer
 
 
-class WebhookReceiver:
+class WebhookReceiver(LoopbackHttpPeer):
     def __init__(self, port: int, host: str = "127.0.0.1") -> None:
         self.port = port
         self.host = host  # any loopback address (127.0.0.0/8)
@@ -39,19 +41,11 @@ class WebhookReceiver:
             def log_message(self, *args) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.serve(Handler, host=host, port=port)
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}/hooks"
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     def reset(self) -> None:
         with self.lock:

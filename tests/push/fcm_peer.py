@@ -15,12 +15,14 @@ import json
 import secrets
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs
 
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from tests.peers.base import BurstServer, LoopbackHttpPeer
 
 PROJECT = "notify-test"
 _FCM_ERROR = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
@@ -30,13 +32,7 @@ def _unb64url(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-class _Server(ThreadingHTTPServer):
-    # A burst of hundreds of concurrent sends must queue, not be refused.
-    request_queue_size = 1024
-    daemon_threads = True
-
-
-class FcmService:
+class FcmService(LoopbackHttpPeer):
     def __init__(self, directory: Path) -> None:
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.access_token = secrets.token_urlsafe(24)
@@ -46,12 +42,10 @@ class FcmService:
         self.hang_ups: set[str] = set()  # tokens whose answer ends its connection
         self.hung_up = 0  # requests that reached a connection the service had let go
         self.lock = threading.Lock()
-        self.server = _Server(("127.0.0.1", 0), self._handler())
-        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.serve(self._handler(), server_class=BurstServer)
         self.send_url = self.origin + "/v1/projects/{project_id}/messages:send"
         self.credentials_path = directory / "fcm-service-account.json"
         self.credentials_path.write_text(json.dumps(self._service_account()))
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def _service_account(self) -> dict:
         pem = self.key.private_bytes(
@@ -68,13 +62,6 @@ class FcmService:
             "client_id": "1",
             "token_uri": f"{self.origin}/token",
         }
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     def reset(self) -> None:
         with self.lock:

@@ -14,13 +14,15 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import http_ece
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+from tests.peers.base import BurstServer, LoopbackHttpPeer
 
 
 def b64url(data: bytes) -> str:
@@ -66,13 +68,7 @@ class Received:
         return json.loads(self.payload.decode())
 
 
-class _Server(ThreadingHTTPServer):
-    # A burst of hundreds of concurrent sends must queue, not be refused.
-    request_queue_size = 1024
-    daemon_threads = True
-
-
-class PushService:
+class PushService(LoopbackHttpPeer):
     def __init__(self) -> None:
         self.subscribers: dict[str, Subscriber] = {}
         self.scripts: dict[str, list[tuple[int, dict[str, str]]]] = {}
@@ -88,18 +84,11 @@ class PushService:
         self.stopping = threading.Event()
         # The port tests/settings.py lists in WEBPUSH_ALLOWED_ORIGINS.
         port = int(os.environ.get("NOTIFY_TEST_PUSH_PORT", "0"))
-        self.server = _Server(("127.0.0.1", port), self._handler())
-        self.port = self.server.server_address[1]
-        self.origin = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
+        self.serve(self._handler(), port=port, server_class=BurstServer)
 
     def stop(self) -> None:
         self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().stop()
 
     def reset(self) -> None:
         with self.lock:

@@ -44,6 +44,7 @@ def test_a_verp_address_names_its_delivery_only_with_its_signature(settings):
     assert verp_delivery(f"<{address.upper().replace('BOUNCES', 'bounces')}>") is None
     assert verp_delivery(address.replace("4242.", "4243.")) is None  # another id, same sig
     assert verp_delivery(address.replace("@bounce.example.com", "@elsewhere.example")) is None
+    assert verp_address(None) == ""  # a test email, never saved: the usual sender
     settings.NOTIFY_BOUNCE_DOMAIN = ""
     assert verp_address(4242) == ""
     assert verp_delivery(address) is None
