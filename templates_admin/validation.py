@@ -356,3 +356,17 @@ def template_version_check(
             continue
         problems.extend(Problem(*problem) for problem in sample_problems(channel, rendered, number))
     return problems
+
+
+def template_payload_variables(source: str) -> set[str]:
+    """The payload fields a text reads: the first name of each variable (`order` for
+    `{{ order.number }}`), without loop variables, `recipient` and `digest`, which are not
+    payload fields. Empty for a text that does not compile (saved texts always do)."""
+    if not source:
+        return set()
+    compiled, problems = _compile("", source)
+    if problems:
+        return set()
+    uses: list[tuple[tuple[str, ...], _Use]] = []
+    _walk(compiled.nodelist, frozenset(), frozenset(), uses)
+    return {lookups[0] for lookups, _ in uses} - {"recipient", DIGEST_VARIABLE}
