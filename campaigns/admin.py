@@ -1,5 +1,6 @@
-"""Campaigns in admin: launch (with `launch_campaign`), progress, pause, resume, cancel;
-and support's recipient page, where deleting a person is erasing them."""
+"""Campaigns in admin: launch (with `launch_campaign`), progress, pause, resume, cancel,
+"Send to seed list…" before one starts (seed_admin.py); and support's recipient page,
+where deleting a person is erasing them."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from campaigns.control import (
 from campaigns.erasure import person_erase
 from campaigns.fanout import campaign_launch
 from campaigns.models import AudienceKind, Campaign
+from campaigns.seed_admin import seed_send_campaign_url  # also registers seed lists
 from campaigns.selectors import campaign_progress
 from campaigns.upload import audience_upload_load, unknown_user_ids, upload_problem
 from deliveries.support.pages import SupportRecipientAdmin
@@ -182,6 +184,7 @@ class CampaignAdmin(admin.ModelAdmin):
             **(extra_context or {}),
             "controls": list(CONTROLS) if self.has_control_permission(request) else [],
             "progress_poll_ms": int(settings.NOTIFY_CAMPAIGN_PROGRESS_POLL * 1000),
+            "seed_send_url": seed_send_campaign_url(request, self.get_object(request, object_id)),
         }
         return super().change_view(request, object_id, form_url, extra_context)
 

@@ -125,3 +125,26 @@ class CampaignHold(models.Model):
 
     def __str__(self) -> str:
         return f"hold of {self.delivery_id or self.notification_id} ({self.campaign_id})"
+
+
+# A seed send goes out in the admin's request, one email after another: a list of
+# colleagues, not an audience.
+SEED_LIST_MAX_MEMBERS = 50
+
+
+class SeedList(models.Model):
+    """A named group of staff addresses that a template draft or a campaign not started yet
+    is sent to as a test, before real recipients see it (campaigns.seeds)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    addresses = models.JSONField(
+        default=list, help_text=f"At most {SEED_LIST_MAX_MEMBERS} email addresses."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [("send_to_seed_list", "Can send a draft or campaign to a seed list")]
+
+    def __str__(self) -> str:
+        return self.name

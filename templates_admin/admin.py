@@ -44,9 +44,12 @@ from templates_admin.services import (
     template_version_problems,
     template_version_publish,
 )
+from templates_admin.translation_admin import OutdatedFilter, TranslationAdminMixin
+from templates_admin.translations import publish_warning
 from templates_admin.validation import CHANNEL_FIELDS, FIELD_LABELS
 
 PUBLISH_PERMISSION = "templates_admin.publish_templateversion"
+ADD_VERSION_PERMISSION = "templates_admin.add_templateversion"
 
 
 class VersionForm(forms.Form):
@@ -130,9 +133,9 @@ class TemplateVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(Template)
-class TemplateAdmin(admin.ModelAdmin):
-    list_display = ("category", "channel", "locale", "published", "latest")
-    list_filter = ("channel", "locale", "category")
+class TemplateAdmin(TranslationAdminMixin, admin.ModelAdmin):
+    list_display = ("category", "channel", "locale", "published", "latest", "outdated")
+    list_filter = ("channel", "locale", "category", OutdatedFilter)
     list_select_related = ("category", "published_version")
     readonly_fields = ("published_version",)
     inlines = [TemplateVersionInline]
@@ -151,8 +154,17 @@ class TemplateAdmin(admin.ModelAdmin):
 
     @admin.display(description="latest version")
     def latest(self, obj: Template) -> str:
-        latest = obj.versions.first()
-        return f"v{latest.number}" if latest else "—"
+        # Annotated by the mixin's queryset: one statement for the whole list.
+        return f"v{obj.latest_number}" if obj.latest_number else "—"
+
+    def response_add(self, request: HttpRequest, obj: Template, post_url_continue=None):
+        # A new slot (say a new locale) has no text yet: its author goes on to the first draft.
+        if "_addanother" in request.POST or not request.user.has_perm(ADD_VERSION_PERMISSION):
+            return super().response_add(request, obj, post_url_continue)
+        messages.success(request, f"{obj} added: write its first draft.")
+        return HttpResponseRedirect(
+            reverse("admin:templates_admin_template_new_version", args=[obj.pk])
+        )
 
     def get_urls(self):
         wrap = self.admin_site.admin_view
@@ -208,8 +220,9 @@ class TemplateAdmin(admin.ModelAdmin):
                         reverse("admin:templates_admin_template_preview", args=[version.pk])
                     )
         else:
-            initial = {name: getattr(latest, name) for name in CHANNEL_FIELDS[template.channel]}
-            form = VersionForm(initial=initial if latest else None, template=template)
+            fields = CHANNEL_FIELDS[template.channel] if latest else ()  # a new slot: empty
+            initial = {name: getattr(latest, name) for name in fields}
+            form = VersionForm(initial=initial or None, template=template)
         return TemplateResponse(
             request,
             "admin/templates_admin/new_version.html",
@@ -290,13 +303,15 @@ class TemplateAdmin(admin.ModelAdmin):
         version = get_object_or_404(TemplateVersion.objects.select_related("template"), pk=pk)
         template_version_publish(version=version, published_by=request.user)
         messages.success(request, f"{version} is now published.")
+        if warning := publish_warning(version=version):
+            messages.warning(request, warning)
         return HttpResponseRedirect(
             reverse("admin:templates_admin_template_change", args=[version.template_id])
         )
 
     def send_test_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        """ "Send test to me" on the version's channel (see `send_to_me`): to the recipient
-        linked to the staff member, through the delivery pipeline."""
+        """ "Send test to me" on the version's channel (see `send_to_me`): an email to the
+        staff account's own address; the other channels to the recipient linked to it."""
         if request.method != "POST":
             return HttpResponse(status=405)
         # Authors only (editors and publishers), not every reader of the admin.

@@ -1,10 +1,12 @@
 """ "Send test to me": each channel's way of sending a template version to the staff member
 who asks, from the preview page.
 
-Every channel's test goes to the staff member's recipient through the delivery pipeline
-(the same render, footers, provider and record as a real send), which lives in
-`deliveries`, a layer above this one: `deliveries` registers the senders when the admin
-loads (`send_test_register`, from deliveries/admin.py), so this module never imports it.
+An email test goes to the staff account's own address, needing no recipient, and is
+recorded nowhere; the other channels' tests go to the staff member's linked recipient
+through the delivery pipeline (deliveries/support/send_to_me.py says how and why). Both
+live in `deliveries`, a layer above this one: `deliveries` registers the senders when the
+admin loads (`send_test_register`, from deliveries/admin.py), so this module never
+imports it.
 """
 
 from __future__ import annotations

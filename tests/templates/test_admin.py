@@ -116,7 +116,7 @@ def test_diff_shows_both_versions_side_by_side(editor_client, order_template):
     assert page.count('class="diff"') == 3  # title, body, link
 
 
-def test_send_test_to_me_arrives_in_the_staff_members_inbox(editor_client, me, smtp):
+def test_send_test_to_me_arrives_in_the_staff_members_inbox(editor_client, demo_data, smtp):
     from templates_admin.models import Template
 
     email = Template.objects.get(category__key="order.shipped", channel="email", locale="ru")
@@ -131,8 +131,8 @@ def test_send_test_to_me_arrives_in_the_staff_members_inbox(editor_client, me, s
     assert response.status_code == 302
     received = smtp.received
     assert len(received) == 1
-    assert received[0].rcpt_tos == ["Editor@Staff.Example"]  # my recipient's address
-    assert received[0].subject == "Заказ №A-1001 отправлен"
+    assert received[0].rcpt_tos == ["editor@staff.example"]  # my staff account's address
+    assert received[0].subject == "[Test] Заказ №A-1001 отправлен"
     assert "Ожидаемая доставка" in received[0].part("text/plain")
 
 

@@ -1,18 +1,23 @@
-""" "Send test to me": the version reaches the staff member's own recipient through the
-real channel, past the gate only under its test seal, and is never counted against the
-daily marketing cap. An email test is the email the recipient would get, sent through the
-configured provider (here the local Postmark peer) and recorded like any delivery. (SMS
-and push test sends are shown in tests/sms and tests/push, next to their local peers.)"""
+""" "Send test to me": an email test goes to the staff account's own address with no
+recipient set up, marked "[Test] " and recorded nowhere (no notification, delivery or
+count); the other channels reach the staff member's own recipient through the real
+channel, past the gate only under its test seal, and are never counted against the daily
+marketing cap. An email test is the email a recipient would get, sent through the
+configured provider (the local Postmark peer, or the SMTP peer). (SMS and push test sends
+are shown in tests/sms and tests/push, next to their local peers.)"""
 
 from __future__ import annotations
 
 from datetime import date
 
 import pytest
+from django.contrib.messages import get_messages
+from django.urls import reverse
 
-from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus, TemplateTestSend
+from deliveries.models import Delivery, DeliveryStatus, TemplateTestSend
 from notify.models import FeedEntry, Notification, Recipient
 from preferences.models import MarketingDayCount
+from templates_admin.services import template_version_draft
 from tests.peers.postmark import PostmarkPeer, email_through_peer
 from tests.templates.conftest import published_template, send_test
 
@@ -68,31 +73,63 @@ def test_an_sms_test_to_a_recipient_without_a_phone_sends_nothing(editor_client,
     assert not Delivery.objects.exists()
 
 
-def test_an_email_test_is_the_real_email_through_the_configured_provider_and_recorded(
-    editor_client, editor, me, esp
+def test_an_email_test_goes_to_my_staff_address_marked_and_recorded_nowhere(
+    editor_client, demo_data, esp
 ):
-    # A promo the gate would refuse her (no marketing consent): the test still goes.
+    # No recipient has her address, and a promo the gate would refuse anyone without
+    # marketing consent: the test still goes, to the address of her staff account.
     promo = published_template("promo.weekly", "email")
 
     said = send_test(editor_client, promo, PROMO)
 
-    assert said == ["Test email sent to Editor@Staff.Example."]
+    assert said == ["Test email sent to editor@staff.example."]
     [received] = esp.received  # through the ESP, not Django's mail backend
-    assert received["To"] == "Editor@Staff.Example"
+    assert received["To"] == "editor@staff.example"
+    assert received["Subject"] == "[Test] " + render_subject(promo, PROMO)
     # The footers a real marketing email carries: one-click unsubscribe and preferences.
     headers = {h["Name"]: h["Value"] for h in received["Headers"]}
     assert headers["List-Unsubscribe"].strip("<>") in received["TextBody"]
     assert "Manage your notification preferences: " in received["TextBody"]
-    # Recorded as a delivery of a test send, with the provider's message id.
-    [delivery] = Delivery.objects.filter(notification__recipient=me, channel="email")
-    assert (delivery.status, delivery.attempts) == (DeliveryStatus.DELIVERED, 1)
-    assert delivery.provider_message_id == received["MessageID"]
-    assert DeliveryAttempt.objects.filter(delivery=delivery).count() == 1
-    marker = TemplateTestSend.objects.get(notification=delivery.notification)
-    assert (marker.version_id, marker.requested_by) == (promo.published_version_id, editor)
+    # A test is in no count, list or report: nothing was written.
+    assert not Recipient.objects.filter(email__iexact="editor@staff.example").exists()
+    assert not Notification.objects.exists()
+    assert not Delivery.objects.exists()
 
 
-def test_an_email_test_the_provider_refuses_says_why_on_the_page(editor_client, me, esp):
+def test_an_email_draft_test_reaches_me_over_smtp_without_any_recipient(
+    editor_client, editor, demo_data, smtp, settings
+):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", smtp.port
+    template = published_template("order.shipped", "email")
+    draft = template_version_draft(
+        template=template,
+        fields={"subject": "Shipped: {{ order_number }}", "html_body": "<p>On its way.</p>"},
+        created_by=editor,
+    )
+    url = reverse("admin:templates_admin_template_send_test", args=[draft.pk])
+
+    response = editor_client.post(url, {"locale": "en", "payload": ""})
+
+    assert [str(m) for m in get_messages(response.wsgi_request)] == [
+        "Test email sent to editor@staff.example."
+    ]
+    [mail] = smtp.received
+    assert mail.rcpt_tos == ["editor@staff.example"]
+    assert mail.subject == "[Test] Shipped: A-1001"  # the draft, with the first sample
+    assert not Delivery.objects.exists()
+
+
+def test_a_staff_account_without_an_email_is_told_to_add_one(editor_client, editor, demo_data):
+    editor.email = ""
+    editor.save(update_fields=["email"])
+
+    said = send_test(editor_client, published_template("order.shipped", "email"))
+
+    assert said == ["Your staff account has no email address; add one first."]
+
+
+def test_an_email_test_the_provider_refuses_says_why_on_the_page(editor_client, demo_data, esp):
     esp.answers.append(PostmarkPeer.invalid_request("Provide either email TextBody or HtmlBody."))
 
     said = send_test(editor_client, published_template("order.shipped", "email"))
@@ -100,5 +137,11 @@ def test_an_email_test_the_provider_refuses_says_why_on_the_page(editor_client, 
     assert said == [
         "The test email was not sent: 422/300 Provide either email TextBody or HtmlBody."
     ]
-    delivery = Delivery.objects.get(notification__recipient=me, channel="email")
-    assert delivery.status == DeliveryStatus.FAILED
+    assert not Delivery.objects.exists()
+
+
+def render_subject(template, payload: dict) -> str:
+    from templates_admin.rendering import build_context, render_version
+
+    context = build_context(payload, recipient={"user_id": "x", "locale": "en", "timezone": "UTC"})
+    return render_version(template.published_version, context).subject
