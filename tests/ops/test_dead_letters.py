@@ -14,10 +14,11 @@ from django.test import Client
 
 from deliveries.models import DeadLetter, Delivery, DeliveryRedrive
 from deliveries.pipeline.dead_letters import dead_letters_drain
-from notify.broker import publish_task, queue_depth
-from notify.models import Category, Notification, Producer, Recipient
+from notify.broker import queue_depth
+from notify.models import Category, Notification
 from notify.roles import redrive_group_ensure, support_group_ensure
 from tests.conftest import purge_queues, reset_provider_state
+from tests.deliveries.pipeline.test_route_recovery import route_that_raises_published
 from tests.processes import ARTIFACTS, ROOT, stop_child
 from tests.waiting import wait_for
 
@@ -60,19 +61,7 @@ def listed(client: Client, state: str) -> list[int]:
 def test_a_dead_lettered_route_lands_in_the_table_and_a_redrive_from_admin_routes_it(
     pipeline, broker, dead_letter_consumer, scrape
 ):
-    # A category whose stored channel list is not a list: routing raises every time.
-    broken = Category.objects.create(key="broken.dead", default_channels=5)
-    recipient = Recipient.objects.create(user_id="dl-1", email="dl@example.com")
-    notification = Notification.objects.create(
-        producer=Producer.objects.create(name="dl"),
-        event_id="dl-1",
-        recipient=recipient,
-        category=broken,
-        payload={},
-        fingerprint="x",
-    )
-    notification_id = str(notification.pk)
-    publish_task("deliveries.route", args=[notification_id], queue="medium", priority=5)
+    notification_id = route_that_raises_published("dl")
 
     # (Filtered: a retry an earlier test left in the shared worker may die meanwhile.)
     mine = DeadLetter.objects.filter(task="deliveries.route", arguments__args=[notification_id])
@@ -108,10 +97,10 @@ def test_a_dead_lettered_route_lands_in_the_table_and_a_redrive_from_admin_route
     assert mine.count() == 1
 
     # Fixed: the re-drive runs the task again, and this time it routes the notification.
-    Category.objects.filter(pk=broken.pk).update(default_channels=["inapp"])
+    Category.objects.filter(key="broken.dl").update(default_channels=["inapp"])
     redrive_in_admin(client, again)
     wait_for(
-        lambda: Notification.objects.filter(pk=notification.pk, routed_at__isnull=False).exists(),
+        lambda: Notification.objects.filter(pk=notification_id, routed_at__isnull=False).exists(),
         timeout=30,
         what="the re-driven route to run",
     )

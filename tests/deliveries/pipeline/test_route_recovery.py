@@ -37,13 +37,14 @@ def dead_lettered_route(broker, notification_id: str):
     return found
 
 
-def test_a_route_that_keeps_raising_is_retried_with_backoff_then_dead_lettered(pipeline, broker):
-    # A category whose stored channel list is not a list: routing raises every time.
-    broken = Category.objects.create(key="broken.channels", default_channels=5)
-    recipient = Recipient.objects.create(user_id="broken-1", email="b@example.com")
+def route_that_raises_published(name: str) -> str:
+    """Publish the route of a notification whose category's stored channel list is not a
+    list (routing raises every time); its id."""
+    broken = Category.objects.create(key=f"broken.{name}", default_channels=5)
+    recipient = Recipient.objects.create(user_id=f"{name}-1", email=f"{name}@example.com")
     notification = Notification.objects.create(
-        producer=Producer.objects.create(name="broken"),
-        event_id="broken-1",
+        producer=Producer.objects.create(name=name),
+        event_id=f"{name}-1",
         recipient=recipient,
         category=broken,
         payload={},
@@ -51,6 +52,11 @@ def test_a_route_that_keeps_raising_is_retried_with_backoff_then_dead_lettered(p
     )
     notification_id = str(notification.pk)
     publish_task("deliveries.route", args=[notification_id], queue="medium", priority=5)
+    return notification_id
+
+
+def test_a_route_that_keeps_raising_is_retried_with_backoff_then_dead_lettered(pipeline, broker):
+    notification_id = route_that_raises_published("broken")
 
     message = wait_for(
         lambda: dead_lettered_route(broker, notification_id),
