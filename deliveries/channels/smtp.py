@@ -253,7 +253,8 @@ def send_on_kept_connection(message: EmailMessage, *, to: str) -> None:
         kept_session_close()
         _kept.backend = _open_backend()
     else:  # opened during an earlier call: its socket joins this call's deadline
-        deadline_watch(getattr(_kept.backend.connection, "sock", None))
+        # Only Django's SMTP backend has a connection (locmem, console and file have none).
+        deadline_watch(getattr(getattr(_kept.backend, "connection", None), "sock", None))
     message.connection = _kept.backend
     try:
         message.send(to=[to])
