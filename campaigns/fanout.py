@@ -37,9 +37,9 @@ from django.utils import timezone
 
 from campaigns.audience import RECIPIENTS, audience_sql
 from campaigns.models import AudienceKind, Campaign, CampaignStatus
+from flow.priority import high_work_seen
 from notify.broker import publish_task
 from notify.models import Category, EventKey, Notification, Outbox, Producer
-from notify.priority import high_work_seen
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,9 @@ from django_redis import get_redis_connection
 from redbeat import RedBeatScheduler
 from redbeat.schedulers import get_redis
 
+from flow.campaign_statements import campaign_statements_free, campaign_statements_limited
+from flow.priority import high_work_mark, low_work_done, low_work_yield
 from notify.broker import NotifyTask, declare_topology, delivered_queue
-from notify.campaign_statements import campaign_statements_free, campaign_statements_limited
 from notify.checks import process_exit_on_weak_secret_key
 from notify.ops.beat import (
     beat_job_finished_mark,
@@ -34,7 +35,6 @@ from notify.ops.beat import (
     beat_started_mark,
 )
 from notify.ops.heap import startup_heap_freeze
-from notify.priority import high_work_mark, low_work_done, low_work_yield
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -133,7 +133,7 @@ def _declare_broker_topology(sender, instance, **kwargs) -> None:
 def _hand_back_waiting_sends(sender=None, **kwargs) -> None:
     # Sends waiting in this worker for their channel's sender were acknowledged: they go
     # back to the broker now rather than depend on the process living to serve them.
-    from deliveries.pipeline.senders import channel_lines_close
+    from flow.senders import channel_lines_close
 
     channel_lines_close()
 
@@ -154,7 +154,7 @@ def _worker_heap_freeze(sender=None, **kwargs) -> None:
 def _line_leases_start(sender=None, **kwargs) -> None:
     # Every worker keeps its channel lines' lease alive and publishes again what a lost
     # worker's lines held: one Redis round trip a second.
-    from deliveries.pipeline.line_lease import line_leases_start
+    from flow.line_lease import line_leases_start
 
     line_leases_start()
 

@@ -21,8 +21,8 @@ from deliveries.models import (
     ProviderEvent,
     WebhookEvent,
 )
-from deliveries.pipeline.fairness import push_slots_key
 from deliveries.pipeline.live import feed_seen_key, live_key, seen_key
+from flow.fairness import push_slots_key
 from notify.erasure import admin_log_forget
 from notify.models import Channel, Recipient
 

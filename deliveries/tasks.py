@@ -31,14 +31,14 @@ from deliveries.pipeline.routing import (
     notifications_route,
     notifications_route_here,
 )
-from deliveries.pipeline.senders import (
+from deliveries.pipeline.sweep import sweep_due_deliveries, sweep_unrouted_notifications
+from deliveries.webhook_events import WEBHOOK_POST_TASK
+from deliveries.webhooks.posting import webhook_events_post, webhook_events_sweep
+from flow.senders import (
     channel_sender_serve,
     channel_sender_take,
     channel_sender_turn,
 )
-from deliveries.pipeline.sweep import sweep_due_deliveries, sweep_unrouted_notifications
-from deliveries.webhook_events import WEBHOOK_POST_TASK
-from deliveries.webhooks.posting import webhook_events_post, webhook_events_sweep
 from notify.broker import delivered_queue, publish_task
 from notify.counts import accepted_counts_fold
 
@@ -107,7 +107,7 @@ def send(
     on arrival, so every dead delivery has its own dead letter to see and re-drive.
 
     The send takes one of its channel's senders in this worker
-    (deliveries/pipeline/senders.py); with none free it waits in its channel's line in
+    (flow/senders.py); with none free it waits in its channel's line in
     this process, where the next sender of the channel runs it, and the thread goes to
     other work at once; when the line is full, its message comes back later.
     """

@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
+from flow.priority import high_work_mark
 from notify.cache import TtlCache
 from notify.erasure import erasure_hold_needed, erasure_hold_start
 from notify.guard import (
@@ -39,7 +40,6 @@ from notify.models import (
     Scope,
 )
 from notify.pgarrays import array_literal
-from notify.priority import high_work_mark
 
 logger = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ _TEST_DEFAULTS = {
     "NOTIFY_OUTBOX_POLL_INTERVAL": "0.5",
     # The suite's workers serve every queue in one process, so campaign tasks yielding to
     # login codes would only slow the campaign tests down;
-    # tests/notify/priority/test_priority.py shows the yielding itself, with the production
+    # tests/flow/test_priority.py shows the yielding itself, with the production
     # window.
     "NOTIFY_CAMPAIGN_YIELD_WINDOW": "0",
     # Likewise the host's campaign statement slots: the suite runs several workers side by

@@ -9,7 +9,7 @@ from notify.env import (
 # Recipients fanned out per batch: one INSERT … SELECT for their notifications, one for
 # their outbox rows, then the fan-out task yields (it re-publishes itself on `low`).
 NOTIFY_CAMPAIGN_BATCH_SIZE = env_int("NOTIFY_CAMPAIGN_BATCH_SIZE", 2000, minimum=1)
-# ...and this many while login codes are in flight (notify/priority.py): a batch is one
+# ...and this many while login codes are in flight (flow/priority.py): a batch is one
 # transaction whose database work runs beside them, so it is kept short then.
 NOTIFY_CAMPAIGN_BUSY_BATCH_SIZE = env_int("NOTIFY_CAMPAIGN_BUSY_BATCH_SIZE", 200, minimum=1)
 # A campaign's admin page refreshes its progress this often (seconds) while it can change.

@@ -89,7 +89,7 @@ NOTIFY_BREAKER_COOLDOWN = env_float("NOTIFY_BREAKER_COOLDOWN", 30.0, minimum=0.1
 NOTIFY_BREAKER_PROBE_TIMEOUT = env_float("NOTIFY_BREAKER_PROBE_TIMEOUT", 15.0, minimum=0.1)
 
 # --- Channel isolation: each channel's own share of a worker's senders -----------------
-# (deliveries/pipeline/senders.py, docs/pipeline.md.) A worker process's threads, as
+# (flow/senders.py, docs/pipeline.md.) A worker process's threads, as
 # scripts/worker.sh gives them to Celery (it exports WORKER_CONCURRENCY).
 NOTIFY_WORKER_THREADS = env_int("WORKER_CONCURRENCY", 8, minimum=1)
 # On these queue classes at most this many of them send for one channel at once, and never

@@ -107,7 +107,7 @@ NOTIFY_QUEUE_NAMES = ("high", "medium", "low")
 # The dead-letter consumer (a process of its own) moves each dead-lettered message into a
 # table; with the queue empty it looks again this often (seconds).
 NOTIFY_DEAD_LETTER_POLL_INTERVAL = env_float("NOTIFY_DEAD_LETTER_POLL_INTERVAL", 1.0, minimum=0.05)
-# Campaign work yields to login codes (notify/priority.py): a `low` task waits while a
+# Campaign work yields to login codes (flow/priority.py): a `low` task waits while a
 # `high` notification was accepted or a `high` task started within the window (seconds;
 # 0 turns it off), at most the max.
 NOTIFY_CAMPAIGN_YIELD_WINDOW = env_float("NOTIFY_CAMPAIGN_YIELD_WINDOW", 0.2, minimum=0)
@@ -124,7 +124,7 @@ NOTIFY_CAMPAIGN_YIELD_CONCURRENCY = env_int("NOTIFY_CAMPAIGN_YIELD_CONCURRENCY",
 # rest off. Idle CPU is what keeps a login code fast on a busy host.
 NOTIFY_CAMPAIGN_YIELD_SHARE = env_float("NOTIFY_CAMPAIGN_YIELD_SHARE", 0.5, minimum=0.01)
 # The low workers of one NOTIFY_CAMPAIGN_YIELD_SCOPE run at most this many database
-# statements at once (one per CPU unless set; 0: no limit; notify/campaign_statements.py):
+# statements at once (one per CPU unless set; 0: no limit; flow/campaign_statements.py):
 # more only queue for the database's CPUs, and a login code arriving then waits behind
 # all of them. While login codes are in flight, at most the busy number (half the CPUs
 # unless set). A statement waits at most NOTIFY_CAMPAIGN_DB_WAIT seconds for its slot,

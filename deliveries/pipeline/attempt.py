@@ -49,7 +49,7 @@ from deliveries.pipeline.pressure import (
     provider_admissions,
 )
 from deliveries.pipeline.provider_calls import Call, order_lane, provider_calls, tried
-from notify.priority import low_work_done, low_work_yield
+from flow.priority import low_work_done, low_work_yield
 from preferences.gate import gate_seal_valid
 
 logger = logging.getLogger(__name__)

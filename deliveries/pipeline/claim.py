@@ -23,9 +23,9 @@ from django.utils import timezone
 
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus
 from deliveries.pipeline.enqueue import delivery_enqueue
-from deliveries.pipeline.fairness import push_slot_member, push_slot_release
 from deliveries.pipeline.live import device_is_live, feed_entry_seen
 from deliveries.pipeline.ordering import ORDER_CLEAR_SQL, order_wait_since
+from flow.fairness import push_slot_member, push_slot_release
 from notify.models import PUSH_CHANNELS, Category, FeedEntry, Notification, Recipient
 from notify.pgarrays import array_literal
 from notify.rows import ModelColumns, instances_split, related_cache

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
-from deliveries.pipeline.fairness import push_drop_record, push_slot_member, push_slot_take
+from flow.fairness import push_drop_record, push_slot_member, push_slot_take
 from notify.broker import batch_size_for, chunked, publish_task
 from notify.models import PUSH_CHANNELS
 
@@ -134,7 +134,7 @@ def send_defer(
 ) -> bool:
     """Publish a send message again, `countdown` seconds out (None: now): its channel
     had no free sender here and no room in its line, or it waited in the line too long
-    (deliveries/pipeline/senders.py). No claim was taken, so the rows need no change and
+    (flow/senders.py). No claim was taken, so the rows need no change and
     this costs no SQL: a thread refused a sender never waits for a database connection.
     (A row still unsent NOTIFY_RETRY_RESWEEP_AFTER after its last publish gets a copy
     from the sweeper, as a message that long in any queue does; the claim makes the copy

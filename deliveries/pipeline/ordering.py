@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.enqueue import deliveries_enqueue, delivery_enqueue
-from deliveries.pipeline.fairness import push_slot_member, push_slot_release
+from flow.fairness import push_slot_member, push_slot_release
 from notify.models import PUSH_CHANNELS, Category, Channel, QueueClass
 from notify.pgarrays import array_literal
 

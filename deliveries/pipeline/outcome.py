@@ -20,12 +20,12 @@ from deliveries.channels.base import SendResult
 from deliveries.models import AttemptOutcome, Delivery, DeliveryAttempt, DeliveryStatus, Reason
 from deliveries.pipeline.devices import devices_gone_deactivate
 from deliveries.pipeline.enqueue import delivery_enqueue
-from deliveries.pipeline.fairness import push_slot_member, push_slot_release
 from deliveries.pipeline.ordering import WAKE_HELD_SQL, successors_enqueue
 from deliveries.pipeline.outcome_log import delivery_outcomes_log
 from deliveries.pipeline.retry import RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
 from deliveries.webhook_events import webhook_events_write
+from flow.fairness import push_slot_member, push_slot_release
 from notify.models import PUSH_CHANNELS
 from notify.pgarrays import array_literal
 

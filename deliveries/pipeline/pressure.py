@@ -27,16 +27,16 @@ from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 from deliveries.models import AttemptOutcome, Delivery, DeliveryStatus, Device, DeviceKind
-from deliveries.pipeline.breaker import (
-    BREAKER_ENTRY_LUA,
-    breaker_keys,
-    breaker_record_many,
-)
 from deliveries.pipeline.enqueue import delivery_enqueue
 from deliveries.pipeline.ratelimit import (
     provider_bucket_key,
     provider_for_channel,
     provider_limit,
+)
+from flow.breaker import (
+    BREAKER_ENTRY_LUA,
+    breaker_keys,
+    breaker_record_many,
 )
 from notify.ratelimit import BUCKET_TAKE_LUA
 

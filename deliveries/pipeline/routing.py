@@ -31,12 +31,12 @@ from deliveries.pipeline.digests import (
     wakeups_publish,
 )
 from deliveries.pipeline.enqueue import deliveries_enqueue
-from deliveries.pipeline.fairness import push_turn_order
 from deliveries.pipeline.outcome import AttemptReport, AttemptResult
 from deliveries.pipeline.route_lock import notification_lock, notifications_lock
 from deliveries.pipeline.route_write import NEW_DELIVERY, DeliveryRow, routed_write
 from deliveries.selectors import push_targets_by_recipient
 from deliveries.webhook_events import webhook_events_write
+from flow.fairness import push_turn_order
 from notify.models import PUSH_CHANNELS, Channel, Notification
 from notify.rows import instance_as_saved, related_cache
 from preferences.gate import (

@@ -21,7 +21,7 @@ from django_redis import get_redis_connection
 
 from campaigns.models import Campaign
 from deliveries.models import Delivery
-from notify import campaign_statements, priority
+from flow import campaign_statements, priority
 from notify.models import Notification, Recipient
 from tests.campaigns.conftest import campaign_body, seed_recipients
 from tests.processes import ROOT

@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from deliveries.pipeline.breaker import breaker_record_many, breaker_state
 from deliveries.pipeline.pressure import Admission, provider_admissions, provider_outcomes
 from deliveries.pipeline.ratelimit import provider_limit
+from flow.breaker import breaker_record_many, breaker_state
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from deliveries.pipeline.fairness import (
+from flow.fairness import (
     push_drop_record,
     push_drops_total,
     push_slot_release,
@@ -38,12 +38,12 @@ def test_a_slot_left_by_a_crashed_worker_frees_itself(settings):
 
 
 def test_drops_are_counted_each_but_logged_as_one_line_a_minute(caplog):
-    from deliveries.pipeline import fairness
+    from flow import fairness
 
     # A fresh minute: nothing reported yet in this window.
     fairness._redis().delete(fairness._DROPS_LOGGED_KEY, fairness._DROPS_WINDOW_KEY)
     before = push_drops_total()
-    with caplog.at_level(logging.WARNING, logger="deliveries.pipeline.fairness"):
+    with caplog.at_level(logging.WARNING, logger="flow.fairness"):
         for _ in range(50):
             push_drop_record(channel="webpush", count=2)
     assert push_drops_total() - before == 100

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from deliveries.pipeline.fairness import push_drops_total, push_slots_held
+from flow.fairness import push_drops_total, push_slots_held
 from notify.models import Recipient
 from tests.push.test_webpush import register_device, register_user, send_order
 from tests.waiting import wait_for

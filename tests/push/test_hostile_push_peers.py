@@ -17,7 +17,7 @@ from django.utils import timezone
 from deliveries.channels.base import parse_retry_after
 from deliveries.models import Delivery, DeliveryAttempt, Device
 from deliveries.pipeline.attempt import delivery_attempt
-from deliveries.pipeline.breaker import breaker_state
+from flow.breaker import breaker_state
 from notify.models import Category, Notification, Producer, Recipient
 from preferences.gate import gate_seal
 from tests.peers.drip import DripPeer

@@ -206,7 +206,7 @@ def test_push_that_outlives_its_ttl_ends_expired_and_is_not_sent_late(api, pipel
 def test_a_recipient_with_many_slow_devices_gets_at_most_four_push_jobs_and_others_still_get_theirs(
     api, pipeline, push_service
 ):
-    from deliveries.pipeline.fairness import push_drops_total
+    from flow.fairness import push_drops_total
 
     register_user(api, "wp-many")
     register_user(api, "wp-one")

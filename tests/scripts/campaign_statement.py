@@ -19,7 +19,7 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 
-from notify.campaign_statements import campaign_statements_limited  # noqa: E402
+from flow.campaign_statements import campaign_statements_limited  # noqa: E402
 
 
 def main() -> None:

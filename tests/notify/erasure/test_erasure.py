@@ -18,7 +18,6 @@ from campaigns.models import AudienceKind, Campaign, CampaignMember
 from deliveries.channels.email import kept_session_close
 from deliveries.models import AddressSuppression, Delivery, DeliveryAttempt, Device
 from deliveries.pipeline.attempt import delivery_attempt
-from deliveries.pipeline.fairness import push_slots_key
 from deliveries.pipeline.live import (
     device_live_mark,
     feed_entries_mark_seen_by,
@@ -26,6 +25,7 @@ from deliveries.pipeline.live import (
     live_key,
 )
 from deliveries.pipeline.routing import notification_route
+from flow.fairness import push_slots_key
 from history.partitions import month_add, month_of
 from history.retention import retention_run
 from notify.models import Category, Erasure, ErasureVia, Notification, Producer, Recipient

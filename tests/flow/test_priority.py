@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 from django_redis import get_redis_connection
 
-from notify import priority
+from flow import priority
 
 
 @pytest.fixture

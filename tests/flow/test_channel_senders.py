@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from deliveries.pipeline.senders import (
+from flow.senders import (
     channel_call_begin,
     channel_call_timed,
     channel_lines_close,

@@ -36,7 +36,7 @@ broker at the next sender's turn, and no send joins one.
 
 A send's message is acknowledged when its thread gives it up, so a waiting send is also
 written to Redis as it joins the line, under a lease the worker keeps alive
-(deliveries/pipeline/line_lease.py): if the process dies, another worker publishes it
+(flow/line_lease.py): if the process dies, another worker publishes it
 again within seconds of the lease running out. The delivery row (untouched: no claim was
 taken) stays the record should Redis be away too: the sweeper publishes it again once
 NOTIFY_RETRY_RESWEEP_AFTER has passed since its last publish.
@@ -59,7 +59,7 @@ from typing import Any
 
 from django.conf import settings
 
-from deliveries.pipeline.line_lease import (
+from flow.line_lease import (
     line_join_record,
     line_left,
     line_record_forget,
@@ -77,7 +77,7 @@ LATENCY_WEIGHT = 0.3
 @dataclass
 class _Waiting:
     """A send waiting in its channel's line: what to send, since when, and its token in
-    the line's record outside the process (deliveries/pipeline/line_lease.py)."""
+    the line's record outside the process (flow/line_lease.py)."""
 
     work: Any
     since: float

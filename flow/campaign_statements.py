@@ -5,7 +5,7 @@ statements can be on the database at once (two low processes of eight threads). 
 not go faster that way: they queue for the database's CPUs, which they share with the
 login codes. A login code that arrives then has each of its steps' statements and
 processes wait behind all of them, and no yield can help: statements already running
-cannot be called back (notify/priority.py holds back the campaign's *next* tasks).
+cannot be called back (flow/priority.py holds back the campaign's *next* tasks).
 
 So every statement a `low` task runs takes one of NOTIFY_CAMPAIGN_DB_CONCURRENCY slots of
 the host (NOTIFY_CAMPAIGN_YIELD_SCOPE, the processes that share the CPUs; one per CPU
@@ -36,7 +36,7 @@ from typing import Any
 
 from django.conf import settings
 
-from notify.priority import high_work_now
+from flow.priority import high_work_now
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 also written to Redis under a lease the worker keeps alive, so when the worker dies
 another one publishes it again within seconds.
 
-A send waiting in its channel's line (deliveries/pipeline/senders.py) has had its
+A send waiting in its channel's line (flow/senders.py) has had its
 broker message acknowledged: without a record elsewhere, a worker killed with a line
 strands it until the sweeper's re-sweep of unsent rows (NOTIFY_RETRY_RESWEEP_AFTER,
 minutes) — longer than a login code lives. So:
@@ -12,7 +12,8 @@ minutes) — longer than a login code lives. So:
 - a heartbeat thread in every worker renews that mark every HEARTBEAT_SECONDS, removes
   the sends the lines have since run or handed back (batched: no round trip when a send
   leaves a line), and looks for processes whose mark expired: their recorded sends are
-  published again (`send_defer`, at once) by one recoverer (a short Redis lock each);
+  published again (at once, by the publisher the send pipeline hands over with
+  `line_publisher_set`) by one recoverer (a short Redis lock each);
 - a clean shutdown hands the lines back to the broker and removes the record.
 
 Why not one queue per (class, channel) at the broker: Celery gives a worker one prefetch
@@ -37,6 +38,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django_redis import get_redis_connection
@@ -52,6 +54,17 @@ HEARTBEAT_SECONDS = 1.0
 RECOVERY_LOCK_SECONDS = 30
 
 OWNERS_KEY = "notify:lines:owners"
+
+# How a recovered send is published again: deliveries' `send_defer`, handed over when the
+# app is ready (flow imports no app). Called with delivery_id, channel, queue, countdown;
+# True once published.
+Publisher = Callable[..., bool]
+_publisher: list[Publisher | None] = [None]
+
+
+def line_publisher_set(publisher: Publisher) -> None:
+    """The function recovered sends are published again with (deliveries' send_defer)."""
+    _publisher[0] = publisher
 
 
 def _lines_key(owner: str) -> str:
@@ -166,8 +179,9 @@ def line_lease_renew() -> None:
 def stranded_lines_recover() -> int:
     """Publish again the waiting sends recorded by workers whose lease expired; returns
     how many send messages were published."""
-    from deliveries.pipeline.enqueue import send_defer
-
+    send_defer = _publisher[0]
+    if send_defer is None:  # no send pipeline in this process: nothing to publish with
+        return 0
     client = get_redis_connection("default")
     owners = [o.decode() if isinstance(o, bytes) else o for o in client.smembers(OWNERS_KEY)]
     if not owners:

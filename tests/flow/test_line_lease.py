@@ -9,8 +9,8 @@ import time
 import pytest
 from django_redis import get_redis_connection
 
-from deliveries.pipeline import line_lease
-from deliveries.pipeline.line_lease import (
+from flow import line_lease
+from flow.line_lease import (
     line_join_record,
     line_lease_renew,
     line_left,
