@@ -230,10 +230,14 @@ class ScriptProcess:
     The scripts `exec` their program, so the child's pid is the program's: `kill` is a
     crash of that process (SIGKILL), `stop` a clean shutdown."""
 
-    def __init__(self, script: str, *args: str, env: dict[str, str], name: str) -> None:
+    def __init__(
+        self, script: str, *args: str, env: dict[str, str], name: str, new_session: bool = False
+    ) -> None:
         self.command = ["bash", f"scripts/{script}", *args]
         self.env = env
         self.name = name
+        # A session of its own: no signal meant for the test's process group reaches it.
+        self.new_session = new_session
         self.process: subprocess.Popen | None = None
         ARTIFACTS.mkdir(exist_ok=True)
         self.log_path = ARTIFACTS / f"{name}.log"
@@ -249,6 +253,7 @@ class ScriptProcess:
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=self.new_session,
         )
 
     def log(self) -> str:

@@ -38,3 +38,4 @@ class Command(BaseCommand):
                 time.sleep(0.2)
         finally:
             server.stop()
+            self.stdout.write("bounce server: stopped", ending="\n")

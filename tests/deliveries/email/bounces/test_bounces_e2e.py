@@ -40,14 +40,22 @@ def bounces(worker_env, pipeline, workers_with):
         "bounce_server",
         env={**worker_env, **verp, "NOTIFY_BOUNCE_LISTEN": f"127.0.0.1:{port}"},
         name="bounce-server",
+        new_session=True,
     )
     server.start()
     server.wait_logged("bounce server: SMTP on")
 
     def mail(raw: bytes, *, to: str, sender: str = "") -> None:
-        assert server.running, f"the bounce server exited:\n{server.log()}"
-        with smtplib.SMTP("127.0.0.1", port, timeout=10) as session:
-            session.sendmail(sender, [to], raw)
+        def sent() -> bool:
+            assert server.running, f"the bounce server exited:\n{server.log()}"
+            try:
+                with smtplib.SMTP("127.0.0.1", port, timeout=10) as session:
+                    session.sendmail(sender, [to], raw)
+            except ConnectionRefusedError:  # not listening (yet, or any more): its log says
+                return False
+            return True
+
+        wait_for(sent, timeout=10, what=f"the bounce server on {port} to take the mail")
 
     yield mail
     server.stop()
