@@ -19,14 +19,9 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from deliveries.bounces.inbound import bounce_mail_accept
+from deliveries.channels.verp import at_bounce_domain
 
 logger = logging.getLogger(__name__)
-
-
-def address_is_ours(address: str) -> bool:
-    """Is `address` at the bounce domain (a VERP address, or the feedback loop's)?"""
-    domain = address.strip("<>").rpartition("@")[2].lower()
-    return bool(settings.NOTIFY_BOUNCE_DOMAIN) and domain == settings.NOTIFY_BOUNCE_DOMAIN.lower()
 
 
 class BounceHandler:
@@ -34,7 +29,7 @@ class BounceHandler:
     (the ORM is synchronous) before answering for it."""
 
     async def handle_RCPT(self, server, session, envelope, address: str, rcpt_options) -> str:
-        if not address_is_ours(address):
+        if not at_bounce_domain(address):
             return "550 5.7.1 not a bounce address of this domain"
         envelope.rcpt_tos.append(address)
         return "250 OK"

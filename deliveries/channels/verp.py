@@ -35,12 +35,18 @@ def verp_address(delivery_id: int | None) -> str:
     return f"{local}+{delivery_id}.{_signature(delivery_id)}@{domain}"
 
 
+def at_bounce_domain(address: str) -> bool:
+    """Is `address` (angle brackets allowed) at NOTIFY_BOUNCE_DOMAIN? False while unset."""
+    domain = address.strip().strip("<>").rpartition("@")[2].lower()
+    return bool(settings.NOTIFY_BOUNCE_DOMAIN) and domain == settings.NOTIFY_BOUNCE_DOMAIN.lower()
+
+
 def verp_delivery(address: str) -> int | None:
     """The delivery id a bounce address names, if it is one of ours and its signature
     holds; None otherwise."""
-    local, _, domain = address.strip().strip("<>").rpartition("@")
-    if not settings.NOTIFY_BOUNCE_DOMAIN or domain.lower() != settings.NOTIFY_BOUNCE_DOMAIN.lower():
+    if not at_bounce_domain(address):
         return None
+    local = address.strip().strip("<>").rpartition("@")[0]
     match = _LOCAL.fullmatch(local)
     if match is None or match["prefix"] != settings.NOTIFY_BOUNCE_LOCAL_PART:
         return None
