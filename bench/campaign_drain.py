@@ -1,6 +1,6 @@
 """S7: a campaign to consenting recipients, launch -> last email received by the SMTP
 sink, vs a bare smtplib loop sending as many messages over ONE connection into the same
-sink (R-B4).
+sink.
 
 Subject: BENCH_S7_RECIPIENTS recipients (bench-c-0000001, ...: an email, consent to S7's
 category, a quiet window of none), one campaign per run through the shipped processes

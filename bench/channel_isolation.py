@@ -2,8 +2,8 @@
 
 The shipped `high` worker (scripts/worker.sh high) and relay (scripts/relay.sh
 high,medium) run against real local peers in this process: an SMTP server whose answer
-to each message can be held back (tests/peers/smtp.py), an SMSC (tests/sms/smsc.py) and
-a Web Push service that checks VAPID and decrypts like a browser (tests/push/peer.py).
+to each message can be held back (tests/peers/smtp.py), an SMSC (tests/deliveries/sms/smsc.py) and
+a Web Push service that checks VAPID and decrypts like a browser (tests/deliveries/push/peer.py).
 Each cycle posts BENCH_S8_CODES `security.login_code` events (SMS + Web Push), each to
 its own person, 50 ms apart, and times each from its POST to its arrival at the SMSC and
 at the push service: first idle, then with the SMTP relay answering every message after
@@ -50,9 +50,9 @@ class Cycle:
 
 def scenario_s8(bench: Bench) -> None:
     """Time login codes by SMS and push idle and beside a slow SMTP relay; print the ratio."""
+    from tests.deliveries.push.peer import PushService
+    from tests.deliveries.sms.smsc import Smsc
     from tests.peers.smtp import SmtpPeer
-    from tests.push.peer import PushService
-    from tests.sms.smsc import Smsc
 
     codes = int(os.environ.get("BENCH_S8_CODES", "50"))
     emails = int(os.environ.get("BENCH_S8_EMAILS", "40"))
@@ -74,7 +74,9 @@ def scenario_s8(bench: Bench) -> None:
         "SMPP_SYSTEM_ID": SYSTEM_ID,
         "SMPP_PASSWORD": PASSWORD,
         "SMPP_TPS": "1000",  # the SMSC's own throttle is not what is measured here
-        "WEBPUSH_VAPID_PRIVATE_KEY": str(ROOT / "tests" / "push" / "vapid_test_private.pem"),
+        "WEBPUSH_VAPID_PRIVATE_KEY": str(
+            ROOT / "tests" / "deliveries" / "push" / "vapid_test_private.pem"
+        ),
         "WEBPUSH_VAPID_SUBJECT": "mailto:bench@notify.example.com",
         "WEBPUSH_ALLOWED_ORIGINS": push.origin,
         "NOTIFY_CHANNELS_ENABLED": "inapp,email,sms,webpush",

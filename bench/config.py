@@ -15,9 +15,12 @@ DEMO_USER = "demo-user"
 SCENARIOS = (
     "s1",
     "s5",
+    "s1o",
+    "s5o",
     "load",
     "stream",
     "s2",
+    "s2o",
     "s2d",
     "s3",
     "s4",
@@ -27,6 +30,7 @@ SCENARIOS = (
     "s9",
     "s10",
     "s11",
+    "s12",
     "cluster",
 )
 
@@ -37,17 +41,20 @@ WEB_THREADS_DEFAULT = 1
 STREAM_POOL_DEFAULT = 5  # scripts/stream.sh: feed reads of open streams
 SMALL_POOL_DEFAULT = 2  # beat and the relay (scripts/beat.sh, scripts/manage.sh)
 
-# Targets of DESIGN.md 10a/10d. Constants, not BENCH_* knobs, on purpose: a target is
+# Targets. Constants, not BENCH_* knobs, on purpose: a target is
 # never lowered to pass, so no run can move one; a figure short of it prints "NOT met".
 S1_TARGET = 0.8  # intake / the bare intake view on gunicorn sync workers
 S1_P99_TARGET = 1.5  # intake p99 / the bare intake view's p99, at most
 LOAD_P99_TARGET = 2.0  # 64 clients: intake p99 / the bare view's at the same load, at most
 S5_TARGET = 0.8  # unread-count view / a bare view reading one Redis key
-S2_TARGET = 0.15  # R-X3: pipeline drain / no-op drain, both from their first message
-S2_SQL_TARGET = 15.0  # R-X3: SQL statements per order.shipped event, end to end
-S7_TARGET = 0.5  # R-B4: campaign emails/s / a bare smtplib loop's
-S7_SQL_TARGET = 1.5  # R-B4: SQL statements per campaign notification
-S7_BROKER_TARGET = 0.1  # R-B4: broker messages per campaign notification
+# Pipeline drain / no-op drain, both from their first message; raised from 0.15 when
+# push and SMS were asked to keep the seeds' rates.
+S2_TARGET = 0.3
+S2_SQL_TARGET = 15.0  # SQL statements per order.shipped event, end to end
+# Campaign emails/s / a bare smtplib loop's (raised from 0.5 with S2's).
+S7_TARGET = 0.7
+S7_SQL_TARGET = 1.5  # SQL statements per campaign notification
+S7_BROKER_TARGET = 0.1  # broker messages per campaign notification
 S10_TARGET = 0.5  # push deliveries/s through the worker / a bare concurrent client's
 S11_TARGET = 0.5  # SMS/s through the worker / a bare windowed SMPP client's
 
@@ -95,6 +102,7 @@ class Config:
     login_codes: int
     code_recipients: int
     codes_to_members: bool
+    campaign_send_rate: float | None
     stall_seconds: float
     s7_recipients: int
     s7_runs: int
@@ -136,13 +144,16 @@ class Config:
             # S3's codes go to campaign members whose campaign emails are still to come
             # when the codes go, instead of people outside the campaign.
             codes_to_members=env_int("BENCH_S3_MEMBERS", 0) > 0,
+            # S3's campaign paced at this many messages a second (0: unpaced, as fast as
+            # the low worker goes): the login codes' p99 beside a paced campaign.
+            campaign_send_rate=env_float("BENCH_S3_SEND_RATE", 0.0) or None,
             # A drain with no progress for this long has failed (it raised, or the gate
             # held everything back); better said at once than after the timeout.
             stall_seconds=env_float("BENCH_STALL_SECONDS", 60.0),
             s7_recipients=max(1, env_int("BENCH_S7_RECIPIENTS", 20000)),
             s7_runs=max(1, env_int("BENCH_S7_RUNS", 3)),
-            # The end-to-end campaign of R-B4's scale, run once after S7's runs; 0 turns
-            # it off (today's per-notification pipeline needs ~50 min for 100,000).
+            # The end-to-end campaign at the design's campaign scale, run once after S7's
+            # runs; 0 turns it off (the per-notification pipeline needs ~50 min for 100,000).
             s7_large=max(0, env_int("BENCH_S7_LARGE_RECIPIENTS", 100000)),
             s7_timeout=env_float("BENCH_S7_TIMEOUT", 7200.0),
             # Procfile entries S7 starts (shell patterns): every worker and relay, as

@@ -33,7 +33,7 @@ def alternate(
     return bases, subjects
 
 
-def scenario_s1(bench: Bench, ports: tuple[int, int]) -> int:
+def scenario_s1(bench: Bench, ports: tuple[int, int], label: str = "S1") -> int:
     """S1 intake throughput and p99 vs the bare intake view; returns the peak backends of
     the server under test."""
     c = bench.config.connections
@@ -42,22 +42,22 @@ def scenario_s1(bench: Bench, ports: tuple[int, int]) -> int:
     tp = ratio(median_of(subjects, lambda r: r.rps), median_of(bases, lambda r: r.rps))
     p99 = ratio(median_of(subjects, lambda r: r.p99_ms), median_of(bases, lambda r: r.p99_ms))
     print(
-        f"S1 intake throughput: {tp:.3g}x bare "
+        f"{label} intake throughput: {tp:.3g}x bare "
         f"({median_of(subjects, lambda r: r.rps):.0f} vs "
         f"{median_of(bases, lambda r: r.rps):.0f} req/s at {c} connections; "
         f"{verdict(tp, S1_TARGET, at_least=True)})"
     )
     print(
-        f"S1 intake p99: {p99:.3g}x bare "
+        f"{label} intake p99: {p99:.3g}x bare "
         f"({median_of(subjects, lambda r: r.p99_ms):.1f} vs "
         f"{median_of(bases, lambda r: r.p99_ms):.1f} ms; "
         f"{verdict(p99, S1_P99_TARGET, at_least=False)})"
     )
-    report_unexpected("S1", subjects + bases, 202)
+    report_unexpected(label, subjects + bases, 202)
     return sampler.peak
 
 
-def scenario_s5(bench: Bench, ports: tuple[int, int]) -> int:
+def scenario_s5(bench: Bench, ports: tuple[int, int], label: str = "S5") -> int:
     """S5 unread-count throughput vs a bare view reading one Redis key; returns the peak
     backends."""
     c = bench.config.connections
@@ -67,12 +67,12 @@ def scenario_s5(bench: Bench, ports: tuple[int, int]) -> int:
         bases, subjects = alternate(bench, ports, bare, real, connections=c)
     tp = ratio(median_of(subjects, lambda r: r.rps), median_of(bases, lambda r: r.rps))
     print(
-        f"S5 unread count throughput: {tp:.3g}x bare "
+        f"{label} unread count throughput: {tp:.3g}x bare "
         f"({median_of(subjects, lambda r: r.rps):.0f} vs "
         f"{median_of(bases, lambda r: r.rps):.0f} req/s at {c} connections; "
         f"p99 {median_of(subjects, lambda r: r.p99_ms):.1f} vs "
         f"{median_of(bases, lambda r: r.p99_ms):.1f} ms; "
         f"{verdict(tp, S5_TARGET, at_least=True)})"
     )
-    report_unexpected("S5", subjects + bases, 200)
+    report_unexpected(label, subjects + bases, 200)
     return sampler.peak

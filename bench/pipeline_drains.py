@@ -64,12 +64,8 @@ def ready_at(key: str) -> float | None:
     return float(raw) if raw else None
 
 
-def noop_run(
-    bench: Bench, worker_env: dict[str, str], n: int, broker_url: str | None = None
-) -> Drain:
-    """n no-op tasks queued first, then the worker started and timed until the queue
-    is empty (the last few in flight finish within a millisecond). `broker_url`: where
-    the worker's env points, when not the bench's own broker (the queues exist there)."""
+def noops_queue(bench: Bench, n: int, broker_url: str | None = None) -> None:
+    """Empty the queues, then put n no-op tasks on `medium`."""
     from kombu import Producer
 
     from bench.tasks import NOOP_TASK
@@ -89,6 +85,17 @@ def noop_run(
                 producer=producer,
                 declare=[],
             )
+
+
+def noop_run(
+    bench: Bench, worker_env: dict[str, str], n: int, broker_url: str | None = None
+) -> Drain:
+    """n no-op tasks queued first, then the worker started and timed until the queue
+    is empty (the last few in flight finish within a millisecond). `broker_url`: where
+    the worker's env points, when not the bench's own broker (the queues exist there)."""
+    from config.celery import app
+
+    noops_queue(bench, n, broker_url)
     stamp = time.time_ns()
     ready_key, count_key = f"bench:ready:{stamp}", f"bench:count:{stamp}"
     env = {

@@ -2,9 +2,9 @@
 client posting the same payloads to the same local push service.
 
 Peers, in this process, from the test suite: a Web Push service that checks VAPID and
-decrypts every push like a browser (tests/push/peer.py), answering each after
+decrypts every push like a browser (tests/deliveries/push/peer.py), answering each after
 BENCH_S10_PUSH_DELAY seconds (0.02: a push service nearby), and a local FCM (its OAuth
-token endpoint and v1 send API, tests/push/fcm_peer.py). BENCH_S10_PUSHES people
+token endpoint and v1 send API, tests/deliveries/push/fcm_peer.py). BENCH_S10_PUSHES people
 (2,000), each with one browser and one app, get one `order.shipped` event each on one
 channel, preloaded through the API with the worker stopped; then scripts/worker.sh
 medium and the outbox relay are started and timed from the first routed event to the
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 PEOPLE = "bench-s10-"
 GROUP = "s10"  # the push service's subscriber-name group: its delay and in-flight count
 CATEGORY = "order.shipped"
-VAPID_KEY = ROOT / "tests" / "push" / "vapid_test_private.pem"
+VAPID_KEY = ROOT / "tests" / "deliveries" / "push" / "vapid_test_private.pem"
 VAPID_SUBJECT = "mailto:bench@notify.example.com"
 WEBPUSH_CONCURRENCY = 16  # the channel's default NOTIFY_WEBPUSH_CONCURRENCY
 FCM_BARE_CONCURRENCY = 100  # the connections firebase-admin's session keeps (fcm_app.py)
@@ -67,8 +67,8 @@ class Bare:
 
 def scenario_s10(bench: Bench) -> None:
     """Web Push, then FCM: BENCH_RUNS bare drains and worker drains each; the ratios."""
-    from tests.push.fcm_peer import PROJECT, FcmService
-    from tests.push.peer import PushService
+    from tests.deliveries.push.fcm_peer import PROJECT, FcmService
+    from tests.deliveries.push.peer import PushService
 
     n = max(1, env_int("BENCH_S10_PUSHES", 2000))
     delay = env_float("BENCH_S10_PUSH_DELAY", 0.02)

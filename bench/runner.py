@@ -14,6 +14,7 @@ import os
 import subprocess
 from collections.abc import Callable
 
+from bench.analytics_ship import scenario_s12
 from bench.broker_cluster import scenario_cluster
 from bench.campaign_drain import scenario_s7
 from bench.campaign_fanout import scenario_s4
@@ -24,6 +25,7 @@ from bench.digests import scenario_s2d
 from bench.live_stream import scenario_stream
 from bench.login_codes import scenario_s3
 from bench.metrics_scrape import scenario_s6
+from bench.outside import scenario_s2o
 from bench.pipeline import scenario_s2
 from bench.places import Places, ensure_database, ensure_vhost
 from bench.processes import Stack
@@ -225,6 +227,9 @@ class Bench:
         if "s2" in self.config.only:
             with phase(f"S2 pipeline: {self.config.events} events"):
                 self.guard("S2", lambda: scenario_s2(self))
+        if "s2o" in self.config.only:
+            with phase("S2o pipeline from outside: every Procfile process but web"):
+                self.guard("S2o", lambda: scenario_s2o(self))
         if "s2d" in self.config.only:
             with phase(f"S2d digest path: {self.config.events} events, beside S2's"):
                 self.guard("S2d", lambda: scenario_s2d(self))
@@ -262,6 +267,9 @@ class Bench:
         if "s11" in self.config.only:
             with phase("S11 SMS drain: the worker vs a bare windowed SMPP client"):
                 self.guard("S11", lambda: scenario_s11(self))
+        if "s12" in self.config.only:
+            with phase("S12 analytics: shipping vs a bare bulk insert, reports over many events"):
+                self.guard("S12", lambda: scenario_s12(self))
         if "cluster" in self.config.only:
             with phase(
                 f"cluster: 3 RabbitMQ nodes vs the single node, {self.config.events} events"

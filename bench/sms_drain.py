@@ -1,7 +1,7 @@
 """S11: SMS drained by the shipped worker vs a bare windowed SMPP client, into the same
 local SMSC.
 
-The SMSC is the test suite's (tests/sms/smsc.py, in this process): it answers each
+The SMSC is the test suite's (tests/deliveries/sms/smsc.py, in this process): it answers each
 submit_sm after BENCH_S11_SMSC_DELAY seconds (0.02: an SMSC nearby), reading the
 submits behind it meanwhile, and sends a delivery receipt for each message, as a real
 one does. BENCH_S11_SMS people (2,000), each with a phone, get one
@@ -42,7 +42,7 @@ LIFTED = "1000000:1000000"
 
 def scenario_s11(bench: Bench) -> None:
     """BENCH_RUNS bare SMPP drains and worker drains, alternating; print the ratio."""
-    from tests.sms.smsc import Smsc
+    from tests.deliveries.sms.smsc import Smsc
 
     n = max(1, env_int("BENCH_S11_SMS", 2000))
     delay = env_float("BENCH_S11_SMSC_DELAY", 0.02)

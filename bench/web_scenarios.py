@@ -7,6 +7,7 @@ own server beside it (bench.bare_server), and stops both after.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from bench.bare_server import start_bare_server
@@ -50,9 +51,25 @@ def web_server_line(web: Proc) -> str:
     return "see its log"
 
 
+def outside_in(bench: Bench, ports: tuple[int, int], wanted: list[str]) -> None:
+    """S1o and S5o: S1 and S5 as they were measured from outside, as a new user would:
+    wrk with 2 threads, rounds of 10 s (3 alternating, as BENCH_RUNS), same servers."""
+    bench_config = bench.config
+    bench.config = dataclasses.replace(bench_config, wrk_threads=2, seconds=10.0)
+    try:
+        if "s1o" in wanted:
+            with phase("S1o intake, from outside"):
+                bench.guard("S1o", lambda: scenario_s1(bench, ports, label="S1o"))
+        if "s5o" in wanted:
+            with phase("S5o unread count, from outside"):
+                bench.guard("S5o", lambda: scenario_s5(bench, ports, label="S5o"))
+    finally:
+        bench.config = bench_config
+
+
 def http_scenarios(bench: Bench) -> None:
     """Run whichever of S1, S5 and load BENCH_ONLY picks, against one web server."""
-    wanted = [name for name in ("s1", "s5", "load") if name in bench.config.only]
+    wanted = [name for name in ("s1", "s5", "s1o", "s5o", "load") if name in bench.config.only]
     if not wanted:
         return
     web_processes = env_int("WEB_CONCURRENCY", 2)
@@ -79,6 +96,8 @@ def http_scenarios(bench: Bench) -> None:
         if "s5" in wanted:
             with phase("S5 unread count"):
                 peaks.append(bench.guard("S5", lambda: scenario_s5(bench, ports)) or 0)
+        if "s1o" in wanted or "s5o" in wanted:
+            outside_in(bench, ports, wanted)
         if peaks:
             print(
                 f"S1/S5 peak PostgreSQL backends: {max(peaks)} "

@@ -94,7 +94,7 @@ def scenario_s9(bench: Bench) -> None:
 
 
 def _reset(bench: Bench) -> None:
-    from deliveries.models import WebhookEndpoint
+    from webhooks.models import WebhookEndpoint
 
     WebhookEndpoint.objects.all().delete()
     bench.close_db()
@@ -105,10 +105,10 @@ def _backlog(url: str, events: int) -> None:
     from django.db import connection
     from django.test import override_settings
 
-    from deliveries.models import WebhookEvent
-    from deliveries.webhook_events import webhook_posts_publish
-    from deliveries.webhooks.endpoints import endpoint_create
     from notify.models import Producer
+    from webhooks.endpoints import endpoint_create
+    from webhooks.events import webhook_posts_publish
+    from webhooks.models import WebhookEvent
 
     origin = url.rsplit("/", 1)[0]
     with override_settings(NOTIFY_WEBHOOK_ALLOWED_PRIVATE_ORIGINS=[origin]):  # as the workers
@@ -139,7 +139,7 @@ def _codes(
     codes' time went."""
     from django.test import Client
 
-    from deliveries.models import WebhookEvent
+    from webhooks.models import WebhookEvent
 
     _reset(bench)
     stamp = f"s9-{name}-{time.time_ns()}"

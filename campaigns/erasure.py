@@ -2,11 +2,11 @@
 recipient admin's erase action (and its delete) and `manage.py erase_user`.
 
 It lives in the highest layer because a person's rows are in every app: each app erases
-its own (campaign audience lists here, then deliveries.erasure, preferences.erasure and
-notify.erasure), all in one transaction with the Redis keys, so an erasure is complete
-or not done at all. Consent records stay under a keyed hash of the user id; the user id,
-email and phone go on the suppression list as hashes; the ledger records who asked and
-when. See docs/erasure.md.
+its own (campaign audience lists here, then deliveries.erasure, webhooks.erasure,
+preferences.erasure and notify.erasure), all in one transaction with the Redis keys, so
+an erasure is complete or not done at all. Consent records stay under a keyed hash of
+the user id; the user id, email and phone go on the suppression list as hashes; the
+ledger records who asked and when. See docs/erasure.md.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
+from analytics.erasure import analytics_person_erase
 from campaigns.models import Campaign, CampaignMember
 from deliveries.erasure import deliveries_erase
 from history.archive import archive_erase_recipient
@@ -27,6 +28,7 @@ from notify.erasure import (
 )
 from notify.models import Erasure, ErasureVia, Recipient
 from preferences.erasure import preferences_erase
+from webhooks.erasure import webhook_events_erase
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,9 @@ def person_erase(*, user_id: str, via: str, requested_by: str) -> Erased:
         removed = {"campaign_audiences": _audience_lists_scrub(user_id=user_id)}
         if recipient is not None:
             removed |= deliveries_erase(recipient=recipient)
+            removed |= webhook_events_erase(recipient=recipient)
             removed |= preferences_erase(recipient=recipient)
+            removed |= analytics_person_erase(user_id=user_id)
             removed |= recipient_rows_erase(recipient=recipient)
             recipient_keys_forget(recipient_id=recipient.pk, user_id=user_id)
             # Archived months are files, outside the transaction: rewritten once the

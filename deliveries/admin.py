@@ -27,7 +27,6 @@ from deliveries.pipeline.redrive import REDRIVABLE, deliveries_redrive
 from deliveries.support.devices import DeviceAdmin
 from deliveries.support.pages import DELIVERY_SUMMARY, SupportNotificationAdmin
 from deliveries.support.send_to_me import send_to_me_register
-from deliveries.support.webhook_admin import WebhookEndpointAdmin  # noqa: F401 - registers it
 from notify.admin_mixins import ReadOnlyAdminMixin
 from notify.broker import queue_depth
 from notify.models import Notification
@@ -48,6 +47,7 @@ class DeliveryAttemptInline(admin.TabularInline):
     can_delete = False
     readonly_fields = (
         "number",
+        "provider",
         "started_at",
         "duration_ms",
         "held_ms",

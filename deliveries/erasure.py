@@ -1,8 +1,8 @@
 """Erasure, the deliveries' part: every delivery of the person's notifications with its
 attempts (targets and provider answers) and provider events (bounces, complaints, opens),
-their devices (tokens, endpoints), their addresses on the hard-bounce list, the status
-webhook events about them, and in Redis their push slots and each device's live registry
-key and seen-entries set. Called by campaigns.erasure.person_erase."""
+their devices (tokens, endpoints), their addresses on the hard-bounce list, and in Redis
+their push slots and each device's live registry key and seen-entries set. Called by
+campaigns.erasure.person_erase."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from deliveries.models import (
     DigestWindow,
     EarlyProviderEvent,
     ProviderEvent,
-    WebhookEvent,
 )
 from deliveries.pipeline.live import feed_seen_key, live_key, seen_key
 from flow.fairness import push_slots_key
@@ -70,13 +69,6 @@ def deliveries_erase(*, recipient: Recipient) -> dict[str, int]:
     if recipient.phone:
         on_list |= Q(channel=Channel.SMS, address=recipient.phone)
     removed["bounce_entries"] = AddressSuppression.objects.filter(on_list).delete()[0]
-    # Status webhook events name the person (their user id) and are posted to the
-    # producer; not yet posted ones are not posted any more.
-    removed["webhook_events"] = (
-        WebhookEvent.objects.filter(recipient_id=recipient.pk)
-        .delete()[1]
-        .get(WebhookEvent._meta.label, 0)
-    )
     admin_log_forget(model=Delivery, pks=delivery_ids)
     admin_log_forget(model=Device, pks=device_ids)
     keys = [push_slots_key(recipient.pk), feed_seen_key(recipient.pk)]

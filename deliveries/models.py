@@ -60,6 +60,14 @@ class Delivery(InNotificationMonth):
     attempt_budget_from = models.PositiveIntegerField(
         default=0, help_text="Attempts made before the last re-drive; the budget counts after."
     )
+    pinned_provider = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="A provider whose call ended without a clear answer (it may have taken the "
+        "message): later tries go there only, unless the category puts speed first.",
+    )
     gate_seal = models.CharField(
         max_length=64, blank=True, help_text="Written by the gate; the sender refuses without it."
     )
@@ -92,7 +100,7 @@ class Delivery(InNotificationMonth):
     # NOTIFY_CLAIM_RECOVERIES_MAX, the delivery ends dead. A re-drive starts it again.
     claim_recoveries = models.IntegerField(default=0, db_default=0, editable=False)
     # The last sequence number given to a status webhook event about this delivery:
-    # raised in the statement that writes the events (deliveries/webhook_events.py).
+    # raised in the statement that writes the events (webhooks/events.py).
     webhook_sequence = models.IntegerField(default=0, db_default=0, editable=False)
 
     class Meta:
@@ -173,6 +181,13 @@ class DeliveryAttempt(InNotificationMonth):
         default="",
         db_default="",
         help_text="The provider's id of the message this try sent (its events name it).",
+    )
+    provider = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The provider this try went to (one channel may fail over between several).",
     )
     held_ms = models.PositiveIntegerField(
         default=0,
@@ -399,12 +414,4 @@ from deliveries.provider_event_models import (  # noqa: E402, F401
     EarlyProviderEvent,
     ProviderEvent,
     ProviderEventKind,
-)
-from deliveries.webhook_models import (  # noqa: E402, F401
-    WebhookAttempt,
-    WebhookEndpoint,
-    WebhookEvent,
-    WebhookEventStatus,
-    WebhookEventType,
-    WebhookSubscription,
 )

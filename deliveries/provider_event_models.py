@@ -1,5 +1,6 @@
-"""What email providers reported about messages they accepted (webhook events, and
-returned mail for SMTP): recorded once each, and those that came before their send."""
+"""What providers reported about messages they accepted (email providers' webhook events,
+returned mail for SMTP, SMSC delivery receipts): recorded once each, and those that came
+before their send."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ class ProviderEventKind(models.TextChoices):
     OPENED = "opened", "Opened"
     CLICKED = "clicked", "Clicked"
     DEFERRED = "deferred", "Delayed by the mailbox"
+    FAILED = "failed", "Not delivered (an SMS receipt)"
     OTHER = "other", "Other"
 
 

@@ -32,8 +32,6 @@ from deliveries.pipeline.routing import (
     notifications_route_here,
 )
 from deliveries.pipeline.sweep import sweep_due_deliveries, sweep_unrouted_notifications
-from deliveries.webhook_events import WEBHOOK_POST_TASK
-from deliveries.webhooks.posting import webhook_events_post, webhook_events_sweep
 from flow.senders import (
     channel_sender_serve,
     channel_sender_take,
@@ -222,18 +220,6 @@ def close_digests() -> int:
 def metrics_counts_fold() -> dict[str, int]:
     """Beat: fold what changed since the last run into the /metrics rollups."""
     return {"accepted": accepted_counts_fold(), "deliveries": delivery_counts_fold()}
-
-
-@shared_task(name=WEBHOOK_POST_TASK)
-def webhooks_post(event_ids: list[int]) -> list[str]:
-    """Post one endpoint's status webhook events (published on `low`)."""
-    return webhook_events_post(event_ids=event_ids)
-
-
-@shared_task(name="deliveries.webhooks_sweep")
-def webhooks_sweep() -> int:
-    """Beat: re-queue status webhook events whose retry is due."""
-    return webhook_events_sweep()
 
 
 @shared_task(name="deliveries.provider_events_sweep")

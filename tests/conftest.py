@@ -15,6 +15,9 @@ from kombu import Connection
 
 from tests.processes import ARTIFACTS, ROOT, RelayProcess, WorkerProcess, stop_children
 
+# The local Web Push service and the live stream server, shared by several folders.
+pytest_plugins = ["tests.peers.push_fixtures"]
+
 WORK_QUEUES = ("high", "medium", "low", "dead_letter")
 
 
@@ -91,7 +94,7 @@ def _no_cached_webhook_subscriptions():
     """Each test starts with this process's webhook subscription cache empty: the database
     an earlier test subscribed in was rolled back, but the cache would still answer from
     it (and a test counting a round's statements would find a webhook write in it)."""
-    from deliveries.webhook_events import subscription_cache_clear
+    from webhooks.events import subscription_cache_clear
 
     subscription_cache_clear()
 

@@ -15,7 +15,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-# The local Web Push peer (tests/push/peer.py) listens on this port, chosen once per run
+# The local Web Push peer (tests/deliveries/push/peer.py) listens on this port, chosen once per run
 # and inherited by the worker processes, so its origin can be listed as allowed below.
 os.environ.setdefault("NOTIFY_TEST_PUSH_PORT", str(_free_port()))
 # The loopback webhook receiver (tests/peers/webhooks.py) likewise: its origin is the one
@@ -52,11 +52,17 @@ _TEST_DEFAULTS = {
     "LOG_LEVEL": "WARNING",
     # Push: a test-only VAPID key, and the push backoff shortened (same shape).
     "WEBPUSH_VAPID_PRIVATE_KEY": os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "push", "vapid_test_private.pem"
+        os.path.dirname(os.path.abspath(__file__)), "deliveries", "push", "vapid_test_private.pem"
     ),
     "WEBPUSH_VAPID_SUBJECT": "mailto:tests@notify.example.com",
     "NOTIFY_PUSH_RETRY_BASE": "0.3",
     "NOTIFY_PUSH_RETRY_MAX": "2.4",
+    # Analytics writes no events unless a test turns it on (tests/analytics/ do, with
+    # their own `analytics` process): the pipeline's statement counts elsewhere are those
+    # of a deployment without it, and tests/analytics/test_costs.py shows the one
+    # statement per round it adds. Reads open the store in the test's own process.
+    "NOTIFY_ANALYTICS_ENABLED": "false",
+    "NOTIFY_ANALYTICS_READER_ADDRESS": "",
     # The loopback receiver, and a documentation host that tests register and never post to.
     "NOTIFY_WEBHOOK_ALLOWED_PRIVATE_ORIGINS": (
         f"http://127.0.0.1:{os.environ['NOTIFY_TEST_WEBHOOK_PORT']},https://hooks.example"
@@ -105,6 +111,16 @@ from config.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
+# chDB opens one data directory per process, and each test process has its own store.
+if "NOTIFY_ANALYTICS_DATA_DIR" not in os.environ:
+    NOTIFY_ANALYTICS_DATA_DIR = os.path.join(
+        os.environ.get("TMPDIR", "/tmp"), f"notify-tests-analytics-{os.getpid()}"
+    )
+
 # Static files straight from the apps (as with DEBUG), so the web process the browser tests
 # start serves the inbox component without a collectstatic step.
 WHITENOISE_USE_FINDERS = True
+
+# Amazon SNS signing certificates may come from a loopback peer (tests/peers/amazon_ses.py
+# serves its own): only here, never in a deployment's settings.
+NOTIFY_SNS_TEST_CERTS_ON_LOOPBACK = True

@@ -6,6 +6,7 @@ works by is a setting (prefix NOTIFY_), read once at start. A topic that uses an
 value imports it from that module by name, so the order below does not matter.
 """
 
+from config.settings.analytics import *  # noqa: F403
 from config.settings.api import *  # noqa: F403
 from config.settings.base import *  # noqa: F403
 from config.settings.beat import *  # noqa: F403
@@ -14,6 +15,7 @@ from config.settings.channels import *  # noqa: F403
 from config.settings.database import *  # noqa: F403
 from config.settings.digests import *  # noqa: F403
 from config.settings.email import *  # noqa: F403
+from config.settings.flow import *  # noqa: F403
 from config.settings.history import *  # noqa: F403
 from config.settings.ops import *  # noqa: F403
 from config.settings.push import *  # noqa: F403

@@ -50,7 +50,7 @@ SPECTACULAR_SETTINGS = {
     # Ours adds the links from a created resource to the operations on it.
     "POSTPROCESSING_HOOKS": [
         "notify.api.schema.add_links",
-        "deliveries.api.stream_schema.add_stream",
+        "stream.schema.add_stream",
     ],
 }
 

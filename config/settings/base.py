@@ -34,8 +34,10 @@ INSTALLED_APPS = [
     "preferences",
     "templates_admin",
     "deliveries",
+    "webhooks",
     "history",
     "campaigns",
+    "analytics",
 ]
 
 MIDDLEWARE = [

@@ -3,8 +3,8 @@ the pressure on their providers (rate limits, circuit breakers)."""
 
 import os
 
-from config.settings.email import NOTIFY_EMAIL_ESP
-from config.settings.push import FCM_CREDENTIALS, NOTIFY_PUSH_SENDERS, WEBPUSH_VAPID_PRIVATE_KEY
+from config.settings.email import NOTIFY_EMAIL_ESP, NOTIFY_EMAIL_ESPS
+from config.settings.push import FCM_CREDENTIALS, WEBPUSH_VAPID_PRIVATE_KEY
 from notify.env import (
     env_float,
     env_int,
@@ -57,6 +57,31 @@ NOTIFY_CHANNEL_PROVIDERS = {
     "fcm": "fcm",
     "sms": "smpp",
 }
+# Provider failover within a channel (docs/email-providers.md): email's providers in
+# order, e.g. "postmark,smtp", each with its own rate limit, breaker and credentials. A
+# delivery moves down the list when a provider's breaker is open, when it refused the
+# message transiently, or when its measured latency would miss the delivery's deadline.
+# Unset: the one provider above (NOTIFY_EMAIL_ESP, else SMTP), exactly as without failover.
+NOTIFY_EMAIL_PROVIDERS = [p.lower() for p in env_list("NOTIFY_EMAIL_PROVIDERS", [])]
+for _provider in NOTIFY_EMAIL_PROVIDERS:
+    if _provider != "smtp" and _provider not in NOTIFY_EMAIL_ESPS:
+        raise ValueError(
+            f"NOTIFY_EMAIL_PROVIDERS: {_provider!r} is not smtp or one of {NOTIFY_EMAIL_ESPS}"
+        )
+if NOTIFY_EMAIL_PROVIDERS:
+    NOTIFY_CHANNEL_PROVIDERS["email"] = NOTIFY_EMAIL_PROVIDERS[0]  # the primary
+# SMS's binds in failover order: "smpp,smpp2" (the second bind: SMPP2_*). Unset: one bind.
+NOTIFY_SMS_PROVIDERS = [p.lower() for p in env_list("NOTIFY_SMS_PROVIDERS", [])]
+if set(NOTIFY_SMS_PROVIDERS) - {"smpp", "smpp2"}:
+    raise ValueError("NOTIFY_SMS_PROVIDERS may name smpp and smpp2 only")
+if NOTIFY_SMS_PROVIDERS:
+    NOTIFY_CHANNEL_PROVIDERS["sms"] = NOTIFY_SMS_PROVIDERS[0]
+# Each channel's ordered providers when it has a list (a channel not named: no failover).
+NOTIFY_CHANNEL_FAILOVER = {
+    channel: providers
+    for channel, providers in (("email", NOTIFY_EMAIL_PROVIDERS), ("sms", NOTIFY_SMS_PROVIDERS))
+    if providers
+}
 # Per-provider token buckets, "rate/s:burst", shared by every worker through Redis. The
 # email service providers' (NOTIFY_RATE_POSTMARK, _AMAZON_SES, _SENDGRID, _MAILGUN, _BREVO)
 # follow what each publishes: Amazon SES's sandbox rate (1/s; production accounts get
@@ -70,6 +95,7 @@ NOTIFY_PROVIDER_RATE_LIMITS = {
         "webpush": "200:400",
         "fcm": "500:1000",
         "smpp": "30:30",
+        "smpp2": "30:30",
         "postmark": "50:100",
         "amazon_ses": "1:1",
         "sendgrid": "10000:10000",
@@ -82,55 +108,3 @@ NOTIFY_PROVIDER_RATE_LIMITS = {
 NOTIFY_LOW_PRIORITY_RESERVE = env_float("NOTIFY_LOW_PRIORITY_RESERVE", 0.2, minimum=0)
 # A sender waits for a token at most this long in place; longer → short countdown.
 NOTIFY_RATE_MAX_INLINE_WAIT = env_float("NOTIFY_RATE_MAX_INLINE_WAIT", 0.25, minimum=0)
-NOTIFY_BREAKER_FAILURES = env_int("NOTIFY_BREAKER_FAILURES", 10, minimum=1)
-NOTIFY_BREAKER_WINDOW = env_float("NOTIFY_BREAKER_WINDOW", 30.0, minimum=0.1)
-NOTIFY_BREAKER_COOLDOWN = env_float("NOTIFY_BREAKER_COOLDOWN", 30.0, minimum=0.1)
-# How long a half-open probe may take before another sender may probe instead.
-NOTIFY_BREAKER_PROBE_TIMEOUT = env_float("NOTIFY_BREAKER_PROBE_TIMEOUT", 15.0, minimum=0.1)
-
-# --- Channel isolation: each channel's own share of a worker's senders -----------------
-# (flow/senders.py, docs/pipeline.md.) A worker process's threads, as
-# scripts/worker.sh gives them to Celery (it exports WORKER_CONCURRENCY).
-NOTIFY_WORKER_THREADS = env_int("WORKER_CONCURRENCY", 8, minimum=1)
-# On these queue classes at most this many of them send for one channel at once, and never
-# more than half of them (rounded up), so every other channel keeps the rest. The push
-# channels take NOTIFY_PUSH_SENDERS each (give the worker twice as many threads for all of
-# them). On the other classes (`low`: a campaign's email is most of its work) a channel
-# may use every thread while its provider is fast.
-NOTIFY_CHANNEL_ISOLATED_QUEUES = env_list("NOTIFY_CHANNEL_ISOLATED_QUEUES", ["high", "medium"])
-# On these queue classes the thread that routes a notification sends its email and SMS
-# itself, at once, when the channel has a free sender there (no send message: one broker
-# round trip less between routing and sending); otherwise it publishes them. `low` is left
-# out: a campaign's route batches go to every sender thread through send messages.
-NOTIFY_SEND_AT_ROUTE_QUEUES = env_list("NOTIFY_SEND_AT_ROUTE_QUEUES", ["high", "medium"])
-# ...and only while a route batch has at most this many deliveries of the channel (a lone
-# login code has one): a burst's bigger batches go to the senders by message, since sending
-# them here would hold up the routing of what follows (and with it per-person order).
-NOTIFY_SEND_AT_ROUTE_MAX = env_int("NOTIFY_SEND_AT_ROUTE_MAX", 1, minimum=0)
-NOTIFY_CHANNEL_SENDERS = {
-    "email": env_int("NOTIFY_EMAIL_SENDERS", 4, minimum=1),
-    "sms": env_int("NOTIFY_SMS_SENDERS", 4, minimum=1),
-    "webpush": NOTIFY_PUSH_SENDERS,
-    "fcm": NOTIFY_PUSH_SENDERS,
-}
-# A channel is slow while its provider calls take longer than this on average (seconds),
-# or one provider call has been running longer; while slow it has at most
-# NOTIFY_CHANNEL_SLOW_SENDERS, on every class.
-NOTIFY_CHANNEL_SLOW_SECONDS = env_float("NOTIFY_CHANNEL_SLOW_SECONDS", 3.0, minimum=0.01)
-NOTIFY_CHANNEL_SLOW_SENDERS = env_int("NOTIFY_CHANNEL_SLOW_SENDERS", 2, minimum=1)
-# A send that finds its channel's slots taken waits in the worker's memory, without a
-# thread, for the next sender of its channel to run it: if the sends ahead of it should
-# be done within NOTIFY_CHANNEL_WAIT_MAX seconds and fewer than NOTIFY_CHANNEL_WAITING_MAX
-# wait (per channel and class). One that has waited longer goes back to the broker. A
-# sender runs waiting sends for at most NOTIFY_CHANNEL_SERVE_MAX seconds, then acks its
-# own message (far inside RabbitMQ's consumer timeout, 30 min).
-NOTIFY_CHANNEL_WAIT_MAX = env_float("NOTIFY_CHANNEL_WAIT_MAX", 60.0, minimum=0)
-NOTIFY_CHANNEL_WAITING_MAX = env_int("NOTIFY_CHANNEL_WAITING_MAX", 200, minimum=0)
-NOTIFY_CHANNEL_SERVE_MAX = env_float("NOTIFY_CHANNEL_SERVE_MAX", 120.0, minimum=1)
-# A send that cannot wait there is published again with a countdown of about its wait
-# (behind the line and the sends deferred before it), at least NOTIFY_CHANNEL_DEFER and
-# at most NOTIFY_CHANNEL_DEFER_MAX seconds: far inside RabbitMQ's consumer timeout (a
-# countdown on a classic queue waits in the worker), and what a deferred send may wait
-# beyond its turn once the provider is fast again.
-NOTIFY_CHANNEL_DEFER = env_float("NOTIFY_CHANNEL_DEFER", 1.0, minimum=0.1)
-NOTIFY_CHANNEL_DEFER_MAX = env_float("NOTIFY_CHANNEL_DEFER_MAX", 300.0, minimum=1)

@@ -32,4 +32,8 @@ NOTIFY_METRICS_FOLD_BATCH = env_int("NOTIFY_METRICS_FOLD_BATCH", 2000, minimum=1
 NOTIFY_METRICS_FOLD_LIMIT = env_int("NOTIFY_METRICS_FOLD_LIMIT", 200_000, minimum=1)
 # Sources /metrics reads besides the database, broker and Redis ones, by dotted path:
 # apps above the one that serves /metrics report here without it importing them.
-NOTIFY_METRICS_SOURCES = {"history": "history.metrics.history_metrics"}
+NOTIFY_METRICS_SOURCES = {
+    "history": "history.metrics.history_metrics",
+    "webhooks": "webhooks.metrics.webhook_metrics",
+    "analytics": "analytics.metrics.analytics_metrics",
+}

@@ -74,16 +74,6 @@ NOTIFY_WEBPUSH_CONCURRENCY = env_int("NOTIFY_WEBPUSH_CONCURRENCY", 16, minimum=1
 # dead token is deactivated (its row and history stay), so no caller can make one person
 # a fan-out of hundreds of pushes.
 NOTIFY_DEVICES_PER_RECIPIENT = env_int("NOTIFY_DEVICES_PER_RECIPIENT", 20, minimum=1)
-# At most this many push jobs per recipient queued + in flight (push fairness).
-NOTIFY_PUSH_PER_RECIPIENT_LIMIT = env_int("NOTIFY_PUSH_PER_RECIPIENT_LIMIT", 4, minimum=1)
-# Over the limit, a recipient's browsers take turns for the slots (the one served least
-# recently goes first); each browser's last turn is remembered this long (seconds) after
-# the recipient's last push, then the turns start again from the oldest device.
-NOTIFY_PUSH_TURN_MEMORY_SECONDS = env_int(
-    "NOTIFY_PUSH_TURN_MEMORY_SECONDS", 30 * 24 * 3600, minimum=60
-)
-# Dropped pushes are logged as one summed line at most this often (seconds).
-NOTIFY_PUSH_DROP_LOG_INTERVAL = env_int("NOTIFY_PUSH_DROP_LOG_INTERVAL", 60, minimum=1)
 # Live stream: heartbeat comment interval and how long a device counts as live
 # without a heartbeat (seconds). A stream is woken by Redis pub/sub when an entry is
 # written; it also reads the feed every NOTIFY_STREAM_SAFETY_POLL (a lost wake-up costs

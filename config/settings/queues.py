@@ -1,10 +1,6 @@
 """Celery on RabbitMQ (queues, priorities, acknowledgements, the broker cluster),
 retries and per-recipient order."""
 
-import os
-import socket
-import tempfile
-
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
@@ -107,40 +103,6 @@ NOTIFY_QUEUE_NAMES = ("high", "medium", "low")
 # The dead-letter consumer (a process of its own) moves each dead-lettered message into a
 # table; with the queue empty it looks again this often (seconds).
 NOTIFY_DEAD_LETTER_POLL_INTERVAL = env_float("NOTIFY_DEAD_LETTER_POLL_INTERVAL", 1.0, minimum=0.05)
-# Campaign work yields to login codes (flow/priority.py): a `low` task waits while a
-# `high` notification was accepted or a `high` task started within the window (seconds;
-# 0 turns it off), at most the max.
-NOTIFY_CAMPAIGN_YIELD_WINDOW = env_float("NOTIFY_CAMPAIGN_YIELD_WINDOW", 0.2, minimum=0)
-NOTIFY_CAMPAIGN_YIELD_MAX = env_float("NOTIFY_CAMPAIGN_YIELD_MAX", 0.5, minimum=0)
-# Inside a campaign batch, the yield is looked at again at most this often (seconds)
-# between two provider calls, as it is between two tasks.
-NOTIFY_CAMPAIGN_YIELD_CHECK = env_float("NOTIFY_CAMPAIGN_YIELD_CHECK", 0.05, minimum=0)
-# While high work outlasts that wait, this many campaign tasks run at a time on the host
-# (in all low workers of one NOTIFY_CAMPAIGN_YIELD_SCOPE; each waits for its turn at most
-# NOTIFY_CAMPAIGN_YIELD_MAX again).
-NOTIFY_CAMPAIGN_YIELD_CONCURRENCY = env_int("NOTIFY_CAMPAIGN_YIELD_CONCURRENCY", 1, minimum=1)
-# ...and take at most this share of the time: a turn held t seconds leaves its slot
-# resting t * (1 - share) / share seconds (at most NOTIFY_CAMPAIGN_YIELD_MAX); 1 turns the
-# rest off. Idle CPU is what keeps a login code fast on a busy host.
-NOTIFY_CAMPAIGN_YIELD_SHARE = env_float("NOTIFY_CAMPAIGN_YIELD_SHARE", 0.5, minimum=0.01)
-# The low workers of one NOTIFY_CAMPAIGN_YIELD_SCOPE run at most this many database
-# statements at once (one per CPU unless set; 0: no limit; flow/campaign_statements.py):
-# more only queue for the database's CPUs, and a login code arriving then waits behind
-# all of them. While login codes are in flight, at most the busy number (half the CPUs
-# unless set). A statement waits at most NOTIFY_CAMPAIGN_DB_WAIT seconds for its slot,
-# then runs anyway. The slots are lock files in NOTIFY_CAMPAIGN_DB_LOCK_DIR: containers
-# sharing CPUs share it (a volume).
-NOTIFY_CAMPAIGN_DB_CONCURRENCY = env_int(
-    "NOTIFY_CAMPAIGN_DB_CONCURRENCY", os.cpu_count() or 1, minimum=0
-)
-NOTIFY_CAMPAIGN_DB_BUSY_CONCURRENCY = env_int(
-    "NOTIFY_CAMPAIGN_DB_BUSY_CONCURRENCY", max(1, (os.cpu_count() or 1) // 2), minimum=1
-)
-NOTIFY_CAMPAIGN_DB_WAIT = env_float("NOTIFY_CAMPAIGN_DB_WAIT", 0.5, minimum=0)
-NOTIFY_CAMPAIGN_DB_LOCK_DIR = env_str("NOTIFY_CAMPAIGN_DB_LOCK_DIR", tempfile.gettempdir())
-# Which processes share the CPU (and so yield to each other): the host name by default;
-# containers on one machine set one value for all.
-NOTIFY_CAMPAIGN_YIELD_SCOPE = env_str("NOTIFY_CAMPAIGN_YIELD_SCOPE", socket.gethostname())
 
 
 def _quorum_arguments() -> dict[str, object]:

@@ -8,8 +8,8 @@ import re
 from django.conf import settings
 from rest_framework import serializers
 
-from deliveries.channels.push_origins import allowed_origins
 from deliveries.models import DeviceKind
+from egress.origins import allowed_origins
 from notify.api.strict import StrictSerializer
 
 _B64URL = re.compile(r"^[A-Za-z0-9_-]+={0,2}\Z")

@@ -9,10 +9,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from deliveries.api import serializers as s
-from deliveries.channels.push_origins import EndpointRefused
 from deliveries.pipeline.cancel import Cancelled, notification_cancel
 from deliveries.pipeline.devices import device_register, device_remove
 from deliveries.selectors import notification_status
+from egress.origins import EndpointRefused
 from notify.api import serializers as notify_s
 from notify.api.errors import ApiError
 from notify.api.lookups import recipient_or_404

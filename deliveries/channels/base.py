@@ -1,6 +1,6 @@
 """What every channel provider returns, and what the providers share: reading an answer
-(Retry-After, a refusal, a failed call, a device proven gone) and the bounded HTTP
-session the push providers post through."""
+(Retry-After, a refusal, a failed call, a device proven gone). The bounded HTTP session
+they post through is egress/sessions.py."""
 
 from __future__ import annotations
 
@@ -11,15 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 import requests
 from django.conf import settings
 from django.utils import timezone
-from requests.adapters import DEFAULT_POOLSIZE
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
-from deliveries.channels.deadline import BoundedAdapter
 from deliveries.models import AttemptOutcome, DeviceKind
 
 if TYPE_CHECKING:
@@ -55,6 +53,10 @@ class SendResult:
     # A permanent failure that proves the push device (the delivery's target) gone
     # (PERMANENT_DEVICE_CODES): the outcome step deactivates it.
     device_gone: bool = False
+    # A transient failure after the request went out with no answer back (a timeout, a
+    # connection lost mid-call): the provider may have taken the message. Another
+    # provider is tried then only for a category that puts speed first.
+    unknown: bool = False
 
     @classmethod
     def delivered(cls, *, provider_message_id: str = "", status_code: str = "", response: str = ""):
@@ -62,11 +64,12 @@ class SendResult:
 
     @classmethod
     def transient(
-        cls, *, status_code: str = "", response: str = "", retry_after=None, give_up=False
-    ):
+        cls, *, status_code: str = "", response: str = "", retry_after=None, give_up=False,
+        unknown=False,
+    ):  # fmt: skip
         return cls(
             AttemptOutcome.TRANSIENT, status_code, response, retry_after=retry_after,
-            give_up=give_up,
+            give_up=give_up, unknown=unknown,
         )  # fmt: skip
 
     @classmethod
@@ -113,9 +116,35 @@ def refusal(
 
 
 def call_failed(error: Exception) -> SendResult:
-    """A call that got no answer (timeout, network, the call's deadline): transient."""
+    """A call that got no answer (timeout, network, the call's deadline): transient, and
+    unknown unless it never reached the provider (no connection was made)."""
     code = "timeout" if isinstance(error, requests.Timeout) else type(error).__name__
-    return SendResult.transient(status_code=code, response=str(error)[:500])
+    return SendResult.transient(
+        status_code=code, response=str(error)[:500], unknown=not never_connected(error)
+    )
+
+
+def never_connected(error: BaseException) -> bool:
+    """Whether a failed call never got a connection to the provider (refused, a connect
+    timeout, no such host): the request cannot have been taken."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, NewConnectionError | ConnectTimeoutError | ConnectionRefusedError):
+            return True
+        if isinstance(seen, requests.ConnectTimeout):
+            return True
+        seen = seen.__cause__ or seen.__context__ or _reason(seen)
+    return False
+
+
+def _reason(error: BaseException) -> BaseException | None:
+    """urllib3's MaxRetryError keeps its cause in `reason`, and requests' errors their
+    urllib3 error in `args[0]`."""
+    reason = getattr(error, "reason", None)
+    if isinstance(reason, BaseException):
+        return reason
+    first = error.args[0] if error.args else None
+    return first if isinstance(first, BaseException) and first is not error else None
 
 
 _DELAY_SECONDS = re.compile(r"[0-9]+")
@@ -144,58 +173,3 @@ def parse_retry_after(value: str | None) -> float | None:
     if not math.isfinite(seconds):
         return ceiling
     return min(max(0.0, seconds), ceiling)
-
-
-def bounded_mount(session: requests.Session, **adapter: Any) -> None:
-    """Send every request of `session` through one `BoundedAdapter` (a total deadline
-    per request, a bounded read of the answer, a lost kept connection sent once more),
-    in place of whatever adapters it had, wherever they were mounted."""
-    adapter.setdefault("kept_idle_max", settings.NOTIFY_PUSH_KEPT_IDLE_MAX)
-    transport = BoundedAdapter(**adapter)
-    for prefix in {"http://", "https://", *session.adapters}:
-        session.mount(prefix, transport)
-
-
-class BoundedSession(requests.Session):
-    """A session that follows no redirect and takes no proxy from the environment, on a
-    `BoundedAdapter`: an answer is read there, at most `max_bytes` of it, before the
-    deadline (pywebpush reads `response.text`, which is then that bounded body)."""
-
-    def __init__(
-        self,
-        *,
-        total_seconds: float,
-        max_bytes: int,
-        kept_idle_max: float,
-        pool_size: int = DEFAULT_POOLSIZE,
-    ) -> None:
-        super().__init__()
-        self.trust_env = False  # no proxy from the environment: we post only where allowed
-        bounded_mount(
-            self, total_seconds=total_seconds, max_bytes=max_bytes, kept_idle_max=kept_idle_max,
-            pool_maxsize=pool_size,
-        )  # fmt: skip
-
-    def request(self, method, url, *args, **kwargs) -> requests.Response:
-        kwargs["allow_redirects"] = False
-        return super().request(method, url, *args, **kwargs)
-
-
-def bounded_session(
-    total_seconds: float, max_bytes: int, *, pool_size: int = DEFAULT_POOLSIZE
-) -> BoundedSession:
-    """The process's shared session for this deadline and answer size, keeping up to
-    `pool_size` connections per host (posts in flight beyond it open one each)."""
-    return _bounded_session(total_seconds, max_bytes, settings.NOTIFY_PUSH_KEPT_IDLE_MAX, pool_size)
-
-
-@lru_cache(maxsize=4)
-def _bounded_session(
-    total_seconds: float, max_bytes: int, kept_idle_max: float, pool_size: int
-) -> BoundedSession:
-    return BoundedSession(
-        total_seconds=total_seconds,
-        max_bytes=max_bytes,
-        kept_idle_max=kept_idle_max,
-        pool_size=pool_size,
-    )

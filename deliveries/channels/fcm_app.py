@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from firebase_admin import credentials, messaging
 
-from deliveries.channels.base import bounded_mount
+from egress.sessions import bounded_mount
 
 _app_lock = threading.Lock()
 _apps: dict[tuple[str, str, float, float], firebase_admin.App] = {}
@@ -52,7 +52,7 @@ def configure_messaging(service: Any) -> None:
 
     It points the send URL at FCM_SEND_URL when set (an emulator or the test peer) and
     replaces the SDK's retrying HTTP adapters with non-retrying ones. The canary test
-    (tests/push/test_fcm.py) fails loudly if an upgrade renames what is touched here.
+    (tests/deliveries/push/test_fcm.py) fails loudly if an upgrade renames what is touched here.
     """
     current = getattr(service, "_fcm_url", None)
     if not isinstance(current, str) or "messages:send" not in current:

@@ -1,5 +1,5 @@
 """Email's SMTP session: one kept open per sender thread, its sockets under the current
-call's deadline (deliveries/channels/deadline.py), and a message of the usual shape
+call's deadline (egress/deadline.py), and a message of the usual shape
 written directly instead of built by Django (`VersionEmailMessage.wire_bytes`).
 
 Keeping the session spares each message the TCP, TLS and EHLO round trips. It is
@@ -25,7 +25,7 @@ from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.backends.smtp import EmailBackend
 from django.core.mail.message import EmailMessage, sanitize_address
 
-from deliveries.channels.deadline import deadline_watch
+from egress.deadline import deadline_watch
 
 
 class _QuotedEnvelope(smtplib.SMTP):

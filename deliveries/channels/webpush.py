@@ -11,7 +11,7 @@ NOTIFY_PUSH_RETRY_AFTER_MAX; past the delivery's deadline it expires). Requests 
 signed with VAPID (deliveries/channels/vapid.py).
 
 The endpoint came from a browser, so before each post it is checked against
-WEBPUSH_ALLOWED_ORIGINS (deliveries/channels/push_origins.py); redirects are never
+WEBPUSH_ALLOWED_ORIGINS (egress/origins.py); redirects are never
 followed, at most WEBPUSH_MAX_RESPONSE_BYTES of the answer is read, and the whole call
 ends at NOTIFY_CALL_DEADLINE_WEBPUSH however slowly the endpoint drips its answer.
 
@@ -32,19 +32,13 @@ from django.conf import settings
 from django.template import TemplateSyntaxError
 from pywebpush import WebPusher
 
-from deliveries.channels.base import (
-    BoundedSession,
-    SendResult,
-    bounded_session,
-    call_failed,
-    refusal,
-    ttl_left,
-)
+from deliveries.channels.base import SendResult, call_failed, refusal, ttl_left
 from deliveries.channels.overlap import call_pool, calls_overlapped
-from deliveries.channels.push_origins import EndpointRefused, endpoint_check
 from deliveries.channels.vapid import vapid_headers
 from deliveries.models import DeviceKind
 from deliveries.selectors import device_for_delivery, devices_for_targets
+from egress.origins import EndpointRefused, endpoint_check
+from egress.sessions import BoundedSession, bounded_session
 from templates_admin.rendering import render_version
 
 if TYPE_CHECKING:

@@ -24,7 +24,6 @@ from prometheus_client.registry import Collector
 
 from deliveries.models import DeliveryStatus
 from deliveries.ops import selectors
-from deliveries.webhooks.backlog import backlog_drops as backlog_drops_by_endpoint
 from notify.models import Channel
 from notify.ops.beat import beat_jobs
 
@@ -75,6 +74,16 @@ def _database() -> Iterator[Metric]:
         latency.add_metric([histogram.channel], buckets, histogram.sum_seconds)
     yield latency
 
+    by_provider = GaugeMetricFamily(
+        "notify_delivered_by_provider",
+        "Deliveries that succeeded over NOTIFY_METRICS_LATENCY_WINDOW, by channel and the "
+        "provider that took them (a channel may fail over between several).",
+        labels=["channel", "provider"],
+    )
+    for channel, provider, count in selectors.delivered_by_provider():
+        by_provider.add_metric([channel, provider], count)
+    yield by_provider
+
     yield GaugeMetricFamily(
         "notify_dead_deliveries",
         "Deliveries whose retries ran out (status dead).",
@@ -121,15 +130,6 @@ def _redis() -> Iterator[Metric]:
     for provider, state in selectors.breaker_states().items():
         breakers.add_metric([provider], state)
     yield breakers
-    backlog_drops = CounterMetricFamily(
-        "notify_webhook_backlog_dropped",
-        "Status webhook events dropped from a disabled endpoint's backlog (over "
-        "NOTIFY_WEBHOOK_DISABLED_BACKLOG_MAX, or older than NOTIFY_RETENTION_DAYS), per endpoint.",
-        labels=["endpoint"],
-    )
-    for endpoint, count in backlog_drops_by_endpoint().items():
-        backlog_drops.add_metric([endpoint], count)
-    yield backlog_drops
 
 
 def _beat() -> Iterator[Metric]:

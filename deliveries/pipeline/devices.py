@@ -16,8 +16,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from deliveries.channels.base import PERMANENT_DEVICE_CODES, SendResult
-from deliveries.channels.push_origins import endpoint_check
 from deliveries.models import Device, DeviceKind
+from egress.origins import endpoint_check
 from notify.models import Recipient
 
 logger = logging.getLogger(__name__)

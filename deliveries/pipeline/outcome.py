@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from deliveries.changes import changes_announce
 from deliveries.channels.base import SendResult
 from deliveries.models import AttemptOutcome, Delivery, DeliveryAttempt, DeliveryStatus, Reason
 from deliveries.pipeline.devices import devices_gone_deactivate
@@ -24,7 +25,6 @@ from deliveries.pipeline.ordering import WAKE_HELD_SQL, successors_enqueue
 from deliveries.pipeline.outcome_log import delivery_outcomes_log
 from deliveries.pipeline.retry import RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
-from deliveries.webhook_events import webhook_events_write
 from flow.fairness import push_slot_member, push_slot_release
 from notify.models import PUSH_CHANNELS
 from notify.pgarrays import array_literal
@@ -56,6 +56,17 @@ class AttemptReport:
 
 
 @dataclass(frozen=True)
+class Handover:
+    """A provider's answer after which the delivery went to the channel's next provider
+    in the same round (deliveries/pipeline/failover.py): its own attempt row."""
+
+    provider: str
+    result: SendResult
+    started_at: datetime
+    duration: int
+
+
+@dataclass(frozen=True)
 class Tried:
     """One claimed delivery's try, to be recorded (see `attempts_record`).
 
@@ -73,6 +84,9 @@ class Tried:
     duration: int
     uncharged: bool = False
     held: int = 0
+    provider: str = ""  # the provider of this try (its attempt row names it)
+    handovers: tuple[Handover, ...] = ()  # the providers tried before it in its round
+    pin: str | None = None  # a provider to keep the delivery with (an unknown outcome)
 
 
 def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
@@ -92,9 +106,9 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
     _push_slots_release([t.delivery for t in tries if t.delivery.channel in PUSH_CHANNELS])
     with transaction.atomic():
         woken, updated = _record(tries, planned, now)
-        # Status webhooks of the round's final outcomes: one statement, none when nobody
-        # subscribes (deliveries/webhook_events.py).
-        webhook_events_write(
+        # The round's final outcomes, announced (the status webhooks write their events in
+        # one statement, none when nobody subscribes: webhooks/events.py).
+        changes_announce(
             deliveries=[(t.delivery.pk, t.delivery.accepted_at, changes["status"])
                         for t, _, changes, _ in planned if t.delivery.pk in updated]
         )  # fmt: skip
@@ -175,14 +189,16 @@ _OUTCOMES_SQL = f"""
            finished_at = COALESCE(v.finished_at, d.finished_at),
            next_attempt_at = COALESCE(v.next_attempt_at, d.next_attempt_at),
            enqueued_at = CASE WHEN v.clear_enqueued THEN NULL ELSE d.enqueued_at END,
-           attempt_budget_from = d.attempt_budget_from + v.bump
+           attempts = d.attempts + v.handovers,
+           attempt_budget_from = d.attempt_budget_from + v.bump + v.handovers,
+           pinned_provider = COALESCE(v.pin, d.pinned_provider)
       FROM unnest(%(id)s::bigint[], %(month)s::timestamptz[], %(claimed_at)s::timestamptz[],
                   %(status)s::text[], %(last_error)s::text[], %(reason)s::text[],
                   %(provider_message_id)s::text[], %(finished_at)s::timestamptz[],
                   %(next_attempt_at)s::timestamptz[], %(clear_enqueued)s::boolean[],
-                  %(bump)s::int[])
+                  %(bump)s::int[], %(handovers)s::int[], %(pin)s::text[])
            AS v(id, month, claimed_at, status, last_error, reason, provider_message_id,
-                finished_at, next_attempt_at, clear_enqueued, bump)
+                finished_at, next_attempt_at, clear_enqueued, bump, handovers, pin)
      WHERE d.id = v.id AND d.accepted_at = v.month
        AND d.status = '{DeliveryStatus.SENDING.value}' AND d.claimed_at = v.claimed_at
     RETURNING d.id
@@ -201,12 +217,12 @@ _RECORD_SQL = f"""
     WITH attempt AS (
         INSERT INTO {DeliveryAttempt._meta.db_table}
             (delivery_id, number, started_at, duration_ms, outcome, status_code, response,
-             held_ms, accepted_at, provider_message_id)
+             held_ms, accepted_at, provider_message_id, provider)
         SELECT * FROM unnest(%(delivery)s::bigint[], %(number)s::int[],
                              %(started_at)s::timestamptz[], %(duration)s::int[],
                              %(outcome)s::text[], %(status_code)s::text[], %(response)s::text[],
                              %(held)s::int[], %(accepted_at)s::timestamptz[],
-                             %(attempt_message_id)s::text[])
+                             %(attempt_message_id)s::text[], %(provider)s::text[])
         RETURNING 1
     ), done AS (
         SELECT * FROM unnest(%(w_recipient)s::bigint[], %(w_channel)s::text[],
@@ -232,17 +248,19 @@ def _record(
     channel, id), whose messages are published after commit, when these deliveries'
     outcomes are visible, and the ids whose outcome was written."""
     ordered = [t.delivery for t in tries]  # rows from before per-recipient order: no wake
+    rows = _attempt_rows(tries)
     params: dict[str, Any] = {
-        "delivery": array_literal([t.delivery.pk for t in tries]),
-        "number": array_literal([t.delivery.attempts for t in tries]),
-        "started_at": array_literal([t.started_at for t in tries]),
-        "duration": array_literal([t.duration for t in tries]),
-        "outcome": array_literal([str(t.result.outcome) for t in tries]),
-        "status_code": array_literal([t.result.status_code[:32] for t in tries]),
-        "response": array_literal([t.result.response for t in tries]),
-        "held": array_literal([t.held for t in tries]),
-        "accepted_at": array_literal([t.delivery.accepted_at for t in tries]),
-        "attempt_message_id": array_literal([t.result.provider_message_id[:255] for t in tries]),
+        "delivery": array_literal([row.tried.delivery.pk for row in rows]),
+        "number": array_literal([row.number for row in rows]),
+        "started_at": array_literal([row.started_at for row in rows]),
+        "duration": array_literal([row.duration for row in rows]),
+        "outcome": array_literal([str(row.result.outcome) for row in rows]),
+        "status_code": array_literal([row.result.status_code[:32] for row in rows]),
+        "response": array_literal([row.result.response for row in rows]),
+        "held": array_literal([row.tried.held for row in rows]),
+        "accepted_at": array_literal([row.tried.delivery.accepted_at for row in rows]),
+        "attempt_message_id": array_literal([row.result.provider_message_id[:255] for row in rows]),
+        "provider": array_literal([row.provider for row in rows]),
         "w_recipient": array_literal([d.recipient_id for d in ordered]),
         "w_channel": array_literal([d.channel for d in ordered]),
         "w_queue": array_literal([d.queue for d in ordered]),
@@ -255,7 +273,7 @@ def _record(
         name: []
         for name in ("id", "month", "claimed_at", "status", "last_error", "reason",
                      "provider_message_id", "finished_at", "next_attempt_at",
-                     "clear_enqueued", "bump")
+                     "clear_enqueued", "bump", "handovers", "pin")
     }  # fmt: skip
     for tried, _, changes, _ in planned:
         columns["id"].append(tried.delivery.pk)
@@ -266,6 +284,8 @@ def _record(
             columns[name].append(changes.get(name))
         columns["clear_enqueued"].append(changes.get("clear_enqueued", False))
         columns["bump"].append(changes.get("bump", 0))
+        columns["handovers"].append(len(tried.handovers))
+        columns["pin"].append(tried.pin)
     params.update((name, array_literal(values)) for name, values in columns.items())
     woken: list[tuple] = []
     updated: set[int] = set()
@@ -277,6 +297,30 @@ def _record(
             else:
                 woken.append((queue, channel, pk))
     return woken, updated
+
+
+class _AttemptRow(NamedTuple):
+    tried: Tried
+    number: int
+    result: SendResult
+    started_at: datetime
+    duration: int
+    provider: str
+
+
+def _attempt_rows(tries: Sequence[Tried]) -> list[_AttemptRow]:
+    """Every try's attempt rows: one per provider it was handed over from in its round,
+    numbered on from its claim's, then its own."""
+    rows: list[_AttemptRow] = []
+    for tried in tries:
+        number = tried.delivery.attempts
+        for handover in tried.handovers:
+            rows.append(_AttemptRow(tried, number, handover.result, handover.started_at,
+                                    handover.duration, handover.provider))  # fmt: skip
+            number += 1
+        rows.append(_AttemptRow(tried, number, tried.result, tried.started_at, tried.duration,
+                                tried.provider))  # fmt: skip
+    return rows
 
 
 def _next_state(tried: Tried, now: datetime) -> tuple[AttemptResult, dict[str, Any], float | None]:

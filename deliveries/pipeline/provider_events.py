@@ -1,9 +1,12 @@
-"""What an email provider tells us after it accepted a message, applied to its delivery.
+"""What a provider tells us after it accepted a message, applied to its delivery: an email
+provider's webhook events, returned mail (SMTP bounces), an SMSC's delivery receipts.
 
 `provider_event_apply` is the one place a provider event changes anything: it records the
 event once (a replay of the same event is recognised by its key and changes nothing),
 then by kind:
 - delivered: the delivery moves from `delivered` (accepted by the provider) to `reached`;
+- failed (an SMS receipt's UNDELIV, REJECTD, EXPIRED, DELETED): a `delivered` or `reached`
+  delivery is `failed` (reason `rejected`), with the receipt in last_error;
 - bounced, hard: the address goes on the suppression list and the delivery is `failed`
   (reason `bounced`); soft: recorded, nothing else (the provider keeps trying);
 - complained: marketing email to the person is withdrawn in their consent history
@@ -29,9 +32,10 @@ from enum import Enum
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from deliveries.changes import changes_announce
 from deliveries.models import (
     Delivery,
     DeliveryStatus,
@@ -39,10 +43,8 @@ from deliveries.models import (
     ProviderEvent,
     ProviderEventKind,
     Reason,
-    WebhookEventType,
 )
 from deliveries.pipeline.suppression import address_suppress
-from deliveries.webhook_events import webhook_events_write
 from notify.models import Channel
 from preferences.services import marketing_withdraw_for_complaint
 
@@ -60,6 +62,20 @@ class ProviderNews:
     hard: bool = False  # a bounce that is permanent
     occurred_at: datetime | None = None
     detail: str = ""
+    channel: str = Channel.EMAIL
+
+
+def message_id_carried(channel: str, message_id: str) -> Q:
+    """The deliveries of `channel` whose provider message id is `message_id`. A long SMS
+    keeps every part's id, space-separated, and any part may report."""
+    if channel != Channel.SMS:
+        return Q(channel=channel, provider_message_id=message_id)
+    return Q(channel=channel) & (
+        Q(provider_message_id=message_id)
+        | Q(provider_message_id__startswith=f"{message_id} ")
+        | Q(provider_message_id__endswith=f" {message_id}")
+        | Q(provider_message_id__contains=f" {message_id} ")
+    )
 
 
 class Applied(Enum):
@@ -69,12 +85,11 @@ class Applied(Enum):
     WAITING = "waiting"  # unknown for now: kept until its send is recorded
 
 
-# Provider news that changes no status but is posted to the producer's status webhooks.
-_NEWS_EVENTS = {
-    ProviderEventKind.COMPLAINED: WebhookEventType.DELIVERY_COMPLAINED,
-    ProviderEventKind.OPENED: WebhookEventType.DELIVERY_OPENED,
-    ProviderEventKind.CLICKED: WebhookEventType.DELIVERY_CLICKED,
-}
+# Provider news that changes no status but is announced (the producer's status webhooks
+# post it).
+_NEWS_KINDS = frozenset(
+    {ProviderEventKind.COMPLAINED, ProviderEventKind.OPENED, ProviderEventKind.CLICKED}
+)
 
 
 def provider_event_apply(*, news: ProviderNews, wait_if_unknown: bool = True) -> Applied:
@@ -83,7 +98,7 @@ def provider_event_apply(*, news: ProviderNews, wait_if_unknown: bool = True) ->
     message no delivery carries is kept waiting for its send's record (`wait_if_unknown`)
     or, when the sweep looks again, reported unknown."""
     delivery = (
-        Delivery.objects.filter(channel=Channel.EMAIL, provider_message_id=news.message_id)
+        Delivery.objects.filter(message_id_carried(news.channel, news.message_id))
         .select_related("notification")
         .first()
     )
@@ -111,6 +126,15 @@ def provider_event_apply(*, news: ProviderNews, wait_if_unknown: bool = True) ->
             return Applied.REPLAY
         if news.kind == ProviderEventKind.DELIVERED:
             _status_move(delivery, {DeliveryStatus.DELIVERED}, DeliveryStatus.REACHED, news=news)
+        elif news.kind == ProviderEventKind.FAILED:
+            _status_move(
+                delivery,
+                {DeliveryStatus.DELIVERED, DeliveryStatus.REACHED},
+                DeliveryStatus.FAILED,
+                news=news,
+                reason=Reason.REJECTED,
+                last_error=news.detail,
+            )
         elif news.kind == ProviderEventKind.BOUNCED and news.hard:
             evidence = f"{news.esp} hard bounce: {news.detail}".strip()
             address_suppress(channel=Channel.EMAIL, address=delivery.target, evidence=evidence)
@@ -128,9 +152,9 @@ def provider_event_apply(*, news: ProviderNews, wait_if_unknown: bool = True) ->
                 channel=Channel.EMAIL,
                 evidence=f"{news.esp} spam complaint about message {news.message_id}",
             )
-        if news.kind in _NEWS_EVENTS:
-            webhook_events_write(
-                news=[(delivery.pk, delivery.accepted_at, _NEWS_EVENTS[news.kind])],
+        if news.kind in _NEWS_KINDS:
+            changes_announce(
+                news=[(delivery.pk, delivery.accepted_at, str(news.kind))],
                 reported=True,
                 reported_at=news.occurred_at,
             )
@@ -231,7 +255,7 @@ def _status_move(
         pk=delivery.pk, accepted_at=delivery.accepted_at, status__in=from_statuses
     ).update(**changes)
     if moved:  # a hard bounce fails a delivered email: the producer's webhooks hear it
-        webhook_events_write(
+        changes_announce(
             deliveries=[(delivery.pk, delivery.accepted_at, to)],
             reported=True,
             reported_at=news.occurred_at,

@@ -11,12 +11,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from deliveries.changes import changes_announce
 from deliveries.models import Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.digests import read_before_delay_end
 from deliveries.pipeline.enqueue import delivery_enqueue
 from deliveries.pipeline.routing import gate_decide
 from deliveries.pipeline.suppression import suppressed_addresses_sql, suppression_key
-from deliveries.webhook_events import delivery_event_rows, webhook_events_write
 from notify.models import Notification
 
 logger = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def deferred_release(*, now: datetime | None = None) -> int:
         Delivery.objects.bulk_update(
             due, ["status", "reason", "next_attempt_at", "finished_at", "updated_at"]
         )
-        webhook_events_write(deliveries=delivery_event_rows(due))
+        changes_announce(deliveries=[(d.pk, d.accepted_at, d.status) for d in due])
     for delivery_id, channel, queue in enqueue:
         delivery_enqueue(delivery_id=delivery_id, channel=channel, queue=queue)
     if due:

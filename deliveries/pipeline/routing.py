@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from deliveries.changes import changes_announce
 from deliveries.models import Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.attempt import deliveries_attempt
 from deliveries.pipeline.claim import Loaded
@@ -35,7 +36,6 @@ from deliveries.pipeline.outcome import AttemptReport, AttemptResult
 from deliveries.pipeline.route_lock import notification_lock, notifications_lock
 from deliveries.pipeline.route_write import NEW_DELIVERY, DeliveryRow, routed_write
 from deliveries.selectors import push_targets_by_recipient
-from deliveries.webhook_events import webhook_events_write
 from flow.fairness import push_turn_order
 from notify.models import PUSH_CHANNELS, Channel, Notification
 from notify.rows import instance_as_saved, related_cache
@@ -258,9 +258,9 @@ def _deliveries_create(
         for decision in decisions
     ]
     ids = routed_write(notifications, rows, now)
-    # Status webhooks: each notification routed, and its deliveries that end here
+    # Announced (status webhooks): each notification routed, and its deliveries that end here
     # (suppressed by the gate or the bounce list, expired), in one statement.
-    webhook_events_write(
+    changes_announce(
         deliveries=[(pk, row.accepted_at, row.status) for row, pk in zip(rows, ids, strict=True)
                     if row.status != DeliveryStatus.QUEUED],
         notifications=[(n.pk, n.created_at) for n in notifications],

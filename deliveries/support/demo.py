@@ -14,6 +14,12 @@ CATEGORIES = [
     {
         "key": "security.login_code",
         "description": "One-time login code",
+        "labels": {
+            "ru": {
+                "label": "Код для входа",
+                "description": "Одноразовый код для входа в аккаунт",
+            }
+        },
         "queue": QueueClass.HIGH,
         "mandatory": True,
         "marketing": False,
@@ -29,10 +35,15 @@ CATEGORIES = [
         "sample_payloads": [{"code": "482913"}],
         # A login code is useless once expired: no channel sends it after 10 minutes.
         "ttl_seconds": 600,
+        # Late is worse than twice: a call that ends unanswered goes to the next provider.
+        "speed_over_duplicate": True,
     },
     {
         "key": "order.shipped",
         "description": "An order left the warehouse",
+        "labels": {
+            "ru": {"label": "Заказ отправлен", "description": "Заказ покинул склад и едет к вам"}
+        },
         "queue": QueueClass.MEDIUM,
         "mandatory": False,
         "marketing": False,
@@ -55,6 +66,12 @@ CATEGORIES = [
     {
         "key": "promo.weekly",
         "description": "Weekly offers",
+        "labels": {
+            "ru": {
+                "label": "Предложения недели",
+                "description": "Скидки и новинки магазина раз в неделю",
+            }
+        },
         "queue": QueueClass.LOW,
         "mandatory": False,
         "marketing": True,

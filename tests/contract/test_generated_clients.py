@@ -172,6 +172,9 @@ OPERATION_IDS = {
     "list_categories",
     "get_category",
     "update_category_digests",
+    "get_campaign_report",
+    "get_deliveries_report",
+    "get_user_history",
 }
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 from tests.peers.tcp_cut import CuttableRelay
-from tests.push.conftest import asgi_process
+from tests.stream.server import asgi_process
 
 # What the server runs with: two entries a page (paging shows with a few entries), the
 # demo page on, pages on any origin allowed, and reconnect advice of exactly half a second

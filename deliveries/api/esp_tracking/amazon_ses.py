@@ -3,7 +3,9 @@
 Verified by HTTP basic auth: the subscription's URL carries NOTIFY_ESP_WEBHOOK_SECRET
 (`https://user:password@host/v1/webhooks/email/amazon_ses/tracking/`); SNS first posts
 without it and sends it after our 401 challenge. anymail also checks that the SNS
-message type and id headers match the body; it does not verify SNS message signatures.
+message type and id headers match the body; it does not verify SNS message signatures,
+so we do (sns_signature.py), after the basic auth, and, with NOTIFY_SNS_TOPIC_ARNS set,
+accept only those topics. A post that fails any of it is answered 400, recording nothing.
 
 A SubscriptionConfirmation (authenticated like every post) is confirmed by fetching its
 SubscribeURL, and only one on Amazon SNS itself (https, sns.<region>.amazonaws.com):
@@ -23,7 +25,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from deliveries.api.esp_tracking import Tracking
-from deliveries.channels.base import bounded_session
+from deliveries.api.esp_tracking.sns_signature import SignatureRefused, sns_signature_verify
+from egress.sessions import bounded_session
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +60,22 @@ class AmazonSESTracking(Tracking, AmazonSESTrackingWebhookView):
             response["WWW-Authenticate"] = 'Basic realm="Notify tracking"'
             return response
         return super().post(request, *args, **kwargs)
+
+    def run_validators(self, request: HttpRequest) -> None:
+        """anymail's checks (basic auth first, the SNS headers against the body), then
+        the message's SNS signature: only a post that passed the rest may make us fetch
+        a signing certificate."""
+        super().run_validators(request)
+        message = self._parse_sns_message(request)
+        try:
+            sns_signature_verify(message)
+        except SignatureRefused as error:
+            raise AnymailWebhookValidationFailure(f"SNS signature refused: {error}") from None
+        topics = settings.NOTIFY_SNS_TOPIC_ARNS
+        if topics and message.get("TopicArn") not in topics:
+            raise AnymailWebhookValidationFailure(
+                f"SNS topic {str(message.get('TopicArn'))[:200]!r} is not one of ours"
+            )
 
     def auto_confirm_sns_subscription(self, sns_message: dict) -> None:
         """Confirm the subscription by fetching its SubscribeURL, if it is Amazon SNS's."""

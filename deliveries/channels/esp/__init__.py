@@ -34,7 +34,8 @@ from anymail.exceptions import AnymailError, AnymailRecipientsRefused, AnymailRe
 from django.conf import settings
 from django.core.mail import EmailMessage
 
-from deliveries.channels.base import SendResult, bounded_mount, call_failed, parse_retry_after
+from deliveries.channels.base import SendResult, call_failed, parse_retry_after
+from egress.sessions import bounded_mount
 
 # Longest provider text kept with an attempt.
 RESPONSE_CHARS = 500
@@ -133,29 +134,29 @@ def retry_after(response: requests.Response) -> float | None:
 
 
 class _Kept(threading.local):
-    backend: Any = None
-    esp: str = ""
+    def __init__(self) -> None:
+        self.backends: dict[str, Any] = {}  # one per provider (failover may use two)
 
 
 _kept = _Kept()
 
 
-def send(message: EmailMessage, *, to: str) -> SendResult:
-    """Send a built message to `to` through the configured ESP; the provider's message id
-    is returned with a delivered result."""
-    esp = settings.NOTIFY_EMAIL_ESP
+def send(message: EmailMessage, *, to: str, esp: str | None = None) -> SendResult:
+    """Send a built message to `to` through the configured ESP (or `esp`); the provider's
+    message id is returned with a delivered result."""
+    esp = esp or settings.NOTIFY_EMAIL_ESP
     provider = provider_module(esp)
-    if _kept.backend is None or _kept.esp != esp:
-        kept_session_close()
-        _kept.backend = provider.Backend(fail_silently=False)
-        _kept.backend.open()
-        _kept.esp = esp
-    message.connection = _kept.backend
+    backend = _kept.backends.get(esp)
+    if backend is None:
+        backend = provider.Backend(fail_silently=False)
+        backend.open()
+        _kept.backends[esp] = backend
+    message.connection = backend
     try:
         message.send(to=[to])
     except AnymailError as error:
         if not isinstance(error, AnymailRecipientsRefused):
-            kept_session_close()  # a fresh session next time: this one may be broken
+            kept_session_close(esp)  # a fresh session next time: this one may be broken
         return classify(provider, error)
     status = message.anymail_status  # type: ignore[attr-defined]
     recipient = status.recipients.get(to)
@@ -163,9 +164,11 @@ def send(message: EmailMessage, *, to: str) -> SendResult:
     return SendResult.delivered(provider_message_id=str(message_id)[:255], status_code="200")
 
 
-def kept_session_close() -> None:
-    """Close this thread's kept ESP session, if any: the next send opens a fresh one."""
-    if _kept.backend is not None:
-        with contextlib.suppress(Exception):
-            _kept.backend.close()
-        _kept.backend = None
+def kept_session_close(esp: str | None = None) -> None:
+    """Close this thread's kept ESP session (`esp`'s, or every one): the next send opens
+    a fresh one."""
+    for name in [esp] if esp else list(_kept.backends):
+        backend = _kept.backends.pop(name, None)
+        if backend is not None:
+            with contextlib.suppress(Exception):
+                backend.close()

@@ -34,8 +34,9 @@ from botocore.exceptions import (
 )
 from django.conf import settings
 
-from deliveries.channels.base import SendResult, bounded_session
+from deliveries.channels.base import SendResult
 from deliveries.channels.esp import RESPONSE_CHARS, Refusal, judged
+from egress.sessions import bounded_session
 
 ACCOUNT_CODES = frozenset(
     {

@@ -18,7 +18,6 @@ from deliveries.pipeline.digest_close import digests_close
 from deliveries.pipeline.digests import digest_contexts_attach
 from deliveries.pipeline.release import deferred_release
 from deliveries.pipeline.routing import notification_route, notifications_route
-from deliveries.webhook_events import subscription_cache_clear
 from notify.feed import feed_mark_read
 from notify.models import Category, Recipient
 from preferences.services import RequestOrigin, marketing_consent_grant, preferences_update
@@ -29,6 +28,7 @@ from templates_admin.services import (
     template_version_publish,
 )
 from tests.digest_data import DIGEST_EMAIL, ONE_EMAIL, comment_category, comment_event
+from webhooks.events import subscription_cache_clear
 
 pytestmark = pytest.mark.django_db
 

@@ -267,6 +267,8 @@ def test_campaign_progress_counts_what_the_provider_said_and_the_counts_add_up(
         "accepted_only": 1,
     }  # fmt: skip
     assert sum(v for k, v in email.items() if k != "accepted") == email["accepted"]
+    # And which provider took them (each attempt names its own).
+    assert campaign_progress(campaign).providers == {"postmark": 5}
 
 
 def test_erasure_removes_the_persons_provider_events(person, esp, client):
@@ -292,6 +294,11 @@ def test_the_deploy_check_wants_the_token_and_the_webhook_secret_with_an_esp(set
     assert [c.id for c in check_email_provider()] == ["notify.E004", "notify.E005"]
     settings.ANYMAIL = {"POSTMARK_SERVER_TOKEN": "t", "WEBHOOK_SECRET": [SECRET]}
     assert check_email_provider() == []
+    # Every ESP of a failover list is checked, though NOTIFY_EMAIL_ESP names none.
+    settings.NOTIFY_EMAIL_ESP = ""
+    settings.NOTIFY_CHANNEL_FAILOVER = {"email": ["smtp", "postmark"]}
+    settings.ANYMAIL = {"POSTMARK_SERVER_TOKEN": "", "WEBHOOK_SECRET": [SECRET]}
+    assert [c.id for c in check_email_provider()] == ["notify.E004"]
 
 
 def test_delivered_then_a_hard_bounce_posted_over_http_show_on_the_timeline_and_suppress(
@@ -328,7 +335,7 @@ def test_a_hard_bounce_reported_later_posts_delivery_failed_to_the_producers_web
 ):
     """The producer subscribed to `delivery.failed` hears of a bounce that arrives after
     the email was accepted: the event is written with the status change."""
-    from deliveries.models import WebhookEndpoint, WebhookEvent, WebhookSubscription
+    from webhooks.models import WebhookEndpoint, WebhookEvent, WebhookSubscription
 
     settings.NOTIFY_WEBHOOK_SUBSCRIPTION_CACHE_SECONDS = 0
     first = sent(email_to(person))
@@ -356,7 +363,7 @@ def test_a_hard_bounce_reported_later_posts_delivery_failed_to_the_producers_web
 def test_what_the_provider_said_is_posted_to_the_producers_webhooks(person, esp, client, settings):
     """`reached`, a complaint, an open and a click each become the event the producer
     subscribed to, written with the news; a soft bounce (nothing changed) posts nothing."""
-    from deliveries.models import WebhookEndpoint, WebhookEvent, WebhookSubscription
+    from webhooks.models import WebhookEndpoint, WebhookEvent, WebhookSubscription
 
     settings.NOTIFY_WEBHOOK_SUBSCRIPTION_CACHE_SECONDS = 0
     delivery = sent(email_to(person, "promo.weekly", PROMO))

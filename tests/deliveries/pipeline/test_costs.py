@@ -165,9 +165,9 @@ def one_round(settings) -> None:
 
 @pytest.fixture
 def push_peer(settings, monkeypatch):
-    """A push service of this module's own (tests/push/conftest.py's are for tests/push),
-    on a free port that the allow-list names."""
-    from tests.push.peer import PushService
+    """A push service of this module's own (tests/deliveries/push/conftest.py's are for
+    the tests beside it), on a free port that the allow-list names."""
+    from tests.deliveries.push.peer import PushService
 
     monkeypatch.setenv("NOTIFY_TEST_PUSH_PORT", "0")
     service = PushService()
@@ -180,7 +180,7 @@ def push_peer(settings, monkeypatch):
 @pytest.fixture
 def fcm_peer(settings, tmp_path):
     """A local FCM, with firebase-admin in this process pointed at it."""
-    from tests.push.fcm_peer import FcmService
+    from tests.deliveries.push.fcm_peer import FcmService
 
     service = FcmService(tmp_path)
     service.start()

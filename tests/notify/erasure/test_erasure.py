@@ -33,8 +33,8 @@ from notify.unread import unread_key
 from preferences.erasure import consent_history_count
 from preferences.models import ConsentRecord
 from tests.conftest import purge_queues
+from tests.deliveries.push.test_devices_api import webpush_body
 from tests.history.factories import archived_text, rows_move_to_month
-from tests.push.test_devices_api import webpush_body
 
 USER_ID = "erase-me-8c1d"
 EMAIL = "Erase.Me@example.org"

@@ -7,8 +7,8 @@ from rest_framework.test import APIClient
 
 from notify.models import Recipient
 from notify.services import api_key_issue
+from tests.deliveries.ops.conftest import closed_port
 from tests.notify.intake.test_intake_api import assert_error
-from tests.ops.conftest import closed_port
 
 
 def _client(token: str) -> APIClient:

@@ -14,7 +14,7 @@ from deliveries.models import Device
 from notify.models import ApiKey, Recipient
 from notify.services import _keys, api_key_authenticate, api_key_issue
 from preferences.models import ConsentRecord
-from tests.push.test_devices_api import webpush_body
+from tests.deliveries.push.test_devices_api import webpush_body
 
 ORDER = {"order_number": "A-1", "delivery_date": "2026-12-03", "items_count": 1}
 

@@ -1,16 +1,19 @@
-"""Delivery receipts (deliver_sm with esm_class "SMSC delivery receipt") → delivery status.
+"""Delivery receipts (deliver_sm with esm_class "SMSC delivery receipt"), read here and
+applied through the pipeline's one road for provider feedback
+(deliveries/pipeline/provider_events.py, as an email provider's events are).
 
 A receipt names the SMSC message id (the receipted_message_id TLV, or `id:` in the
 receipt text) and a final state (the message_state TLV, or `stat:` in the text).
 DELIVRD moves the delivery from `delivered` (the SMSC accepted it) to `reached` (the
 SMSC handed it to the phone), as an email provider's `delivered` event does; UNDELIV,
 REJECTD, EXPIRED and DELETED make a `delivered` or `reached` one `failed`, with the
-receipt text in last_error. Each move writes its status webhook event
-(`delivery.reached`, `delivery.failed`) in the same transaction. Interim states
+receipt text in last_error. Each move is announced (status webhooks post
+`delivery.reached`, `delivery.failed`) in the same transaction. Interim states
 (ENROUTE, ACCEPTD, UNKNOWN) change nothing.
 
-A receipt changes a delivery only from the statuses it moves from, so a receipt the
-SMSC sends again (it resends until we acknowledge) changes nothing and posts nothing.
+Each receipt is recorded once, as a provider event keyed by its message id and state,
+so a receipt the SMSC sends again (it resends until we acknowledge) changes nothing and
+posts nothing; and a receipt changes a delivery only from the statuses it moves from.
 A long SMS keeps every part's id and each part may report: the first part reported
 delivered makes it `reached`, and a part reported failed later still fails it (the
 person did not get the whole text), as a hard bounce after `reached` fails an email.
@@ -21,20 +24,19 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, transaction
-from django.db.models import Q, QuerySet
-from django.utils import timezone
+from django.db import DatabaseError, close_old_connections
 
 from deliveries.channels.sms.smpp.codes import ESME_ROK, ESME_RX_T_APPN
 from deliveries.channels.sms.smpp.encoding import decode
-from deliveries.models import Delivery, DeliveryStatus, Reason
-from deliveries.webhook_events import webhook_events_write
 
 logger = logging.getLogger(__name__)
+
+_applier: Callable[[Receipt], int] | None = None
 
 ESM_CLASS_RECEIPT = 0x04  # bits 2-5: SMSC delivery receipt
 # message_state TLV values (SMPP 3.4 §5.2.28) by the stat: words receipts use.
@@ -75,64 +77,20 @@ def parse_receipt(pdu: Any) -> Receipt | None:
     return Receipt(message_id, state, fields.get("err", ""), text.strip())
 
 
+def receipt_applier_set(applier: Callable[[Receipt], int]) -> None:
+    """Name the function that applies a final receipt to its delivery (the pipeline's
+    provider-feedback road, set by the deliveries app when it loads): channels stand
+    below the pipeline and do not import it."""
+    global _applier
+    _applier = applier
+
+
 def receipt_apply(*, receipt: Receipt) -> int:
-    """Apply a receipt to the SMS deliveries it is about; how many rows it matched.
-
-    Zero means no delivery carries that message id (yet): the caller may look again.
-    A receipt never reopens anything: DELIVRD moves only `delivered`, a failed state
-    only `delivered` and `reached`.
-    """
-    rows = Delivery.objects.filter(channel="sms").filter(_carries_id(receipt.message_id))
-    if receipt.state in DELIVERED_STATES:
-        moved = _rows_move(rows, {DeliveryStatus.DELIVERED}, DeliveryStatus.REACHED)
-    elif receipt.state in FAILED_STATES:
-        moved = _rows_move(
-            rows,
-            {DeliveryStatus.DELIVERED, DeliveryStatus.REACHED},
-            DeliveryStatus.FAILED,
-            reason=Reason.REJECTED,
-            last_error=f"DLR {receipt.state}: {receipt.text}"[:2000],
-        )
-    else:
-        moved = 0
-    if moved:
-        logger.info("SMS %s: receipt %s → %s", receipt.message_id, receipt.state,
-                    "reached" if receipt.state in DELIVERED_STATES else "failed")  # fmt: skip
-        return moved
-    return rows.count()
-
-
-def _rows_move(rows: QuerySet[Delivery], from_statuses: set[str], to: str, **changes: str) -> int:
-    """Move the rows still in one of `from_statuses` to `to` and write their status
-    webhook events, in one transaction; how many moved.
-
-    The rows are locked first: a receipt the SMSC resends while the first is being
-    applied waits, then finds them moved and changes nothing (one event each).
-    """
-    with transaction.atomic():
-        changed = list(
-            rows.filter(status__in=from_statuses).select_for_update()
-            .values_list("pk", "accepted_at")
-        )  # fmt: skip
-        if not changed:
-            return 0
-        Delivery.objects.filter(pk__in=[pk for pk, _ in changed]).update(
-            status=to, updated_at=timezone.now(), **changes
-        )
-        # Reported by the SMSC, but with no time to pass on: a receipt's `done date` has
-        # no time zone (the SMSC's own, which we do not know).
-        webhook_events_write(deliveries=[(pk, month, to) for pk, month in changed], reported=True)
-    return len(changed)
-
-
-def _carries_id(message_id: str) -> Q:
-    """A concatenated SMS keeps every part's id, space-separated; any part may report."""
-    return (
-        Q(provider_message_id=message_id)
-        | Q(provider_message_id__startswith=f"{message_id} ")
-        | Q(provider_message_id__endswith=f" {message_id}")
-        | Q(provider_message_id__contains=f" {message_id} ")
-    )
+    """Apply a final receipt to the SMS delivery it is about; how many deliveries carry
+    its message id (zero: none yet, and the caller may look again)."""
+    if _applier is None:
+        raise RuntimeError("no receipt applier set: the deliveries app has not loaded")
+    return _applier(receipt)
 
 
 def handle_deliver_sm(pdu: Any) -> int:

@@ -1,0 +1,66 @@
+"""Who hears of a round's changes to deliveries, inside the round's transaction.
+
+A round of the pipeline (routing, the outcome of attempts, the quiet-hours release,
+provider news, an SMS receipt) announces what it changed once, with `changes_announce`.
+Apps above deliveries that keep their own record of those changes (the status webhooks'
+events) register a listener when they load, so the pipeline never names them. A
+listener writes in the caller's transaction: what it writes commits or rolls back with
+the change itself. With no listener, an announcement costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Protocol
+
+
+class ChangeListener(Protocol):
+    def __call__(
+        self,
+        *,
+        deliveries: list[tuple[int, datetime, str]],
+        notifications: list[tuple[object, datetime]],
+        news: list[tuple[int, datetime, str]],
+        reported: bool,
+        reported_at: datetime | None,
+    ) -> object: ...
+
+
+_listeners: list[ChangeListener] = []
+
+
+def change_listener_add(listener: ChangeListener | Callable[..., object]) -> None:
+    """Hear every round's changes from now on (once per listener, in order of adding)."""
+    if listener not in _listeners:
+        _listeners.append(listener)  # type: ignore[arg-type]
+
+
+def changes_announce(
+    *,
+    deliveries: Iterable[tuple[int, datetime, str]] = (),
+    notifications: Iterable[tuple[object, datetime]] = (),
+    news: Iterable[tuple[int, datetime, str]] = (),
+    reported: bool = False,
+    reported_at: datetime | None = None,
+) -> None:
+    """Tell every listener what this round changed. Call inside the round's transaction.
+
+    `deliveries`: (id, accepted_at, status written) of deliveries whose status this round
+    wrote; `notifications`: (id, created_at) of notifications it routed; `news`: (id,
+    accepted_at, provider event kind) of provider news about a delivery that changes no
+    status (a spam complaint, an open, a click). `reported`: the provider told us what
+    these delivery changes say (its webhook, an SMS receipt), at `reported_at` when it
+    gave a time.
+    """
+    if not _listeners:
+        return
+    changes = {
+        "deliveries": list(deliveries),
+        "notifications": list(notifications),
+        "news": list(news),
+        "reported": reported,
+        "reported_at": reported_at,
+    }
+    for listener in _listeners:
+        listener(**changes)

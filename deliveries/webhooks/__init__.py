@@ -1,3 +1,0 @@
-"""Status webhooks out: producers' endpoints (endpoints.py), signing (signing.py), where a
-post may go (egress.py), posting with retries and disabling (posting.py). Events are
-written by deliveries/webhook_events.py."""
