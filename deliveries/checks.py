@@ -29,15 +29,21 @@ def check_email_provider(app_configs=None, **kwargs) -> list[checks.CheckMessage
     """`check --deploy`: email through an ESP needs its API token, and its tracking
     webhooks a secret (without one every event post is refused: bounces and complaints
     would never reach the suppression list)."""
-    esp = settings.NOTIFY_EMAIL_ESP
-    if not esp:
-        return []
+    # The one ESP, or every ESP of a failover list (NOTIFY_EMAIL_PROVIDERS).
+    listed = [p for p in settings.NOTIFY_CHANNEL_FAILOVER.get("email", []) if p != "smtp"]
+    problems = []
+    for esp in dict.fromkeys([settings.NOTIFY_EMAIL_ESP, *listed]):
+        if esp:
+            problems.extend(_esp_problems(esp))
+    return problems
+
+
+def _esp_problems(esp: str) -> list[checks.CheckMessage]:
+    """One provider's missing token or webhook secret."""
     problems = []
     token = _ESP_TOKENS.get(esp)
     if token and not settings.ANYMAIL.get(token):
-        problems.append(
-            checks.Error(f"NOTIFY_EMAIL_ESP is set but {token} is empty.", id="notify.E004")
-        )
+        problems.append(checks.Error(f"{esp} sends email but {token} is empty.", id="notify.E004"))
     secrets = _ESP_WEBHOOK_SECRETS.get(esp, (_BASIC_AUTH,))
     if not any(settings.ANYMAIL.get(name) for name, _ in secrets):
         names = " or ".join(variable for _, variable in secrets)

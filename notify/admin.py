@@ -45,9 +45,9 @@ class CategoryForm(CategoryLabelsForm):
     class Meta:
         model = Category
         fields = [
-            "key", "description", "queue", "mandatory", "marketing", "payload_schema",
-            "sample_payloads", "default_channels", "fallback_channel", "ttl_seconds",
-            "digest_windows", "digest_key", "delays_if_unread", "owner",
+            "key", "description", "queue", "mandatory", "marketing", "speed_over_duplicate",
+            "payload_schema", "sample_payloads", "default_channels", "fallback_channel",
+            "ttl_seconds", "digest_windows", "digest_key", "delays_if_unread", "owner",
         ]  # fmt: skip
 
     def clean(self) -> dict[str, Any]:

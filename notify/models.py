@@ -111,6 +111,12 @@ class Category(models.Model):
     marketing = models.BooleanField(
         default=False, help_text="Needs consent; unsubscribe, quiet hours and caps apply."
     )
+    speed_over_duplicate = models.BooleanField(
+        default=False,
+        help_text="When a provider's call ends without a clear answer (it may have taken the "
+        "message), send through the channel's next provider at once: a rare duplicate is "
+        "better than a late message (login codes). Off: never sent elsewhere then.",
+    )
     payload_schema = models.JSONField(default=dict, blank=True)
     sample_payloads = models.JSONField(
         default=list, blank=True, help_text="Example payloads for previews and validation."

@@ -4,6 +4,7 @@ from notify.env import (
     env_bool,
     env_float,
     env_int,
+    env_list,
     env_str,
     secret_text,
 )
@@ -98,6 +99,10 @@ ANYMAIL = {
     ],
     "REQUESTS_TIMEOUT": NOTIFY_ESP_CALL_DEADLINE,
 }
+# Amazon SES's events come through SNS, each message signed by SNS (its signature is
+# always checked). Set these to the topic ARNs your SES configuration set publishes to
+# and a message from any other topic is refused (SNS's advice); empty: any topic.
+NOTIFY_SNS_TOPIC_ARNS = env_list("NOTIFY_SNS_TOPIC_ARNS", [])
 # Longest provider detail (bounce text, MTA answer) kept with a provider event.
 NOTIFY_PROVIDER_EVENT_DETAIL_CHARS = env_int("NOTIFY_PROVIDER_EVENT_DETAIL_CHARS", 500, minimum=50)
 # A provider event can overtake the record of its send (outcomes are recorded at the end

@@ -17,6 +17,12 @@ SMPP_PORT = env_int("SMPP_PORT", 2775, minimum=1)
 SMPP_SYSTEM_ID = env_str("SMPP_SYSTEM_ID", "notify")
 SMPP_PASSWORD = secret_text("SMPP_PASSWORD").strip()
 SMPP_SYSTEM_TYPE = env_str("SMPP_SYSTEM_TYPE", "")
+# A second SMSC bind, for failover (NOTIFY_SMS_PROVIDERS=smpp,smpp2): its own SMSC and
+# account; everything else (window, rate, keep-alive, encoding) is the first one's.
+SMPP2_HOST = env_str("SMPP2_HOST", "127.0.0.1")
+SMPP2_PORT = env_int("SMPP2_PORT", 2775, minimum=1)
+SMPP2_SYSTEM_ID = env_str("SMPP2_SYSTEM_ID", "notify")
+SMPP2_PASSWORD = secret_text("SMPP2_PASSWORD").strip()
 # The sender id the phone shows (an alphanumeric name or a number).
 SMPP_SOURCE_ADDR = env_str("SMPP_SOURCE_ADDR", "Notify")
 # Keep-alive: SMSCs drop a bind after ~120 s without a PDU; 30-60 s is the working range.

@@ -11,6 +11,7 @@ whole call ends at NOTIFY_CALL_DEADLINE_SMTP (a transient `timeout`); smtp.py ke
 from __future__ import annotations
 
 import smtplib
+import socket
 import sys
 from email.utils import make_msgid
 from importlib import import_module
@@ -20,9 +21,9 @@ from django.conf import settings
 from django.utils.html import escape
 
 from deliveries.channels.base import SendResult
-from deliveries.channels.deadline import call_deadline
 from deliveries.channels.smtp import kept_session_close, send_on_kept_connection
 from deliveries.channels.verp import verp_address
+from egress.deadline import call_deadline
 from preferences.footer import FooterWords, email_footer_words
 from preferences.tokens import preference_center_url, unsubscribe_url
 from templates_admin.mail import VersionEmailMessage
@@ -53,16 +54,29 @@ def classify_smtp_error(error: Exception) -> SendResult:
     if isinstance(error, smtplib.SMTPResponseException):
         result = SendResult.permanent if error.smtp_code >= 500 else SendResult.transient
         return result(status_code=str(error.smtp_code), response=_decode(error.smtp_error))
-    # Disconnects, connection refused, timeouts, DNS: the relay, not the message.
-    return SendResult.transient(status_code=type(error).__name__, response=str(error))
+    # Disconnects, connection refused, timeouts, DNS: the relay, not the message. Unknown
+    # whether the relay took it, unless no connection was ever made.
+    never = isinstance(error, ConnectionRefusedError | socket.gaierror | smtplib.SMTPConnectError)
+    return SendResult.transient(
+        status_code=type(error).__name__, response=str(error), unknown=not never
+    )
 
 
-def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
+def send(
+    delivery: Delivery,
+    version: TemplateVersion,
+    context: dict[str, Any],
+    *,
+    via: str | None = None,
+) -> SendResult:
     """Render the version through templated-mail and hand it to the SMTP relay, or to the
-    email service provider's API when NOTIFY_EMAIL_ESP names one (the esp package)."""
-    if settings.NOTIFY_EMAIL_ESP:
+    email service provider's API when NOTIFY_EMAIL_ESP names one (the esp package).
+    `via`: this provider instead (`smtp` or an ESP), when the channel fails over between
+    several (NOTIFY_EMAIL_PROVIDERS)."""
+    esp_name = settings.NOTIFY_EMAIL_ESP if via is None else ("" if via == "smtp" else via)
+    if esp_name:
         esp = import_module(ESP_PACKAGE)  # anymail and the provider's SDK load only here
-        return esp.send(message_build(delivery, version, context), to=delivery.target)
+        return esp.send(message_build(delivery, version, context), to=delivery.target, esp=esp_name)
     message_id = make_msgid(domain=settings.NOTIFY_EMAIL_MESSAGE_ID_DOMAIN)
     message = message_build(delivery, version, context, headers={"Message-ID": message_id})
     # Bounces go to the envelope sender: with a bounce domain, one that names this delivery.
@@ -77,6 +91,7 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
                 return SendResult.transient(
                     status_code="timeout",
                     response=f"no complete answer within {deadline:g}s (the call's deadline)",
+                    unknown=True,
                 )
             return classify_smtp_error(error)
     if watch.expired:  # accepted just as the deadline fired: the session is cut, not reused

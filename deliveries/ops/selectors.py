@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import (
     Count,
     DurationField,
@@ -25,7 +26,13 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 
 from deliveries.counts import delivery_counts
-from deliveries.models import FINAL_STATUSES, DeadLetter, Delivery, DeliveryStatus
+from deliveries.models import (
+    FINAL_STATUSES,
+    DeadLetter,
+    Delivery,
+    DeliveryAttempt,
+    DeliveryStatus,
+)
 from notify.counts import accepted_counts
 from notify.models import Outbox
 from notify.ops.health import broker_connection
@@ -167,6 +174,33 @@ def latency_rows(*, since: datetime, bounds: list[float]) -> QuerySet:
         .annotate(count=Count("id"), total=Sum("latency"), **per_bucket)
         .order_by()
     )
+
+
+# The same IN list as the partial index `delivery_success_recent`, so the planner uses it.
+_SUCCESS_IN = ", ".join(f"'{status}'" for status in sorted(SUCCESS_STATUSES))
+
+
+def delivered_by_provider(*, now: datetime | None = None) -> list[tuple[str, str, int]]:
+    """(channel, provider, count) of the deliveries that succeeded within
+    NOTIFY_METRICS_LATENCY_WINDOW, by the provider of the try that sent them (its
+    attempt row, the claim's last number): the same bounded slice as the latency, each
+    attempt found through the attempts' unique index."""
+    now = now or timezone.now()
+    since = now - timedelta(seconds=settings.NOTIFY_METRICS_LATENCY_WINDOW)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT d.channel, a.provider, count(*) FROM {Delivery._meta.db_table} d
+              JOIN {DeliveryAttempt._meta.db_table} a
+                ON a.delivery_id = d.id AND a.number = d.attempts
+               AND a.accepted_at = d.accepted_at
+             WHERE d.status IN ({_SUCCESS_IN}) AND d.finished_at >= %(since)s
+               AND a.provider <> ''
+             GROUP BY d.channel, a.provider ORDER BY 1, 2
+            """,
+            {"since": since},
+        )
+        return cursor.fetchall()
 
 
 def open_dead_letters() -> int:

@@ -35,6 +35,7 @@ from deliveries.pipeline.claim import (
     delivery_skip_if_live,
 )
 from deliveries.pipeline.digests import digest_contexts_attach
+from deliveries.pipeline.failover import channel_providers, delivery_providers
 from deliveries.pipeline.ordering import (
     delivery_hold,
     delivery_supersede,
@@ -178,7 +179,8 @@ def _round(
     admissions = provider_admissions(
         sends=[
             (item.delivery.channel, item.delivery.queue, item.delivery.target) for item, _ in going
-        ]
+        ],
+        candidates=_failover_candidates(going, now),
     )
     for (item, started_at), admission in zip(going, admissions, strict=True):
         delivery = item.delivery
@@ -198,6 +200,22 @@ def _round(
         calls.append(Call(item, admission, started_at))
     tries.extend(provider_calls(calls, claimed_at=now, between=between, mark_sent=mark_sent))
     return reports + attempts_record(tries)
+
+
+def _failover_candidates(
+    going: Sequence[tuple[Loaded, datetime]], now: datetime
+) -> list[list[str]] | None:
+    """Each send's providers in order, for a channel that fails over between several
+    (None when none of the round's channels does: the default costs nothing more)."""
+    lists = {item.delivery.channel: channel_providers(item.delivery.channel) for item, _ in going}
+    if not any(lists.values()):
+        return None
+    return [
+        delivery_providers(delivery=item.delivery, providers=lists[item.delivery.channel], now=now)
+        if lists[item.delivery.channel]
+        else []
+        for item, _ in going
+    ]
 
 
 def _order_key(item: Loaded) -> tuple:

@@ -63,6 +63,10 @@ return {granted, tostring(wait), state, probe, changed, why}
 )
 
 
+# The end of an admission's `why` when a breaker refused it (a failover may go elsewhere).
+CIRCUIT_OPEN = "circuit open"
+
+
 @dataclass(frozen=True)
 class Admission:
     allowed: bool
@@ -91,18 +95,48 @@ def breaker_for(*, provider: str, channel: str, target: str, hosts: Mapping[str,
     return f"{provider}:{host}" if host else provider
 
 
-def provider_admissions(*, sends: Sequence[tuple[str, str, str]]) -> list[Admission]:
+def provider_admissions(
+    *,
+    sends: Sequence[tuple[str, str, str]],
+    candidates: Sequence[Sequence[str]] | None = None,
+) -> list[Admission]:
     """May these sends (a round's, as (channel, queue, target)) call their provider now?
     One answer per send, in order, in one Redis round trip per breaker and queue
     whatever their number: an open breaker refuses them all; a half-open one lets the
     first through, as its probe; the others take the tokens there are, wait in place for
     a short token wait, and are refused what is still missing after it. A channel with
-    no provider (in-app) is always admitted."""
+    no provider (in-app) is always admitted.
+
+    `candidates`: per send, the providers of a channel that fails over, in order (empty:
+    the channel's one provider). A send refused by an open breaker is asked for at the
+    next one (a round trip more, only then)."""
+    if candidates is None or not any(candidates):
+        return _admissions(sends, [None] * len(sends))
+    answers = _admissions(sends, [c[0] if c else None for c in candidates])
+    step = 1
+    while True:
+        again = [
+            i
+            for i, answer in enumerate(answers)
+            if answer.why.endswith(CIRCUIT_OPEN) and len(candidates[i]) > step
+        ]
+        if not again:
+            return answers
+        retried = _admissions([sends[i] for i in again], [candidates[i][step] for i in again])
+        for index, answer in zip(again, retried, strict=True):
+            answers[index] = answer
+        step += 1
+
+
+def _admissions(
+    sends: Sequence[tuple[str, str, str]], providers: Sequence[str | None]
+) -> list[Admission]:
+    """`provider_admissions` at one provider per send (None: the channel's own)."""
     answers: list[Admission | None] = [None] * len(sends)
     groups: dict[tuple[str, str, str], list[int]] = {}
     hosts = push_hosts(target for channel, _, target in sends if channel == DeviceKind.WEBPUSH)
     for index, (channel, queue, target) in enumerate(sends):
-        provider = provider_for_channel(channel)
+        provider = providers[index] or provider_for_channel(channel)
         if provider is None:
             answers[index] = Admission(True)
             continue
@@ -142,7 +176,7 @@ def _breaker_round_admit(*, provider: str, breaker: str, queue: str, count: int)
         if int(changed):
             logger.warning("breaker %s: open → half_open, one probe goes through", breaker)
         if why == "breaker":
-            refused = Admission(False, provider, wait, f"{breaker} circuit open", breaker=breaker)
+            refused = Admission(False, provider, wait, f"{breaker} {CIRCUIT_OPEN}", breaker=breaker)
             return answers + [refused] * left
         answers += [Admission(True, provider, probe=probe, breaker=breaker)] * granted
         if probe:  # the probe is the only send while the breaker is half-open
@@ -152,7 +186,7 @@ def _breaker_round_admit(*, provider: str, breaker: str, queue: str, count: int)
                 False,
                 provider,
                 settings.NOTIFY_BREAKER_PROBE_TIMEOUT,
-                f"{breaker} circuit open",
+                f"{breaker} {CIRCUIT_OPEN}",
                 breaker=breaker,
             )
             return answers + [refused] * (count - len(answers))

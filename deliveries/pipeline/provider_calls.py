@@ -9,20 +9,26 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.template import TemplateSyntaxError
 
 from deliveries.channels import provider_for
-from deliveries.channels.base import SendResult
+from deliveries.channels.base import ChannelProvider, SendResult
 from deliveries.models import AttemptOutcome, Delivery, Reason
 from deliveries.pipeline.claim import (
     Loaded,
 )
+from deliveries.pipeline.failover import (
+    channel_providers,
+    delivery_pin,
+    handover_to,
+    provider_latency_note,
+)
 from deliveries.pipeline.ordering import (
     held_ms,
 )
-from deliveries.pipeline.outcome import Tried
+from deliveries.pipeline.outcome import Handover, Tried
 from deliveries.pipeline.pressure import (
     Admission,
     provider_outcomes,
@@ -61,6 +67,9 @@ def tried(
     *,
     duration: int,
     uncharged: bool = False,
+    provider: str = "",
+    handovers: tuple[Handover, ...] = (),
+    pin: str | None = None,
 ) -> Tried:
     delivery = item.delivery
     return Tried(
@@ -72,6 +81,9 @@ def tried(
         duration=duration,
         uncharged=uncharged,
         held=held_ms(delivery=delivery, now=claimed_at),
+        provider=provider,
+        handovers=handovers,
+        pin=pin,
     )
 
 
@@ -97,11 +109,16 @@ def provider_calls(
                 channel, group, claimed_at=claimed_at, between=between, mark_sent=mark_sent
             )
         )
-    # The breaker hears of the round's calls at once (one round trip per breaker).
-    outcomes = {t.delivery.pk: t.result.outcome for t in tries}
-    provider_outcomes(
-        outcomes=[(c.admission.breaker, outcomes[c.loaded.delivery.pk]) for c in calls]
-    )
+    # The breaker hears of the round's calls at once (one round trip per breaker); a
+    # delivery handed over in its round counts once at each provider it tried.
+    by_delivery = {t.delivery.pk: t for t in tries}
+    outcomes: list[tuple[str | None, str]] = []
+    for call in calls:
+        done = by_delivery[call.loaded.delivery.pk]
+        outcomes.extend((h.provider, h.result.outcome) for h in done.handovers)
+        breaker = done.provider if done.handovers else call.admission.breaker
+        outcomes.append((breaker, done.result.outcome))
+    provider_outcomes(outcomes=outcomes)
     return tries
 
 
@@ -137,7 +154,10 @@ def _channel_calls(
             tries.append(_after_call(call, result, reason, claimed_at, duration))
         return tries
     send_overlapped = getattr(provider, "send_overlapped", None)
-    if send_overlapped is not None and len(group) > 1:
+    failover = channel_providers(channel)
+    # A channel that fails over sends one message at a time, each free to go on to the
+    # next provider (SMS then leaves its window unused: the price of a second bind).
+    if send_overlapped is not None and len(group) > 1 and not failover:
         return _overlapped_calls(
             channel, send_overlapped, group, claimed_at=claimed_at, between=between,
             mark_sent=mark_sent,
@@ -146,15 +166,19 @@ def _channel_calls(
         for call in group:
             if between is not None:
                 between()
-            clock = time.monotonic()
-            channel_call_begin(channel=channel)
             delivery = call.loaded.delivery
-            try:
-                result, reason = provider.send(delivery, call.loaded.version, _context(call)), ""
-            except Exception as error:
-                result, reason = _classify_raised(error, delivery)
-            duration = int((time.monotonic() - clock) * 1000)
-            channel_call_timed(channel=channel, seconds=duration / 1000)  # slowness limits it
+            via = call.admission.provider if failover else None
+            result, reason, duration = _one_call(channel, provider, call, via)
+            handovers: list[Handover] = []
+            while failover and via is not None:  # one provider: never entered
+                tried = [h.provider for h in handovers] + [via]
+                handover = handover_to(delivery=delivery, result=result, tried=tried)
+                if handover is None:
+                    break
+                started = _after(call.started_at, handovers)
+                handovers.append(Handover(via, result, started, duration))
+                via = handover
+                result, reason, duration = _one_call(channel, provider, call, via)
             if mark_sent and result.outcome == AttemptOutcome.DELIVERED:
                 # Recorded only with its round: until then, the mark speaks for it. The
                 # last of the round too: its record still waits for the round's Redis
@@ -164,8 +188,30 @@ def _channel_calls(
                     claimed_at=claimed_at,
                     provider_message_id=result.provider_message_id,
                 )
-            tries.append(_after_call(call, result, reason, claimed_at, duration))
+            tries.append(
+                _after_call(call, result, reason, claimed_at, duration, via, tuple(handovers))
+            )
     return tries
+
+
+def _one_call(
+    channel: str, provider: ChannelProvider, call: Call, via: str | None
+) -> tuple[SendResult, str, int]:
+    """One call of the channel's provider (`via`: at this one of its providers); the
+    result, its reason and the call's milliseconds."""
+    clock = time.monotonic()
+    channel_call_begin(channel=channel)
+    delivery = call.loaded.delivery
+    at = {} if via is None else {"via": via}  # a channel with one provider is called as ever
+    try:
+        result, reason = provider.send(delivery, call.loaded.version, _context(call), **at), ""
+    except Exception as error:
+        result, reason = _classify_raised(error, delivery)
+    seconds = time.monotonic() - clock
+    channel_call_timed(channel=channel, seconds=seconds)  # slowness limits it
+    if via is not None:
+        provider_latency_note(provider=via, seconds=seconds)
+    return result, reason, int(seconds * 1000)
 
 
 def _overlapped_calls(
@@ -220,19 +266,43 @@ def _context(call: Call) -> dict:
 
 
 def _after_call(
-    call: Call, result: SendResult, reason: str, claimed_at: datetime, duration: int
+    call: Call,
+    result: SendResult,
+    reason: str,
+    claimed_at: datetime,
+    duration: int,
+    via: str | None = None,
+    handovers: tuple[Handover, ...] = (),
 ) -> Tried:
-    """The try to record (the breaker hears of the round's calls at its end)."""
-    probe_failed = call.admission.probe and result.outcome == AttemptOutcome.TRANSIENT
+    """The try to record (the breaker hears of the round's calls at its end), after any
+    handovers to the channel's other providers in this round."""
+    probe_failed = (
+        call.admission.probe and not handovers and result.outcome == AttemptOutcome.TRANSIENT
+    )
+    provider = via or call.admission.provider or ""
+    pin = None
+    if via is not None:  # only a channel that fails over pins a delivery
+        pin = delivery_pin(delivery=call.loaded.delivery, provider=provider, result=result)
     return tried(
         call.loaded,
         result,
         reason,
         claimed_at,
-        call.started_at,
+        _after(call.started_at, handovers),
         duration=duration,
         uncharged=probe_failed,
+        provider=provider,
+        handovers=handovers,
+        pin=pin,
     )
+
+
+def _after(started_at: datetime, handovers: Sequence[Handover]) -> datetime:
+    """When the next call of a delivery began: after the handovers before it."""
+    if not handovers:
+        return started_at
+    last = handovers[-1]
+    return last.started_at + timedelta(milliseconds=last.duration)
 
 
 def _classify_raised(error: Exception, delivery: Delivery) -> tuple[SendResult, str]:

@@ -57,6 +57,7 @@ NEW_DELIVERY = {
     "held_since": None,
     "claim_recoveries": 0,
     "webhook_sequence": 0,
+    "pinned_provider": "",
 }
 
 _ROUTED_SQL = (

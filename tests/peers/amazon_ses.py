@@ -3,7 +3,8 @@
 `{"MessageId": "..."}`, its errors as AWS's REST-JSON protocol gives them (the code in
 the `x-amzn-ErrorType` header, `{"message": ...}`); and the SNS notifications that carry
 SES's events to our webhook (the SNS envelope, its `x-amz-sns-*` headers, HTTP basic
-auth in the subscription's URL), including a SubscriptionConfirmation.
+auth in the subscription's URL), including a SubscriptionConfirmation, each signed as
+SNS signs (a key and certificate made here, the certificate served on loopback).
 """
 
 from __future__ import annotations
@@ -11,11 +12,18 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.x509.oid import NameOID
 from django.conf import settings
 
+from tests.peers.base import LoopbackHttpPeer
 from tests.peers.esp import FORGED, SECRET, Answer, EspPeer, WebhookPost, json_post, now_iso
 
 ACCESS_KEY_ID = "AKIAPEERPEERPEERPEER"
@@ -99,7 +107,25 @@ class AmazonSESPeer(EspPeer):
         }[kind]  # fmt: skip
         return sns_message("Notification", json.dumps({**specific, "mail": mail}))
 
-    def signed(self, body: Any, *, good: bool = True) -> WebhookPost:
+    def __init__(self) -> None:
+        super().__init__()
+        self.sns = SnsSigner()
+
+    def start(self) -> None:
+        super().start()
+        self.sns.start()
+
+    def stop(self) -> None:
+        self.sns.stop()
+        super().stop()
+
+    def signed(
+        self, body: Any, *, good: bool = True, version: str = "1", cert_url: str = ""
+    ) -> WebhookPost:
+        """`body` posted as SNS posts it: signed by SNS (our test certificate, served on
+        loopback unless `cert_url` says where) with `version`, with the subscription's
+        credentials (`good`) or forged ones."""
+        body = self.sns.sign(body, version=version, cert_url=cert_url)
         headers = {
             "x-amz-sns-message-type": body["Type"],
             "x-amz-sns-message-id": body["MessageId"],
@@ -150,3 +176,63 @@ def subscription_confirmation(subscribe_url: str) -> dict:
         Token=token,
         SubscribeURL=subscribe_url,
     )
+
+
+class SnsSigner(LoopbackHttpPeer):
+    """SNS's signing, with a key and certificate made here: `sign` signs a message as SNS
+    does (SignatureVersion 1: SHA-1, 2: SHA-256), and the certificate is served on
+    loopback (GET of any `.pem` path; `fetched` counts them)."""
+
+    def __init__(self) -> None:
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sns.amazonaws.com")])
+        now = datetime.now(UTC)
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(days=1))
+            .not_valid_after(now + timedelta(days=30))
+            .sign(self.key, hashes.SHA256())
+        )
+        self.pem = certificate.public_bytes(serialization.Encoding.PEM)
+        self.fetched = 0
+        peer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:
+                peer.fetched += 1
+                found = self.path.endswith(".pem")
+                self.send_response(200 if found else 404)
+                body = peer.pem if found else b""
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.serve(Handler)
+        self.cert_url = f"{self.origin}/SimpleNotificationService-{uuid.uuid4().hex}.pem"
+
+    def sign(self, message: dict, *, version: str = "1", cert_url: str = "") -> dict:
+        """The message with SNS's signature fields, signed over SNS's signing text."""
+        signed = {**message, "SignatureVersion": version,
+                  "SigningCertURL": cert_url or self.cert_url}  # fmt: skip
+        digest = hashes.SHA1() if version == "1" else hashes.SHA256()
+        signature = self.key.sign(string_to_sign(signed), padding.PKCS1v15(), digest)
+        return {**signed, "Signature": base64.b64encode(signature).decode()}
+
+
+def string_to_sign(message: dict) -> bytes:
+    """What SNS signs, as AWS documents it: for a notification, Message, MessageId,
+    Subject (only if present), Timestamp, TopicArn and Type; for a (un)subscribe
+    confirmation, Message, MessageId, SubscribeURL, Timestamp, Token, TopicArn and Type;
+    each "name\nvalue\n"."""
+    if message["Type"] == "Notification":
+        names = ["Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"]
+    else:
+        names = ["Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type"]
+    return "".join(f"{n}\n{message[n]}\n" for n in names if n in message).encode()

@@ -76,8 +76,9 @@ class EspPeer(LoopbackHttpPeer):
     """An email provider's send API on loopback (subclasses say which provider).
 
     Answers each send as accepted, with a fresh message id, unless a scripted answer is
-    queued (`answers`, taken in order) or the recipient is one the provider refuses
-    (`inactive`, where the provider refuses addresses at send). `received` keeps what
+    queued (`answers`, taken in order), the provider is `down` (that answer to every
+    send) or the recipient is one the provider refuses (`inactive`, where the provider
+    refuses addresses at send). `received` keeps what
     was sent (each with its `message_id` and `to`); `before_answer`, when set, is called
     with (message id, that record) before the send is answered: a test posts the
     provider's webhook from there to have it overtake the send's record.
@@ -133,6 +134,7 @@ class EspPeer(LoopbackHttpPeer):
             self.inactive: set[str] = set()
             self.before_answer: Callable[[str, dict], None] | None = None
             self.fetched: list[str] = []  # paths of GETs: a SubscribeURL fetched, say
+            self.down: Answer | None = None  # when set, every send gets it (an outage)
 
     def answer(self, path: str, headers: Any, body: bytes) -> Answer:
         refused = self.refuse(path, headers)
@@ -141,6 +143,8 @@ class EspPeer(LoopbackHttpPeer):
         message = self.parse(body, headers)
         to = str(message.get("to", ""))
         with self.lock:
+            if self.down is not None:
+                return self.down
             if self.answers:
                 return self.answers.popleft()
             if to.lower() in self.inactive:

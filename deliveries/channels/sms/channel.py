@@ -37,7 +37,12 @@ from deliveries.channels.sms.smpp.encoding import (
 )
 from deliveries.channels.sms.smpp.process import session_for_process
 from deliveries.channels.sms.smpp.rate import throttle_pause
-from deliveries.channels.sms.smpp.session import SessionUnavailable, SmppSession, SubmitTimeout
+from deliveries.channels.sms.smpp.session import (
+    AnswerLost,
+    SessionUnavailable,
+    SmppSession,
+    SubmitTimeout,
+)
 from templates_admin.rendering import render_version
 
 if TYPE_CHECKING:
@@ -50,9 +55,16 @@ logger = logging.getLogger(__name__)
 THROTTLE_EXHAUSTED = "smpp_throttled_out"
 
 
-def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) -> SendResult:
-    """Render the SMS text and submit it on this process's SMPP bind."""
-    return sms_prepare(delivery, version, context, session=session_for_process)()
+def send(
+    delivery: Delivery,
+    version: TemplateVersion,
+    context: dict[str, Any],
+    *,
+    via: str | None = None,
+) -> SendResult:
+    """Render the SMS text and submit it on this process's SMPP bind (`via`: that bind,
+    `smpp` or `smpp2`, when SMS fails over between two)."""
+    return sms_prepare(delivery, version, context, session=_bind(via))()
 
 
 def send_overlapped(
@@ -60,6 +72,7 @@ def send_overlapped(
     *,
     lanes: Sequence[Hashable],
     before_each: Callable[[], object] | None = None,
+    via: str | None = None,
 ) -> Iterator[tuple[int, SendResult | Exception, float]]:
     """A batch's messages with up to SMPP_WINDOW_SIZE submit_sm outstanding on the bind
     (the bind matches each submit_sm_resp to its submit by sequence number); yields
@@ -67,9 +80,10 @@ def send_overlapped(
     parts go one after the other, and one person's messages too."""
     limit = settings.SMPP_WINDOW_SIZE
     pool = call_pool("smpp-submit", limit * settings.NOTIFY_WORKER_THREADS)
+    session = _bind(via)
 
     def prepare(index: int) -> Callable[[], SendResult]:
-        return sms_prepare(*items[index], session=session_for_process)
+        return sms_prepare(*items[index], session=session)
 
     return calls_overlapped(prepare, lanes=lanes, limit=limit, pool=pool, before_each=before_each)
 
@@ -96,6 +110,13 @@ def sms_prepare(
         )
         return lambda: too_long
     return lambda: submit_text(session(), destination=delivery.target, encoded=encoded)
+
+
+def _bind(via: str | None) -> Callable[[], SmppSession]:
+    """The session getter of a bind (the first one unless `via` names another)."""
+    if via is None or via == "smpp":
+        return session_for_process
+    return lambda: session_for_process(via)
 
 
 def segment_limits() -> SegmentLimits:
@@ -142,10 +163,15 @@ def _submit_part(
         tries += 1
         try:
             answer = session.submit(**fields)
+        except AnswerLost as error:  # the submit went out; the SMSC may have taken it
+            return SendResult.transient(status_code="smpp_unbound", response=str(error),
+                                        unknown=True)  # fmt: skip
         except SessionUnavailable as error:
             return SendResult.transient(status_code="smpp_unbound", response=str(error))
         except SubmitTimeout as error:
-            return SendResult.transient(status_code="smpp_timeout", response=str(error))
+            return SendResult.transient(
+                status_code="smpp_timeout", response=str(error), unknown=True
+            )
         info = classify_status(answer.status)
         if info.kind is StatusKind.OK:
             if session.rate.accepted():

@@ -1,4 +1,5 @@
-"""The one SMPP session of this process: made on first use, reused, closed at exit.
+"""The SMPP session of this process (one per bind: a second one only for failover,
+NOTIFY_SMS_PROVIDERS): made on first use, reused, closed at exit.
 
 A Celery prefork child binds on its first SMS and keeps the bind for its life; a
 forked child never reuses its parent's socket (the owner pid is checked).
@@ -17,17 +18,25 @@ from deliveries.channels.sms.smpp.receipts import handle_deliver_sm
 from deliveries.channels.sms.smpp.session import SessionConfig, SmppSession
 
 _lock = threading.Lock()
-_session: SmppSession | None = None
+_sessions: dict[str, SmppSession] = {}  # by bind: "smpp", and "smpp2" for failover
 _owner_pid: int | None = None
 
+# Each bind's own SMSC and account (the SMPP_* and SMPP2_* settings); the rest is shared.
+_ACCOUNTS = {
+    "smpp": ("SMPP_HOST", "SMPP_PORT", "SMPP_SYSTEM_ID", "SMPP_PASSWORD"),
+    "smpp2": ("SMPP2_HOST", "SMPP2_PORT", "SMPP2_SYSTEM_ID", "SMPP2_PASSWORD"),
+}
 
-def session_from_settings() -> SmppSession:
-    """A session built from the SMPP_* settings (not started)."""
+
+def session_from_settings(bind: str = "smpp") -> SmppSession:
+    """A session built from the SMPP_* settings (SMPP2_* for the second bind's SMSC
+    and account), not started."""
+    host, port, system_id, password = (getattr(settings, name) for name in _ACCOUNTS[bind])
     config = SessionConfig(
-        host=settings.SMPP_HOST,
-        port=settings.SMPP_PORT,
-        system_id=settings.SMPP_SYSTEM_ID,
-        password=settings.SMPP_PASSWORD,
+        host=host,
+        port=port,
+        system_id=system_id,
+        password=password,
         system_type=settings.SMPP_SYSTEM_TYPE,
         window=settings.SMPP_WINDOW_SIZE,
         enquire_interval=settings.SMPP_ENQUIRE_LINK_INTERVAL,
@@ -48,24 +57,27 @@ def session_from_settings() -> SmppSession:
     return SmppSession(config, rate=rate, receipt_handler=handle_deliver_sm)
 
 
-def session_for_process() -> SmppSession:
-    """This process's running session, started on first call."""
-    global _session, _owner_pid
+def session_for_process(bind: str = "smpp") -> SmppSession:
+    """This process's running session on `bind`, started on first call."""
+    global _owner_pid
     with _lock:
-        if _session is not None and _owner_pid == os.getpid() and not _session.closed:
-            return _session
-        _session = session_from_settings()
-        _owner_pid = os.getpid()
-        _session.start()
-        return _session
+        if _owner_pid != os.getpid():  # a forked child: its parent's sockets are not its own
+            _sessions.clear()
+            _owner_pid = os.getpid()
+        session = _sessions.get(bind)
+        if session is not None and not session.closed:
+            return session
+        session = _sessions[bind] = session_from_settings(bind)
+        session.start()
+        return session
 
 
 def session_close() -> None:
-    """Unbind and stop this process's session, if it has one (safe to call twice)."""
-    global _session
+    """Unbind and stop this process's sessions, if it has any (safe to call twice)."""
     with _lock:
-        session, _session = _session, None
-    if session is not None and _owner_pid == os.getpid():
+        sessions = list(_sessions.values()) if _owner_pid == os.getpid() else []
+        _sessions.clear()
+    for session in sessions:
         session.close()
 
 

@@ -31,6 +31,7 @@ from smpplib import smpp
 from deliveries.channels.sms.smpp.codes import ESME_ROK
 from deliveries.channels.sms.smpp.rate import AdaptiveRate
 from deliveries.channels.sms.smpp.session_types import (
+    AnswerLost,
     SessionConfig,
     SessionUnavailable,
     SubmitAnswer,
@@ -150,7 +151,7 @@ class SmppSession:
                 except _LINK_ERRORS as error:
                     self._pending.pop(pdu.sequence, None)
                     self._drop(generation, f"send failed: {error!r}")
-                    raise SessionUnavailable(f"bind lost while sending: {error!r}") from None
+                    raise AnswerLost(f"bind lost while sending: {error!r}") from None
                 self._last_sent = time.monotonic()
             if not pending.done.wait(self.config.response_timeout):
                 self._pending.pop(pdu.sequence, None)
@@ -159,7 +160,7 @@ class SmppSession:
                     " (the SMSC may have taken it)"
                 )
             if pending.lost:
-                raise SessionUnavailable("the bind was lost before the SMSC answered")
+                raise AnswerLost("the bind was lost before the SMSC answered")
             return SubmitAnswer(pending.status, pending.message_id)
         finally:
             self._window.release()

@@ -12,6 +12,11 @@ class SessionUnavailable(Exception):
     """No usable bind right now (not bound, bind lost, window full): a transient failure."""
 
 
+class AnswerLost(SessionUnavailable):
+    """The bind was lost after the submit_sm went out, before its answer: the SMSC may
+    have taken it (an unknown outcome)."""
+
+
 class SubmitTimeout(Exception):
     """The SMSC did not answer a submit_sm in time; it may or may not have taken it."""
 
