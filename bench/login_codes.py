@@ -106,7 +106,9 @@ def scenario_s3(bench: Bench) -> None:
         f"{idle_p99:.0f} ms, event -> email delivered, {k} codes 100 ms apart to "
         f"{len(users)} people{' in the campaign' if bench.config.codes_to_members else ''}, "
         "campaign to "
-        f"{m} (inapp + email) draining on the low worker; {verdict(value, 2, at_least=False)})"
+        f"{m} (inapp + email) draining on the low worker"
+        + (f" paced at {rate:g}/s" if (rate := bench.config.campaign_send_rate) else "")
+        + f"; {verdict(value, 2, at_least=False)})"
     )
     # The same over every run's codes together: the p99 of one run is its second slowest
     # code, which one hiccup of a shared machine decides; pooled, it is the sixth of 600.
@@ -344,6 +346,7 @@ def campaign_start(bench: Bench) -> str:
         payload=CAMPAIGN_PAYLOAD,
         audience_kind=AudienceKind.USER_IDS,
         audience_spec={"user_ids": members},
+        send_rate=bench.config.campaign_send_rate,
     )
     return campaign.event_id_prefix
 

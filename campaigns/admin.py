@@ -23,6 +23,7 @@ from campaigns.control import (
 )
 from campaigns.erasure import person_erase
 from campaigns.fanout import campaign_launch
+from campaigns.launch_admin import LaunchEstimateMixin
 from campaigns.models import AudienceKind, Campaign
 from campaigns.seed_admin import seed_send_campaign_url  # also registers seed lists
 from campaigns.selectors import campaign_progress
@@ -39,6 +40,8 @@ LAUNCH_FIELDS = (
     "audience_spec",
     "audience_file",
     "send_at",
+    "send_rate",
+    "local_time",
 )
 # A launched campaign shows its audience as a summary (a user-id list may be 100,000 long).
 SHOWN_FIELDS = (
@@ -47,6 +50,8 @@ SHOWN_FIELDS = (
     "payload",
     "audience",
     "send_at",
+    "send_rate",
+    "local_time",
     "status",
     "producer",
     "launched_by",
@@ -97,7 +102,7 @@ class CampaignLaunchForm(forms.ModelForm):
 
 
 @admin.register(Campaign)
-class CampaignAdmin(admin.ModelAdmin):
+class CampaignAdmin(LaunchEstimateMixin, admin.ModelAdmin):
     list_display = (
         "id",
         "name",
@@ -148,6 +153,8 @@ class CampaignAdmin(admin.ModelAdmin):
             audience_spec=obj.audience_spec if obj.audience_kind != AudienceKind.ALL else {},
             send_at=obj.send_at,
             launched_by=request.user,
+            send_rate=obj.send_rate,
+            local_time=obj.local_time,
         )
         if launched.audience_kind == AudienceKind.UPLOAD:
             # In the admin's transaction: the fan-out is published only after commit.
@@ -257,7 +264,13 @@ class CampaignAdmin(admin.ModelAdmin):
         email = format_html_join(
             "",
             '<tr data-email="{}"><td>{}</td><td class="nt-count">{}</td></tr>',
-            ((name, name, count) for name, count in progress.email.items()),
+            (
+                (name, name, count)
+                for name, count in [
+                    *progress.email.items(),
+                    *((f"via {p}", n) for p, n in progress.providers.items()),
+                ]
+            ),
         )
         return format_html(
             '<div id="campaign-progress" data-status="{}"><p>Status <b class="nt-status">{}</b>'

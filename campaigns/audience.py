@@ -84,7 +84,11 @@ def audience_sql(campaign: Campaign) -> tuple[str, dict[str, Any]]:
     }
     conditions = ["char_length(r.user_id) <= %(a_uid_max)s"]
     spec = campaign.audience_spec or {}
-    if campaign.audience_kind == AudienceKind.USER_IDS:
+    if campaign.audience_kind == AudienceKind.USER_IDS and campaign.pk is None:
+        # A campaign not stored (an estimate before launch): its list is a parameter.
+        params["a_user_ids"] = list(spec.get("user_ids") or [])
+        conditions.append("r.user_id = ANY(%(a_user_ids)s)")
+    elif campaign.audience_kind == AudienceKind.USER_IDS:
         conditions.append(
             f"""r.user_id IN (
                 SELECT jsonb_array_elements_text(c.audience_spec -> 'user_ids')

@@ -19,7 +19,8 @@ controls change rows, never code paths:
   not due yet is put back by the claim until it is; a quiet-hours deferral is left to the
   release). Held notifications get `routed_at` cleared and their outbox row marked
   unpublished, so the relay publishes their route tasks again and they pass the gate
-  then. The fan-out is published again if it had not finished.
+  then; a paced campaign's take their turns again from now at its rate, and the members
+  still to fan out come after them. The fan-out is published again if it had not finished.
 - **Cancel**: the fan-out stops; every delivery not final and not being sent ends
   `cancelled` (reason `campaign_cancelled`); notifications not routed yet are marked
   routed, so they never make deliveries; holds are forgotten.
@@ -35,12 +36,14 @@ notification with deliveries; `selectors.campaign_progress` reads all of it in o
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from django.db import connection, transaction
 from django.utils import timezone
 
 from campaigns.fanout import fan_out_publish_on_commit
 from campaigns.models import Campaign, CampaignHold, CampaignStatus
+from campaigns.pacing import campaign_pace
 from campaigns.selectors import (
     DELIVERIES,
     NOTIFICATIONS,
@@ -146,22 +149,35 @@ def campaign_resume(*, campaign_id: int) -> int:
             resumed = CampaignStatus.RUNNING
         Campaign.objects.filter(pk=campaign.pk).update(status=resumed, updated_at=now)
         params = campaign_params(campaign)
+        step = _paced_step(campaign)
         with connection.cursor() as cursor:
+            # A paced campaign's held members take their turns again from now, at its
+            # rate, rather than all at once (campaigns/pacing.py): their send_at (their
+            # deadlines count from it) and their outbox row's due time.
             cursor.execute(
                 f"""
-                WITH routes AS (
-                    UPDATE {NOTIFICATIONS} n SET routed_at = NULL
+                WITH turns AS (
+                    SELECT h.notification_id,
+                           row_number() OVER (ORDER BY o.due_at, h.id) - 1 AS turn
                       FROM {HOLDS} h
+                      LEFT JOIN {Outbox._meta.db_table} o ON o.notification_id = h.notification_id
                      WHERE h.campaign_id = %(c_campaign)s AND h.delivery_id IS NULL
-                       AND n.id = h.notification_id
+                ), routes AS (
+                    UPDATE {NOTIFICATIONS} n
+                       SET routed_at = NULL,
+                           send_at = coalesce(%(c_now)s + t.turn::float8 * %(step)s::interval,
+                                              n.send_at)
+                      FROM turns t
+                     WHERE n.id = t.notification_id
                        AND NOT EXISTS (SELECT 1 FROM {DELIVERIES} d
                                         WHERE d.notification_id = n.id)
-                    RETURNING n.id
+                    RETURNING n.id, n.send_at
                 )
-                UPDATE {Outbox._meta.db_table} o SET published_at = NULL
-                 WHERE o.notification_id IN (SELECT id FROM routes)
+                UPDATE {Outbox._meta.db_table} o
+                   SET published_at = NULL, due_at = coalesce(r.send_at, o.due_at)
+                  FROM routes r WHERE o.notification_id = r.id
                 """,
-                params,
+                {**params, "step": step},
             )
             routes = cursor.rowcount
             cursor.execute(
@@ -185,6 +201,10 @@ def campaign_resume(*, campaign_id: int) -> int:
                 },
             )
             released = cursor.fetchall()
+        if step is not None:  # the members still to fan out come after the held ones
+            Campaign.objects.filter(pk=campaign.pk).update(
+                paced_from=params["c_now"] - (campaign.created_count - routes) * step
+            )
         CampaignHold.objects.filter(campaign=campaign).delete()
         enqueue = [
             (pk, channel, queue, attempts)
@@ -201,6 +221,14 @@ def campaign_resume(*, campaign_id: int) -> int:
         len(released),
     )
     return routes + len(released)
+
+
+def _paced_step(campaign: Campaign) -> timedelta | None:
+    """The time between two members of a paced campaign (None: not paced)."""
+    if campaign.local_time is not None:
+        return None
+    rate = campaign_pace(requested=campaign.send_rate, channels=campaign.category.default_channels)
+    return None if rate is None else timedelta(seconds=1 / rate)
 
 
 def _enqueue(rows: list[tuple[int, str, str, int]]) -> None:

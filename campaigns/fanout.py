@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from campaigns.audience import RECIPIENTS, audience_sql
 from campaigns.models import AudienceKind, Campaign, CampaignStatus
+from campaigns.pacing import batch_local_dues, campaign_pace
 from flow.priority import high_work_seen
 from notify.broker import publish_task
 from notify.models import Category, EventKey, Notification, Outbox, Producer
@@ -66,12 +67,14 @@ def campaign_launch(
     send_at: datetime | None = None,
     producer: Producer | None = None,
     launched_by: AbstractBaseUser | None = None,
+    send_rate: float | None = None,
+    local_time: time | None = None,
 ) -> Campaign:
     """Store a validated campaign; it starts now (the fan-out task is published after
     commit) or, with a future `send_at`, stays scheduled for the beat to start.
 
     Without a producer (an admin launch) the notifications belong to the producer named
-    "campaigns".
+    "campaigns". `send_rate` and `local_time` pace its members (campaigns/pacing.py).
     """
     if producer is None:
         producer, _ = Producer.objects.get_or_create(name=ADMIN_PRODUCER)
@@ -87,6 +90,8 @@ def campaign_launch(
         status=CampaignStatus.RUNNING if starts_now else CampaignStatus.SCHEDULED,
         producer=producer,
         launched_by=launched_by,
+        send_rate=send_rate,
+        local_time=local_time,
     )
     if starts_now:
         fan_out_publish_on_commit(campaign_id=campaign.pk, checkpoint=0)
@@ -184,8 +189,13 @@ def _audience_fix(campaign: Campaign) -> None:
             params,
         )
         size, until = cursor.fetchone()
-    Campaign.objects.filter(pk=campaign.pk).update(audience_size=size, audience_until=until)
+    # The paced release schedule starts with the first batch.
+    paced_from = timezone.now()
+    Campaign.objects.filter(pk=campaign.pk).update(
+        audience_size=size, audience_until=until, paced_from=paced_from
+    )
     campaign.audience_size, campaign.audience_until = size, until
+    campaign.paced_from = paced_from
 
 
 def _batch_insert(campaign: Campaign, batch_size: int, now: datetime) -> tuple[int, int, int]:
@@ -197,16 +207,23 @@ def _batch_insert(campaign: Campaign, batch_size: int, now: datetime) -> tuple[i
     """
     condition, params = audience_sql(campaign)
     canonical_head = _fingerprint_head(campaign)
+    due, due_params = _due_sql(campaign, batch_size, now)
     outbox_columns, outbox_values = _outbox_columns()
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            WITH batch AS (
-                SELECT r.id, r.user_id, gen_random_uuid() AS notification_id
+            WITH picked AS (
+                SELECT r.id, r.user_id
                   FROM {RECIPIENTS} r
                  WHERE r.id > %(checkpoint)s AND r.id <= %(until)s AND {condition}
                  ORDER BY r.id
                  LIMIT %(limit)s
+            ), batch AS (
+                -- When each member is due (NULL: at once), campaigns/pacing.py.
+                SELECT p.id, p.user_id, gen_random_uuid() AS notification_id, {due} AS due
+                  FROM picked p
+                  LEFT JOIN unnest(%(due_ids)s::bigint[], %(due_at)s::timestamptz[])
+                       AS d(recipient_id, due_at) ON d.recipient_id = p.id
             ), k AS (
                 -- The event keys decide what is new (a resumed batch finds its own).
                 INSERT INTO {EventKey._meta.db_table} (notification_id, producer_id, event_id)
@@ -218,9 +235,9 @@ def _batch_insert(campaign: Campaign, batch_size: int, now: datetime) -> tuple[i
             ), n AS (
                 INSERT INTO {Notification._meta.db_table}
                     (id, producer_id, event_id, recipient_id, category_id, payload, channels,
-                     ttl_seconds, fingerprint, created_at)
+                     ttl_seconds, send_at, fingerprint, created_at)
                 SELECT b.notification_id, %(producer)s, %(prefix)s || b.user_id, b.id,
-                       %(category)s, %(payload)s::jsonb, NULL, NULL,
+                       %(category)s, %(payload)s::jsonb, NULL, NULL, b.due,
                        encode(sha256(convert_to(
                            %(head)s || to_json(b.user_id::text)::text || '}}', 'UTF8')), 'hex'),
                        %(now)s
@@ -229,7 +246,7 @@ def _batch_insert(campaign: Campaign, batch_size: int, now: datetime) -> tuple[i
                 RETURNING id
             ), o AS (
                 INSERT INTO {Outbox._meta.db_table} ({outbox_columns})
-                SELECT {outbox_values} FROM n
+                SELECT {outbox_values} FROM n JOIN batch b ON b.notification_id = n.id
                 RETURNING 1
             )
             SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM batch),
@@ -247,6 +264,7 @@ def _batch_insert(campaign: Campaign, batch_size: int, now: datetime) -> tuple[i
                 "head": canonical_head,
                 "now": now,
                 "queue": campaign.category.sending_queue,
+                **due_params,
             },
         )
         last_id, taken, created = cursor.fetchone()
@@ -272,9 +290,38 @@ def _fingerprint_head(campaign: Campaign) -> str:
     return canonical.removesuffix('"user_id":""}') + '"user_id":'
 
 
+def _due_sql(campaign: Campaign, batch_size: int, now: datetime) -> tuple[str, dict[str, Any]]:
+    """When each member `p` of the batch is due, as an expression (NULL: at once; `d` is
+    the member's row of a local-time schedule), with its parameters.
+
+    Paced: member i of the campaign (in recipient order) `i / rate` seconds after the
+    first batch; local time: each member's moment, computed in Python (campaigns/pacing.py).
+    The time becomes the notification's `send_at` (its deadlines count from it, so an
+    email due in ten hours is not born expired) and its outbox row's due time.
+    """
+    unscheduled: dict[str, Any] = {"due_ids": [], "due_at": []}
+    if campaign.local_time is not None:
+        ids, dues = batch_local_dues(campaign=campaign, limit=batch_size, now=now)
+        return "d.due_at", {"due_ids": ids, "due_at": dues}
+    rate = campaign_pace(requested=campaign.send_rate, channels=campaign.category.default_channels)
+    if rate is None:
+        return "NULL::timestamptz", unscheduled
+    expression = (
+        "%(paced_from)s + (%(created_before)s + row_number() OVER (ORDER BY p.id) - 1)::float8"
+        " * %(step)s::interval"
+    )
+    return expression, {
+        **unscheduled,
+        "paced_from": campaign.paced_from or now,
+        "created_before": campaign.created_count,
+        "step": timedelta(seconds=1 / rate),
+    }
+
+
 def _outbox_columns() -> tuple[str, str]:
-    """The outbox columns a new row needs (a campaign's rows are due at once; their
-    producer lets the relay take turns across producers if their class is a fair one)."""
+    """The outbox columns a new row needs (due when its member is, `b.due`, else at once;
+    their producer lets the relay take turns across producers if their class is a fair
+    one)."""
     columns = [
         "notification_id",
         "queue",
@@ -283,7 +330,7 @@ def _outbox_columns() -> tuple[str, str]:
         "publish_attempts",
         "producer_id",
     ]
-    values = ["id", "%(queue)s", "%(now)s", "%(now)s", "0", "%(producer)s"]
+    values = ["n.id", "%(queue)s", "%(now)s", "coalesce(b.due, %(now)s)", "0", "%(producer)s"]
     return ", ".join(columns), ", ".join(values)
 
 

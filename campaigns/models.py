@@ -4,7 +4,14 @@ and selectors.py."""
 
 from __future__ import annotations
 
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+
+# Bounds of a requested send rate (messages a second): below one every ten seconds a
+# campaign of any size outlives its emails' deadlines; no provider we send through takes
+# more than ten thousand a second.
+SEND_RATE_MIN = 0.1
+SEND_RATE_MAX = 10_000.0
 
 
 class CampaignStatus(models.TextChoices):
@@ -41,6 +48,21 @@ class Campaign(models.Model):
         '"has_email": true}; empty for everyone with consent.',
     )
     send_at = models.DateTimeField(null=True, blank=True, help_text="Empty: start at once.")
+    # Pacing (campaigns/pacing.py): members are released to routing at this many a
+    # second (at most the low class's share of the providers' buckets); empty: unpaced.
+    send_rate = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(SEND_RATE_MIN), MaxValueValidator(SEND_RATE_MAX)],
+        help_text="Messages per second; empty: as fast as providers allow.",
+    )
+    # Local-time delivery: each member at this wall-clock time in their own zone, the
+    # next one within 24 h of the start (past their quiet hours); empty: at once.
+    local_time = models.TimeField(
+        null=True, blank=True, help_text="Deliver at this local time in each person's zone."
+    )
+    # When the paced release schedule starts (the first batch fixes it).
+    paced_from = models.DateTimeField(null=True, blank=True, editable=False)
     status = models.CharField(
         max_length=10, choices=CampaignStatus.choices, default=CampaignStatus.SCHEDULED
     )

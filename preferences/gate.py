@@ -30,7 +30,13 @@ from django.db import models
 from django.utils import timezone
 
 from notify.models import Category, Channel, Notification, Recipient
-from preferences.selectors import GateInputs, gate_inputs_many, quiet_until, recipient_zone
+from preferences.selectors import (
+    GateInputs,
+    gate_inputs_many,
+    marketing_caps_room,
+    quiet_until,
+    recipient_zone,
+)
 from preferences.services import marketing_caps_take
 
 FEED_TARGET = "feed"
@@ -106,6 +112,9 @@ class GateRequest:
     # Channels whose delivery the daily cap does not count here: a digest's events are
     # counted once, when their window closes (the close asks the gate again).
     uncapped: frozenset[str] = frozenset()
+    # The moment to decide for, when not the batch's `now`: a campaign's estimate asks
+    # for each member at the time they are due.
+    at: datetime | None = None
 
 
 def decide_deliveries(
@@ -125,13 +134,14 @@ def decide_deliveries(
 
 
 def decide_deliveries_many(
-    requests: Sequence[GateRequest], *, now: datetime | None = None
+    requests: Sequence[GateRequest], *, now: datetime | None = None, dry_run: bool = False
 ) -> list[list[ChannelDecision]]:
     """`decide_deliveries` for a batch, one list of decisions per request, in order.
 
     Each notification is decided by its own recipient's choices, exactly as alone; the
     batch only shares the reads (one statement for every recipient's preferences,
-    consent and quiet hours) and the daily cap's counting (one statement).
+    consent and quiet hours) and the daily cap's counting (one statement). `dry_run`:
+    the cap is read, not counted, so the gate writes nothing (a campaign's estimate).
     """
     now = now or timezone.now()
     inputs = gate_inputs_many(
@@ -162,12 +172,13 @@ def decide_deliveries_many(
             answers.append(decisions)
             continue
         decisions, cap_day = _marketing_timing(
-            recipient, decisions, pair_inputs, now, uncapped=request.uncapped
+            recipient, decisions, pair_inputs, request.at or now, uncapped=request.uncapped
         )
         if cap_day is not None:
             capped.append((len(answers), (recipient.pk, cap_day)))
         answers.append(decisions)
-    granted = marketing_caps_take(requests=[day for _, day in capped])
+    count = marketing_caps_room if dry_run else marketing_caps_take
+    granted = count(requests=[day for _, day in capped])
     for (index, _), allowed in zip(capped, granted, strict=True):
         if not allowed:
             answers[index] = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
@@ -15,7 +15,13 @@ from notify.category_labels import category_text
 from notify.models import Category, Channel, Recipient
 from notify.pgarrays import array_literal
 from preferences.languages import person_language
-from preferences.models import ConsentRecord, ConsentSource, Preference, QuietHours
+from preferences.models import (
+    ConsentRecord,
+    ConsentSource,
+    MarketingDayCount,
+    Preference,
+    QuietHours,
+)
 
 
 @dataclass(frozen=True)
@@ -261,3 +267,26 @@ def quiet_until(
     if clock >= window.end:  # inside after the start: the window ends tomorrow
         end_day += timedelta(days=1)
     return datetime.combine(end_day, window.end, tzinfo=local.tzinfo)
+
+
+def marketing_caps_room(*, requests: list[tuple[int, date]]) -> list[bool]:
+    """For each (recipient id, local date), in order: whether the daily marketing cap
+    has room for one more — what `marketing_caps_take` would answer, read without
+    counting (one statement). A pair asked twice counts its first answer as taken."""
+    if not requests:
+        return []
+    first = sorted(set(requests))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT v.r, v.d, coalesce(m.count, 0)
+                  FROM unnest(%(r)s::bigint[], %(d)s::date[]) AS v(r, d)
+                  LEFT JOIN {MarketingDayCount._meta.db_table} m
+                    ON m.recipient_id = v.r AND m.local_date = v.d""",
+            {"r": array_literal(r for r, _ in first), "d": array_literal(d for _, d in first)},
+        )
+        used = {(r, d): count for r, d, count in cursor.fetchall()}
+    answers = []
+    for request in requests:
+        answers.append(used[request] < settings.NOTIFY_MARKETING_DAILY_CAP)
+        used[request] += 1
+    return answers

@@ -6,6 +6,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from campaigns.audience import SEGMENT_FLAGS, SEGMENT_LISTS
+from campaigns.models import SEND_RATE_MAX, SEND_RATE_MIN
 from notify.api.strict import StrictSerializer
 
 
@@ -54,6 +55,20 @@ class CampaignIn(StrictSerializer):
     payload = serializers.DictField(default=dict)
     audience = AudienceIn()
     send_at = serializers.DateTimeField(required=False, allow_null=True)
+    send_rate = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=SEND_RATE_MIN,
+        max_value=SEND_RATE_MAX,
+        help_text="Messages per second (at most the low class's share of the providers' "
+        "buckets); empty: as fast as they allow.",
+    )
+    local_time = serializers.TimeField(
+        required=False,
+        allow_null=True,
+        help_text="Deliver at this wall-clock time (HH:MM) in each person's zone, the next "
+        "one within 24 h; quiet hours still win.",
+    )
 
 
 class CampaignLaunchedOut(serializers.Serializer):
@@ -72,6 +87,8 @@ class CampaignOut(serializers.Serializer):
     category = serializers.CharField()
     status = serializers.CharField()
     send_at = serializers.DateTimeField(allow_null=True)
+    send_rate = serializers.FloatField(allow_null=True)
+    local_time = serializers.TimeField(allow_null=True)
     launched_at = serializers.DateTimeField()
     audience_size = serializers.IntegerField()
     created = serializers.IntegerField()
@@ -86,3 +103,34 @@ class CampaignOut(serializers.Serializer):
         "furthest news about it: complained, bounced, opened, delivered or accepted_only "
         "(no word yet); these sum to accepted.",
     )
+
+
+class ChannelEstimateOut(serializers.Serializer):
+    channel = serializers.CharField()
+    send = serializers.IntegerField(help_text="Messages that go out at their time.")
+    deferred = serializers.IntegerField(help_text="Held by quiet hours until they end.")
+    suppressed = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Messages held back, by reason."
+    )
+
+
+class SampleOut(serializers.Serializer):
+    locale = serializers.CharField()
+    channel = serializers.CharField()
+    template_locale = serializers.CharField(help_text="The template's locale (its fallback).")
+    rendered = serializers.DictField(child=serializers.CharField())
+    problem = serializers.CharField()
+
+
+class CampaignEstimateOut(serializers.Serializer):
+    audience = serializers.IntegerField()
+    decided = serializers.IntegerField(
+        help_text="Members the gate was asked about: all of them, or past "
+        "NOTIFY_CAMPAIGN_ESTIMATE_MEMBERS an even sample (the counts are scaled to the audience)."
+    )
+    channels = ChannelEstimateOut(many=True)
+    rate = serializers.FloatField(
+        allow_null=True, help_text="Members released a second; null: unpaced."
+    )
+    duration_seconds = serializers.FloatField()
+    samples = SampleOut(many=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,6 +22,7 @@ from campaigns.control import (
     campaign_pause,
     campaign_resume,
 )
+from campaigns.estimate import campaign_estimate
 from campaigns.fanout import campaign_launch
 from campaigns.models import AudienceKind, Campaign
 from campaigns.selectors import campaign_progress
@@ -61,10 +62,23 @@ class CampaignLaunchApi(APIView):
     @extend_schema(
         operation_id="launch_campaign",
         request=s.CampaignIn,
-        responses={202: s.CampaignLaunchedOut, **error_responses(422)},
-        summary="Launch a campaign; answers at once, the fan-out runs as a task.",
+        parameters=[
+            OpenApiParameter(
+                "dry_run",
+                bool,
+                description="true: store and send nothing; answer the campaign's estimate.",
+            )
+        ],
+        responses={
+            202: s.CampaignLaunchedOut,
+            200: OpenApiResponse(s.CampaignEstimateOut, description="The estimate (dry run)."),
+            **error_responses(422),
+        },
+        summary="Launch a campaign (answers at once, the fan-out runs as a task), or with "
+        "dry_run=true estimate it.",
     )
     def post(self, request: Request) -> Response:
+        dry_run = _dry_run(request)
         data_in = s.CampaignIn(data=request.data)
         if not data_in.is_valid():
             field, message, _ = first_validation_error(data_in.errors)
@@ -81,6 +95,17 @@ class CampaignLaunchApi(APIView):
         category_allowed(request.user.api_key, category)
         payload_fits(category, data["payload"])
         kind, spec = _audience_from(request.data.get("audience") or {})
+        if dry_run:  # nothing stored, nothing charged against the quota
+            probe = Campaign(
+                category=category,
+                payload=data["payload"],
+                audience_kind=kind,
+                audience_spec=spec,
+                send_rate=data.get("send_rate"),
+                local_time=data.get("local_time"),
+            )
+            estimate = campaign_estimate(campaign=probe)
+            return Response(s.CampaignEstimateOut(estimate.as_document()).data)
         # The audience counts against the producer's daily campaign quota, whole or not
         # at all; counted (one query for a segment or everyone) only when a quota applies.
         charge = campaign_charge_or_503(
@@ -97,9 +122,19 @@ class CampaignLaunchApi(APIView):
             audience_spec=spec,
             send_at=data.get("send_at"),
             producer=request.user.producer,
+            send_rate=data.get("send_rate"),
+            local_time=data.get("local_time"),
         )
         launched = Response({"campaign_id": campaign.pk}, status=status.HTTP_202_ACCEPTED)
         return with_quota_headers(launched, charge)
+
+
+def _dry_run(request: Request) -> bool:
+    """The `dry_run` query flag: true or false (absent: false); anything else is a 400."""
+    raw = request.query_params.get("dry_run", "false").lower()
+    if raw not in ("true", "false"):
+        raise ApiError(400, "invalid", "dry_run is true or false.", field="dry_run")
+    return raw == "true"
 
 
 def _own_campaign(request: Request, campaign_id: int) -> Campaign:
@@ -121,6 +156,8 @@ def _campaign_document(campaign: Campaign) -> dict:
         "category": campaign.category.key,
         "status": campaign.status,
         "send_at": campaign.send_at,
+        "send_rate": campaign.send_rate,
+        "local_time": campaign.local_time,
         "launched_at": campaign.launched_at,
         "audience_size": progress.audience_size,
         "created": progress.created,
@@ -130,6 +167,7 @@ def _campaign_document(campaign: Campaign) -> dict:
             for status_, reason, count in progress.deliveries
         ],
         "email": progress.email,
+        "providers": progress.providers,
     }
 
 

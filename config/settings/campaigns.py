@@ -26,3 +26,11 @@ NOTIFY_CAMPAIGN_FAN_OUT_PRIORITY = env_int("NOTIFY_CAMPAIGN_FAN_OUT_PRIORITY", 1
 # running campaign's fan-out counts as lost (its message or worker) and is published again.
 NOTIFY_CAMPAIGN_START_INTERVAL = env_float("NOTIFY_CAMPAIGN_START_INTERVAL", 5.0, minimum=1)
 NOTIFY_CAMPAIGN_STALL_SECONDS = env_float("NOTIFY_CAMPAIGN_STALL_SECONDS", 600.0, minimum=1)
+# Local-time delivery waits until each person's chosen wall-clock time; the wait is
+# divided by this. 1 in production: a larger value compresses time for tests and demos
+# (3600 makes an hour a second), never for real audiences.
+NOTIFY_CAMPAIGN_TIME_SCALE = env_float("NOTIFY_CAMPAIGN_TIME_SCALE", 1.0, minimum=1)
+# A campaign's estimate (dry run, launch page) asks the gate about at most about this many
+# members, in the request (its reads grow with it): past it, an even sample, its counts
+# scaled to the audience.
+NOTIFY_CAMPAIGN_ESTIMATE_MEMBERS = env_int("NOTIFY_CAMPAIGN_ESTIMATE_MEMBERS", 20_000, minimum=100)

@@ -65,6 +65,21 @@ def seed_recipients(
     return recipients
 
 
+def orders_team_client():
+    """An API client of another team: its key may launch campaigns, but only of
+    `order.shipped`."""
+    from rest_framework.test import APIClient
+
+    from notify.services import api_key_issue
+
+    client = APIClient()
+    key = api_key_issue(
+        producer_name="orders", category_keys=["order.shipped"], scopes=["campaigns:write"]
+    ).key
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client
+
+
 def email_only_category():
     """A marketing category on email alone, so a member's status is its email's."""
     from notify.models import Category, QueueClass

@@ -10,6 +10,7 @@ from tests.campaigns.conftest import (
     campaign_body,
     campaign_notifications,
     fan_out_all,
+    orders_team_client,
     seed_recipients,
 )
 
@@ -139,15 +140,6 @@ def test_a_list_of_a_hundred_thousand_user_ids_is_taken_in_one_request(api, prom
 
 
 def test_a_key_limited_to_other_categories_cannot_launch(promo_data):
-    from rest_framework.test import APIClient
-
-    from notify.services import api_key_issue
-
-    client = APIClient()
-    key = api_key_issue(
-        producer_name="orders", category_keys=["order.shipped"], scopes=["campaigns:write"]
-    ).key
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-    response = client.post("/v1/campaigns", body(), format="json")
+    response = orders_team_client().post("/v1/campaigns", body(), format="json")
     assert response.status_code == 403
     assert error_of(response)["code"] == "category_not_allowed"
