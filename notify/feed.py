@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.db import connection, transaction
 from django.utils import timezone
 
+from analytics.events import analytics_reads_write
 from notify.links import link_is_safe
 from notify.models import FeedEntry, Notification, Recipient
 from notify.pgarrays import array_literal
@@ -100,8 +101,10 @@ def feed_mark_read(
     if not everything:
         entries = entries.filter(pk__in=entry_ids or [])
     with transaction.atomic():
-        marked = entries.update(read_at=timezone.now())
+        now = timezone.now()
+        marked = entries.update(read_at=now)
         if marked:
+            analytics_reads_write(recipient_id=recipient.pk, read_at=now)
             transaction.on_commit(lambda: unread_decrement(recipient_id=recipient.pk, by=marked))
     return marked
 

@@ -1,0 +1,122 @@
+"""The shipper: events out of PostgreSQL into the store, each exactly once.
+
+A batch is one PostgreSQL transaction: the oldest NOTIFY_ANALYTICS_BATCH events are
+deleted and, in the same statement, copied out as CSV (`COPY (DELETE … RETURNING …)`),
+streamed into the store as one INSERT, and the deletion committed after the store took
+them. Killed before the commit, the rows come back in PostgreSQL while the store may
+hold them already: so at start, and after any failure, `shipped_reconcile` deletes
+from PostgreSQL the queued events the store already has (by event id) before shipping
+again. Nothing is lost (a row leaves PostgreSQL only after the store has it) and
+nothing is doubled (a row the store has is never sent again).
+
+Erasures are applied here too, in order with the batches: this process is the store's
+only writer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from analytics.models import AnalyticsErasure, AnalyticsEvent
+from analytics.store.schema import EVENT_COLUMNS, EVENTS
+
+logger = logging.getLogger(__name__)
+
+QUEUE = AnalyticsEvent._meta.db_table
+
+# The batch is every visible event up to the id of the NOTIFY_ANALYTICS_BATCH-th: a
+# range, deleted without a lock taken first (twice as fast as `id IN (…)`). An event
+# with a lower id whose transaction has not committed yet is invisible here, so it is
+# neither deleted nor shipped, and goes with a later batch. A second shipper running the
+# same DELETE waits on these rows and then finds them gone: nothing ships twice.
+# Times as the store parses them (UTC, milliseconds); a missing campaign is 0 and a
+# missing latency -1, as the store's columns have no NULLs.
+_COPY_SQL = f"""
+    COPY (
+        DELETE FROM {QUEUE}
+         WHERE id <= (SELECT max(id) FROM (SELECT id FROM {QUEUE} ORDER BY id LIMIT %(limit)s) b)
+        RETURNING id, kind, to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS'),
+                  producer_id, COALESCE(campaign_id, 0), category, channel, provider, reason,
+                  COALESCE(delivery_id, 0),
+                  COALESCE(notification_id, '00000000-0000-0000-0000-000000000000'::uuid),
+                  person, COALESCE(latency_ms, -1)
+    ) TO STDOUT WITH (FORMAT csv)
+"""
+
+
+def batch_ship(*, store, limit: int | None = None) -> int:
+    """Ship one batch of the oldest events; how many were shipped (0: none waiting)."""
+    limit = limit or settings.NOTIFY_ANALYTICS_BATCH
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            with cursor.copy(_COPY_SQL, {"limit": limit}) as copy:
+                chunks = [bytes(chunk) for chunk in copy]
+            shipped = cursor.rowcount
+        if shipped > 0:
+            store.insert_csv(EVENTS, EVENT_COLUMNS, _nonempty(chunks))
+    return max(shipped, 0)
+
+
+def _nonempty(chunks: list[bytes]) -> Iterator[bytes]:
+    return (chunk for chunk in chunks if chunk)
+
+
+def shipped_reconcile(*, store) -> int:
+    """Delete from PostgreSQL the queued events the store already has (a batch whose
+    commit a killed or failed shipper never made); how many."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM {QUEUE} ORDER BY id LIMIT 1")
+        first = cursor.fetchone()
+    if first is None:
+        return 0
+    have = store.query(
+        f"SELECT event_id FROM {EVENTS} WHERE event_id >= {{first:UInt64}}", {"first": first[0]}
+    )
+    if not have:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {QUEUE} WHERE id = ANY(%s)", [[int(r[0]) for r in have]])
+        removed = cursor.rowcount
+    if removed:
+        logger.warning("analytics: %s events were in the store already, not shipped again", removed)
+    return removed
+
+
+def erasures_apply(*, store) -> int:
+    """Delete erased people's rows from the store, then their erasure rows; how many."""
+    pending = list(AnalyticsErasure.objects.order_by("pk").values_list("pk", "person")[:100])
+    for pk, person in pending:
+        store.command(
+            f"ALTER TABLE {EVENTS} DELETE WHERE person = {{person:String}} "
+            "SETTINGS mutations_sync = 1",
+            {"person": person},
+        )
+        AnalyticsErasure.objects.filter(pk=pk).delete()
+    return len(pending)
+
+
+def ship_forever(*, store, should_stop, sleep) -> None:
+    """Ship until `should_stop()`: batches back to back while events wait, erasures
+    between them, a pause of NOTIFY_ANALYTICS_POLL_INTERVAL when the queue is empty. A
+    failure (the database or the store away) is logged, and the next round reconciles
+    first."""
+    suspect = True  # at start: the last run may have died between insert and commit
+    while not should_stop():
+        try:
+            if suspect:
+                shipped_reconcile(store=store)
+                suspect = False
+            shipped = batch_ship(store=store)
+            erasures_apply(store=store)
+        except Exception:
+            logger.exception("analytics: shipping failed; reconciling and trying again")
+            suspect = True
+            connection.close()
+            sleep(settings.NOTIFY_ANALYTICS_POLL_INTERVAL)
+            continue
+        if not shipped:
+            sleep(settings.NOTIFY_ANALYTICS_POLL_INTERVAL)
