@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 from datetime import datetime
+from typing import Protocol
 
 from django.apps import apps
 from django.conf import settings
@@ -26,6 +26,18 @@ from django.db import connection
 from django.utils import timezone
 
 from analytics.models import AnalyticsEvent, EventKind
+
+
+class RoundChanges(Protocol):
+    """What deliveries.changes announces (this module stands below deliveries, so it
+    names the shape rather than importing it)."""
+
+    deliveries: list[tuple[int, datetime, str]]
+    notifications: list[tuple[object, datetime]]
+    news: list[tuple[int, datetime, str]]
+    reported: bool
+    reported_at: datetime | None
+
 
 # A delivery's status as written → what it counts (other statuses count nothing).
 KIND_BY_STATUS: dict[str, str] = {
@@ -117,18 +129,11 @@ def _events_sql() -> str:
 _sql: list[str] = []
 
 
-def analytics_events_write(
-    *,
-    deliveries: Iterable[tuple[int, datetime, str]] = (),
-    notifications: Iterable[tuple[object, datetime]] = (),
-    news: Iterable[tuple[int, datetime, str]] = (),
-    reported: bool = False,
-    reported_at: datetime | None = None,
-) -> int:
+def analytics_events_write(changes: RoundChanges) -> int:
     """Write the events of a round the pipeline announced, in one statement; how many.
 
     It is a listener of `deliveries.changes` (registered by `analytics.wiring`), so it
-    takes what every announcement carries. `deliveries`: (id, accepted_at, status
+    takes what every announcement carries (`RoundChanges`). `deliveries`: (id, accepted_at, status
     written); each status that counts (`KIND_BY_STATUS`) is one event, and a try's
     outcome (delivered, retrying, failed or dead, not told by the provider) is also
     `sent`. `notifications`: (id, created_at) of notifications just routed: each of
@@ -139,14 +144,16 @@ def analytics_events_write(
     """
     if not settings.NOTIFY_ANALYTICS_ENABLED:
         return 0
+    reported = changes.reported
     rows: list[tuple[int, datetime, str]] = []
-    for pk, month, status in deliveries:
+    for pk, month, status in changes.deliveries:
         if not reported and status in TRIED_STATUSES:
             rows.append((pk, month, EventKind.SENT.value))
         if status in KIND_BY_STATUS:
             rows.append((pk, month, KIND_BY_STATUS[status]))
+    news = changes.news
     rows += [(pk, month, KIND_BY_NEWS[kind]) for pk, month, kind in news if kind in KIND_BY_NEWS]
-    routed = list(notifications)
+    routed = changes.notifications
     if not rows and not routed:
         return 0
     if not _sql:
@@ -158,7 +165,7 @@ def analytics_events_write(
         "n_id": [n[0] for n in routed],
         "n_month": [n[1] for n in routed],
         "reported": reported,
-        "at": reported_at,
+        "at": changes.reported_at,
         "now": timezone.now(),
         "providers": json.dumps(settings.NOTIFY_CHANNEL_PROVIDERS),
         "key": f"{settings.NOTIFY_ERASURE_KEY}:analytics:",

@@ -11,29 +11,30 @@ the change itself. With no listener, an announcement costs nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 
-class ChangeListener(Protocol):
-    def __call__(
-        self,
-        *,
-        deliveries: list[tuple[int, datetime, str]],
-        notifications: list[tuple[object, datetime]],
-        news: list[tuple[int, datetime, str]],
-        reported: bool,
-        reported_at: datetime | None,
-    ) -> object: ...
+@dataclass(frozen=True)
+class RoundChanges:
+    """What one round changed (see `changes_announce`)."""
 
+    deliveries: list[tuple[int, datetime, str]]
+    notifications: list[tuple[object, datetime]]
+    news: list[tuple[int, datetime, str]]
+    reported: bool
+    reported_at: datetime | None
+
+
+ChangeListener = Callable[[RoundChanges], object]
 
 _listeners: list[ChangeListener] = []
 
 
-def change_listener_add(listener: ChangeListener | Callable[..., object]) -> None:
+def change_listener_add(listener: ChangeListener) -> None:
     """Hear every round's changes from now on (once per listener, in order of adding)."""
     if listener not in _listeners:
-        _listeners.append(listener)  # type: ignore[arg-type]
+        _listeners.append(listener)
 
 
 def changes_announce(
@@ -55,12 +56,6 @@ def changes_announce(
     """
     if not _listeners:
         return
-    changes = {
-        "deliveries": list(deliveries),
-        "notifications": list(notifications),
-        "news": list(news),
-        "reported": reported,
-        "reported_at": reported_at,
-    }
+    changes = RoundChanges(list(deliveries), list(notifications), list(news), reported, reported_at)
     for listener in _listeners:
-        listener(**changes)
+        listener(changes)

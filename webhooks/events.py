@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from deliveries.changes import RoundChanges
 from deliveries.models import Delivery, DeliveryStatus, ProviderEventKind
 from notify.broker import chunked, publish_task
 from notify.models import Category, Notification, Recipient
@@ -173,24 +174,16 @@ _EVENTS_SQL = f"""
 """
 
 
-def changes_heard(
-    *,
-    deliveries: list[tuple[int, datetime, str]],
-    notifications: list[tuple[object, datetime]],
-    news: list[tuple[int, datetime, str]],
-    reported: bool,
-    reported_at: datetime | None,
-) -> int:
+def changes_heard(changes: RoundChanges) -> int:
     """The listener of the pipeline's announcements (deliveries/changes.py): provider
     news by kind becomes its event type, then `webhook_events_write`."""
+    news = [(pk, month, EVENT_BY_NEWS[k]) for pk, month, k in changes.news if k in EVENT_BY_NEWS]
     return webhook_events_write(
-        deliveries=deliveries,
-        notifications=notifications,
-        news=[
-            (pk, month, EVENT_BY_NEWS[kind]) for pk, month, kind in news if kind in EVENT_BY_NEWS
-        ],
-        reported=reported,
-        reported_at=reported_at,
+        deliveries=changes.deliveries,
+        notifications=changes.notifications,
+        news=news,
+        reported=changes.reported,
+        reported_at=changes.reported_at,
     )
 
 
