@@ -17,10 +17,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bench.campaign_drain_run import procfile_entries
-from bench.config import S2_TARGET, BenchError, env_int
+from bench.config import S2_TARGET, env_int
 from bench.costs import counting_env
 from bench.pipeline_drains import (
     event_recipients,
+    noops_drained,
     noops_queue,
     post_event,
     routed_span,
@@ -43,31 +44,14 @@ def noop_drain(bench: Bench, worker_env: dict[str, str], n: int) -> tuple[float,
     broker's counts every 5 ms: a prefork worker's children keep no tally of their own."""
     import time
 
-    from config.celery import app
-
     noops_queue(bench, n)
     started = time.time()
     worker = bench.stack.start("s2o-noop", [python(), *NOOP_WORKER], worker_env)
-    first = None
     try:
-        with app.connection_for_read() as conn:
-            channel = conn.default_channel
-            deadline = time.monotonic() + bench.config.pipeline_timeout
-            while True:
-                _, ready, _ = channel.queue_declare(queue="medium", passive=True)
-                now = time.time()
-                if first is None and ready < n:
-                    first = now
-                if ready == 0:
-                    break
-                if time.monotonic() > deadline:
-                    raise BenchError(f"S2o no-op: {ready} of {n} tasks left after the timeout")
-                worker.check()
-                time.sleep(0.005)
+        first, drained = noops_drained(bench, worker, n, poll=0.005)
     finally:
         bench.stack.stop(worker)
-    assert first is not None
-    return n / max(now - first, 1e-6), first - started
+    return n / max(drained - first, 1e-6), first - started
 
 
 def scenario_s2o(bench: Bench) -> None:

@@ -87,13 +87,37 @@ def noops_queue(bench: Bench, n: int, broker_url: str | None = None) -> None:
             )
 
 
+def noops_drained(
+    bench: Bench, worker: Proc, n: int, broker_url: str | None = None, poll: float = 0.01
+) -> tuple[float, float]:
+    """Wait until `worker` has taken every one of the n no-op tasks queued on `medium`;
+    (when the first was taken, when the queue was empty), as time.time(), read from the
+    broker's counts every `poll` seconds."""
+    from config.celery import app
+
+    first = None
+    with app.connection_for_read(url=broker_url) as conn:
+        channel = conn.default_channel
+        deadline = time.monotonic() + bench.config.pipeline_timeout
+        while True:
+            _, ready, _ = channel.queue_declare(queue="medium", passive=True)
+            now = time.time()
+            if first is None and ready < n:
+                first = now
+            if ready == 0:
+                return first or now, now
+            if time.monotonic() > deadline:
+                raise BenchError(f"no-op: {ready} of {n} tasks left after the timeout")
+            worker.check()
+            time.sleep(poll)
+
+
 def noop_run(
     bench: Bench, worker_env: dict[str, str], n: int, broker_url: str | None = None
 ) -> Drain:
     """n no-op tasks queued first, then the worker started and timed until the queue
     is empty (the last few in flight finish within a millisecond). `broker_url`: where
     the worker's env points, when not the bench's own broker (the queues exist there)."""
-    from config.celery import app
 
     noops_queue(bench, n, broker_url)
     stamp = time.time_ns()
@@ -106,17 +130,7 @@ def noop_run(
     started = time.time()
     worker = bench.stack.start("worker-noop", ["bash", "scripts/worker.sh", "medium"], env)
     try:
-        with app.connection_for_read(url=broker_url) as conn:
-            channel = conn.default_channel
-            deadline = time.monotonic() + bench.config.pipeline_timeout
-            while True:
-                _, ready, _ = channel.queue_declare(queue="medium", passive=True)
-                if ready == 0:
-                    break
-                if time.monotonic() > deadline:
-                    raise BenchError(f"no-op: {ready} of {n} tasks left after the timeout")
-                worker.check()
-                time.sleep(0.01)
+        noops_drained(bench, worker, n, broker_url)
     finally:
         bench.stack.stop(worker)  # a warm shutdown: the worker writes its times at exit
     tally = read_tally(count_key)

@@ -101,8 +101,16 @@ class _State:
             self.pid = pid
             self.owner = f"{socket.gethostname()}:{pid}:{uuid.uuid4().hex[:8]}"
             self.heartbeat = None
-            self.left, self.left_before = [], []
+            self.left_take()
         return self.owner
+
+    def left_take(self, *, keep_recent: bool = False) -> list[str]:
+        """The tokens to remove now; `keep_recent`: those that left since the last beat
+        are removed again at the next one (the race above). Call under the lock."""
+        gone = self.left + self.left_before
+        self.left_before = self.left if keep_recent else []
+        self.left = []
+        return gone
 
 
 _state = _State()
@@ -167,8 +175,7 @@ def line_lease_renew() -> None:
     sends that have left them."""
     with _state.lock:
         owner = _state.identity()
-        gone = _state.left + _state.left_before
-        _state.left_before, _state.left = _state.left, []
+        gone = _state.left_take(keep_recent=True)
     pipe = get_redis_connection("default").pipeline(transaction=False)
     if gone:
         pipe.hdel(_lines_key(owner), *gone)
@@ -220,8 +227,7 @@ def line_record_close() -> None:
         if not _state.owner or _state.pid != os.getpid():
             return
         owner = _state.owner
-        gone = _state.left + _state.left_before
-        _state.left, _state.left_before = [], []
+        gone = _state.left_take()
     try:
         client = get_redis_connection("default")
         if gone:
@@ -237,7 +243,7 @@ def line_record_forget() -> None:
     """Drop this process's record whatever it holds (a test's lines are not sends)."""
     with _state.lock:
         owner = _state.identity()
-        _state.left, _state.left_before = [], []
+        _state.left_take()
     client = get_redis_connection("default")
     client.delete(_lines_key(owner), _alive_key(owner))
     client.srem(OWNERS_KEY, owner)
