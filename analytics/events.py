@@ -62,10 +62,25 @@ KIND_BY_NEWS: dict[str, str] = {
 BOUNCED_REASON = "bounced"
 
 
+def _person_key() -> str:
+    """The key of the person hash, for Python and the SQL alike. Not notify.erasure's
+    hash: the SQL computes this one as it writes, so its form is fixed here."""
+    return f"{settings.NOTIFY_ERASURE_KEY}:analytics:"
+
+
 def person_hash(user_id: str) -> str:
     """The keyed hash that stands for a person in the store (the same as the SQL's)."""
-    key = f"{settings.NOTIFY_ERASURE_KEY}:analytics:"
-    return hashlib.sha256((key + user_id).encode()).hexdigest()[:32]
+    return hashlib.sha256((_person_key() + user_id).encode()).hexdigest()[:32]
+
+
+def queued_oldest_at() -> datetime | None:
+    """When the oldest event still waiting to be shipped happened (None: none waits)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT occurred_at FROM {AnalyticsEvent._meta.db_table} ORDER BY id LIMIT 1"
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def _tables() -> dict[str, str]:
@@ -168,7 +183,7 @@ def analytics_events_write(changes: RoundChanges) -> int:
         "at": changes.reported_at,
         "now": timezone.now(),
         "providers": json.dumps(settings.NOTIFY_CHANNEL_PROVIDERS),
-        "key": f"{settings.NOTIFY_ERASURE_KEY}:analytics:",
+        "key": _person_key(),
     }
     with connection.cursor() as cursor:
         cursor.execute(_sql[0], params)
@@ -199,7 +214,7 @@ def analytics_reads_write(*, recipient_id: int, read_at: datetime) -> int:
         "recipient": recipient_id,
         "now": read_at,
         "providers": json.dumps(settings.NOTIFY_CHANNEL_PROVIDERS),
-        "key": f"{settings.NOTIFY_ERASURE_KEY}:analytics:",
+        "key": _person_key(),
     }
     with connection.cursor() as cursor:
         cursor.execute(_reads_sql[0], params)

@@ -10,15 +10,15 @@ from django.db import connection
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from analytics.events import queued_oldest_at
 from analytics.models import AnalyticsEvent
 
 
 def analytics_metrics() -> Iterator[Metric]:
     """The analytics source of /metrics."""
     table = AnalyticsEvent._meta.db_table
+    oldest = queued_oldest_at()
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT occurred_at FROM {table} ORDER BY id LIMIT 1")
-        oldest = cursor.fetchone()
         # The planner's estimate past a million rows (an exact count would scan them all).
         cursor.execute(
             f"SELECT CASE WHEN reltuples > 1e6 THEN reltuples::bigint"
@@ -26,7 +26,7 @@ def analytics_metrics() -> Iterator[Metric]:
             [table],
         )
         backlog = cursor.fetchone()[0]
-    lag = max((timezone.now() - oldest[0]).total_seconds(), 0.0) if oldest else 0.0
+    lag = max((timezone.now() - oldest).total_seconds(), 0.0) if oldest else 0.0
     yield GaugeMetricFamily(
         "notify_analytics_lag_seconds",
         "Age of the oldest delivery event not yet in the analytics store (0: none waiting).",

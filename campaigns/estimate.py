@@ -243,12 +243,11 @@ def _duration(
     span = (last_release - now).total_seconds()
     if rate is not None and audience:
         span = max(span, audience / rate)
-    per_provider: Counter = Counter()
+    per_channel: Counter = Counter()
     for estimate in estimates:
-        provider = provider_for_channel(estimate.channel)
-        if provider is not None:
-            per_provider[(provider, estimate.channel)] += estimate.send + estimate.deferred
-    for (_provider, channel), messages in per_provider.items():
+        if provider_for_channel(estimate.channel) is not None:
+            per_channel[estimate.channel] += estimate.send + estimate.deferred
+    for channel, messages in per_channel.items():
         share = provider_low_share(channel=channel)
         if share:
             span = max(span, messages / share)

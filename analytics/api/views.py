@@ -146,7 +146,7 @@ class DeliveriesReportApi(APIView):
         # Within the days the store can hold; a window longer than MAX_REPORT_DAYS starts
         # that many days before `to` (the answer says which days it covers).
         end = min(max(_day(request, "to", date.today()), EARLIEST_DAY), LATEST_DAY)
-        start = _day(request, "from", end - timedelta(days=30))
+        start = min(_day(request, "from", end - timedelta(days=30)), LATEST_DAY)
         start = max(start, end - timedelta(days=MAX_REPORT_DAYS), EARLIEST_DAY)
         groups = _groups(request)
         freshness = store_freshness()

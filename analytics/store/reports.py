@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from django.db import connection
 from django.utils import timezone
 
-from analytics.models import AnalyticsEvent, EventKind
+from analytics.events import queued_oldest_at
+from analytics.models import EventKind
 from analytics.store.schema import CAMPAIGNS, DAILY, EVENTS, QUANTILES
 
 # What a report may group deliveries by (the rollup's columns).
@@ -47,12 +47,8 @@ class Freshness:
 def store_freshness() -> Freshness:
     """Up to when the store is complete, and how far behind now that is."""
     now = timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT occurred_at FROM {AnalyticsEvent._meta.db_table} ORDER BY id LIMIT 1"
-        )
-        oldest = cursor.fetchone()
-    as_of = min(oldest[0], now) if oldest else now
+    oldest = queued_oldest_at()
+    as_of = min(oldest, now) if oldest else now
     return Freshness(as_of=as_of, lag_seconds=max((now - as_of).total_seconds(), 0.0))
 
 

@@ -63,10 +63,6 @@ return {granted, tostring(wait), state, probe, changed, why}
 )
 
 
-# The end of an admission's `why` when a breaker refused it (a failover may go elsewhere).
-CIRCUIT_OPEN = "circuit open"
-
-
 @dataclass(frozen=True)
 class Admission:
     allowed: bool
@@ -75,6 +71,7 @@ class Admission:
     why: str = ""
     probe: bool = False  # the breaker's half-open probe: its failure is not charged
     breaker: str | None = None  # the breaker this send counts against
+    circuit_open: bool = False  # refused by an open breaker: a failover may go elsewhere
 
 
 def push_hosts(targets: Iterable[str]) -> dict[str, str]:
@@ -118,7 +115,7 @@ def provider_admissions(
         again = [
             i
             for i, answer in enumerate(answers)
-            if answer.why.endswith(CIRCUIT_OPEN) and len(candidates[i]) > step
+            if answer.circuit_open and len(candidates[i]) > step
         ]
         if not again:
             return answers
@@ -176,7 +173,9 @@ def _breaker_round_admit(*, provider: str, breaker: str, queue: str, count: int)
         if int(changed):
             logger.warning("breaker %s: open → half_open, one probe goes through", breaker)
         if why == "breaker":
-            refused = Admission(False, provider, wait, f"{breaker} {CIRCUIT_OPEN}", breaker=breaker)
+            refused = Admission(
+                False, provider, wait, f"{breaker} circuit open", breaker=breaker, circuit_open=True
+            )
             return answers + [refused] * left
         answers += [Admission(True, provider, probe=probe, breaker=breaker)] * granted
         if probe:  # the probe is the only send while the breaker is half-open
@@ -186,8 +185,9 @@ def _breaker_round_admit(*, provider: str, breaker: str, queue: str, count: int)
                 False,
                 provider,
                 settings.NOTIFY_BREAKER_PROBE_TIMEOUT,
-                f"{breaker} {CIRCUIT_OPEN}",
+                f"{breaker} circuit open",
                 breaker=breaker,
+                circuit_open=True,
             )
             return answers + [refused] * (count - len(answers))
         if len(answers) < count:

@@ -156,6 +156,11 @@ def test_a_persons_year_old_deliveries_are_in_their_history_until_they_are_erase
     queue_events(4, kind="delivered", producer_id=own + 1000, person=person)  # not theirs
     batch_ship(store=store)
 
+    other = APIClient()
+    other_key = api_key_issue(producer_name="other", scopes=["users:read"]).key
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {other_key}")
+    assert other.get("/v1/users/old-timer/history").json()["results"] == []  # not theirs
+
     page = api.get("/v1/users/old-timer/history?limit=2").json()
     assert [e["kind"] for e in page["results"]] == ["opened", "delivered"]
     assert page["results"][0]["occurred_at"].startswith(year_ago.date().isoformat())

@@ -117,3 +117,20 @@ def test_the_launch_page_shows_the_estimate_escaped_and_launches_nothing(manager
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert 'value="Spring"' in html  # the form comes back filled in
     assert not Campaign.objects.exists()
+
+
+def test_a_staff_member_who_may_not_launch_is_refused_the_estimate(promo_data):
+    from notify.models import Category
+
+    viewer = User.objects.create_user("viewer", "v@example.com", "pw", is_staff=True)
+    viewer.user_permissions.add(*Permission.objects.filter(codename="view_campaign"))
+    client = Client()
+    client.force_login(viewer)
+    promo = Category.objects.get(key="promo.weekly")
+    page = client.post(
+        "/admin/campaigns/campaign/add/",
+        {"name": "Spring", "category": promo.pk, "payload": "{}", "audience_kind": "all",
+         "audience_spec": "{}", "_estimate": "Estimate"},
+    )  # fmt: skip
+    assert page.status_code == 403
+    assert not Campaign.objects.exists()

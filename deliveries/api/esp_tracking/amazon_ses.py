@@ -15,9 +15,7 @@ anything else is refused unfetched, so a post can never make us call another hos
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
-from urllib.parse import urlsplit
 
 from anymail.exceptions import AnymailAPIError, AnymailWebhookValidationFailure
 from anymail.webhooks.amazon_ses import AmazonSESTrackingWebhookView
@@ -25,29 +23,14 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from deliveries.api.esp_tracking import Tracking
-from deliveries.api.esp_tracking.sns_signature import SignatureRefused, sns_signature_verify
+from deliveries.api.esp_tracking.sns_signature import (
+    SignatureRefused,
+    sns_signature_verify,
+    sns_url_allowed,
+)
 from egress.sessions import bounded_session
 
 logger = logging.getLogger(__name__)
-
-_SNS_HOST = re.compile(r"sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
-
-
-def subscribe_url_allowed(url: str) -> bool:
-    """Whether a SubscribeURL is Amazon SNS's own (https, sns.<region>.amazonaws.com,
-    no credentials, the default port): the only kind we ever fetch."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return False
-    return (
-        parts.scheme == "https"
-        and port in (None, 443)
-        and not parts.username
-        and not parts.password
-        and bool(_SNS_HOST.fullmatch(parts.hostname or ""))
-    )
 
 
 class AmazonSESTracking(Tracking, AmazonSESTrackingWebhookView):
@@ -82,7 +65,7 @@ class AmazonSESTracking(Tracking, AmazonSESTrackingWebhookView):
         if not self.auto_confirm_enabled:
             return
         url = str(sns_message.get("SubscribeURL") or "")
-        if not subscribe_url_allowed(url):
+        if not sns_url_allowed(url):
             raise AnymailWebhookValidationFailure(
                 f"SNS SubscribeURL {url[:200]!r} is not Amazon SNS's: not fetched"
             )

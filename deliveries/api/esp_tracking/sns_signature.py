@@ -68,24 +68,37 @@ def signing_text(message: dict) -> bytes:
     return "".join(lines).encode()
 
 
-def cert_url_allowed(url: str) -> bool:
-    """Whether a SigningCertURL is Amazon SNS's own (https, sns.<region>.amazonaws.com,
-    no credentials, the default port, a .pem): the only certificates we fetch. A test
-    setting (NOTIFY_SNS_TEST_CERTS_ON_LOOPBACK) also lets a loopback peer serve them."""
+def sns_url_allowed(url: str) -> bool:
+    """Whether a URL in an SNS message (SubscribeURL, SigningCertURL) is Amazon SNS's
+    own: https, sns.<region>.amazonaws.com, no credentials, the default port. The only
+    kind we ever fetch."""
     try:
         parts = urlsplit(url)
         port = parts.port
+    except ValueError:
+        return False
+    return (
+        parts.scheme == "https"
+        and port in (None, 443)
+        and not parts.username
+        and not parts.password
+        and bool(SNS_HOST.fullmatch(parts.hostname or ""))
+    )
+
+
+def cert_url_allowed(url: str) -> bool:
+    """Whether a SigningCertURL is SNS's own (`sns_url_allowed`) and a .pem: the only
+    certificates we fetch. A test setting (NOTIFY_SNS_TEST_CERTS_ON_LOOPBACK) also lets
+    a loopback peer serve them."""
+    try:
+        parts = urlsplit(url)
     except ValueError:
         return False
     if parts.username or parts.password or not parts.path.endswith(".pem"):
         return False
     if getattr(settings, "NOTIFY_SNS_TEST_CERTS_ON_LOOPBACK", False) and _loopback(parts.hostname):
         return parts.scheme in ("http", "https")
-    return (
-        parts.scheme == "https"
-        and port in (None, 443)
-        and bool(SNS_HOST.fullmatch(parts.hostname or ""))
-    )
+    return sns_url_allowed(url)
 
 
 def sns_signature_verify(message: dict) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from deliveries.api.esp_tracking.amazon_ses import subscribe_url_allowed
+from deliveries.api.esp_tracking.sns_signature import sns_url_allowed as subscribe_url_allowed
 from deliveries.models import ProviderEvent
 from tests.peers.amazon_ses import REGION, subscription_confirmation
 from tests.peers.esp import SECRET, WebhookPost, email_through
