@@ -12,6 +12,12 @@ nothing: the rows wait in PostgreSQL. Two schedules:
 - **local time**: each member at the campaign's wall-clock time in their own zone, the
   next such moment within 24 h, moved to the end of their quiet hours when it falls
   inside them (`campaign_send_at`). The gate still decides at routing: quiet hours win.
+  With a rate too, the members who share a moment (one zone's 10:00) take turns at the
+  rate from it, and the moments are served in time order: a moment's turns start at it,
+  or when the turns of the moments before it end (`local_slots_plan`), so the campaign
+  as a whole keeps its rate. The plan is made from the audience's counts per moment by
+  the first batch and kept on the campaign row (`Campaign.local_slots`) with how many
+  turns each moment gave, so the batches after it continue the same schedule.
 
 NOTIFY_CAMPAIGN_TIME_SCALE divides the wait until a person's local time (1 in
 production), so a test can see three zones' 10:00 in seconds.
@@ -19,8 +25,10 @@ production), so a test can see three zones' 10:00 in seconds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from datetime import datetime, time, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -77,12 +85,110 @@ def campaign_release_at(*, scheduled: datetime, start: datetime) -> datetime:
     return start + (scheduled - start) / scale
 
 
+def local_moment(
+    *,
+    zone: str,
+    quiet: tuple[time, time] | None,
+    local_time: time,
+    start: datetime,
+    default_window: QuietWindow,
+) -> datetime:
+    """The release instant of a member in `zone` with `quiet` hours (None: the default
+    window) of a campaign at `local_time` that started at `start`."""
+    window = QuietWindow(*quiet) if quiet is not None else default_window
+    scheduled = campaign_send_at(
+        recipient=Recipient(timezone=zone), local_time=local_time, quiet_window=window, now=start
+    )
+    return campaign_release_at(scheduled=scheduled, start=start)
+
+
+def local_moments(
+    *, campaign: Campaign, start: datetime, until: int | None = None
+) -> Counter[datetime]:
+    """How many of the audience (up to recipient id `until`, if given) share each release
+    instant of a local-time campaign started at `start` (one grouped query: a moment
+    depends only on a member's zone and quiet hours)."""
+    condition, params = audience_sql(campaign)
+    bound = "" if until is None else "AND r.id <= %(until)s"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT r.timezone, q.start, q."end", count(*)
+              FROM {RECIPIENTS} r
+              LEFT JOIN {QuietHours._meta.db_table} q ON q.recipient_id = r.id
+             WHERE {condition} {bound}
+             GROUP BY 1, 2, 3
+            """,
+            {**params, "until": until},
+        )
+        rows = cursor.fetchall()
+    default = default_quiet_window()
+    moments: Counter[datetime] = Counter()
+    for zone, quiet_start, quiet_end, count in rows:
+        quiet = (quiet_start, quiet_end) if quiet_start is not None else None
+        moment = local_moment(
+            zone=zone,
+            quiet=quiet,
+            local_time=campaign.local_time,
+            start=start,
+            default_window=default,
+        )
+        moments[moment] += count
+    return moments
+
+
+def local_slots_plan(*, moments: Mapping[datetime, int], rate: float) -> dict[str, list[Any]]:
+    """The turns of a local-time campaign at `rate`: for each release instant, in time
+    order, when its first member goes (at it, or once the members of the instants before
+    it had their turns) and how many turns it gave so far (0). JSON, keyed by the
+    instant's ISO form, as `Campaign.local_slots` keeps it."""
+    plan: dict[str, list[Any]] = {}
+    free: datetime | None = None
+    for moment in sorted(moments):
+        first = moment if free is None else max(moment, free)
+        plan[moment.isoformat()] = [first.isoformat(), 0]
+        free = first + timedelta(seconds=moments[moment] / rate)
+    return plan
+
+
+def local_turn_take(
+    *, slots: dict[str, list[Any]], moment: datetime, rate: float, turns: int = 1
+) -> datetime:
+    """When the next member released at `moment` goes: its first turn plus one step of
+    1/rate for each turn the moment already gave; `turns` are taken (an estimate on a
+    sample takes a sampled member's share). A moment not in the plan (the member moved
+    zone since the first batch) starts its turns at itself."""
+    first, taken = slots.setdefault(moment.isoformat(), [moment.isoformat(), 0])
+    slots[moment.isoformat()][1] = taken + turns
+    return datetime.fromisoformat(first) + timedelta(seconds=taken / rate)
+
+
+def local_slots_last(*, slots: Mapping[str, list[Any]], moments: Mapping[datetime, int],
+                     rate: float) -> datetime | None:  # fmt: skip
+    """When the last member of a plan goes (None: an empty plan)."""
+    ends = [
+        datetime.fromisoformat(slots[m.isoformat()][0]) + timedelta(seconds=(n - 1) / rate)
+        for m, n in moments.items()
+        if n
+    ]
+    return max(ends, default=None)
+
+
+def local_campaign_rate(campaign: Campaign) -> float | None:
+    """The rate a local-time campaign's members who share a moment take turns at (None:
+    no rate asked for: they are all released at their moment)."""
+    channels = campaign.category.default_channels
+    return campaign_pace(requested=campaign.send_rate, channels=channels)
+
+
 def batch_local_dues(
     *, campaign: Campaign, limit: int, now: datetime
 ) -> tuple[list[int], list[datetime]]:
     """(recipient ids, due times) of the next fan-out batch of a local-time campaign: the
     same members the batch takes (after the checkpoint, up to the fixed audience, in id
-    order), each due at `campaign_send_at` from the campaign's start (one query)."""
+    order), each due at `campaign_send_at` from the campaign's start (one query), or with
+    a rate at their turn of that moment; the turns taken are added to
+    `campaign.local_slots` (the caller stores it with the batch)."""
     condition, params = audience_sql(campaign)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -103,18 +209,22 @@ def batch_local_dues(
         )
         rows = cursor.fetchall()
     start = campaign.paced_from or now
+    rate = local_campaign_rate(campaign)
     default = default_quiet_window()
     ids, dues = [], []
     for pk, zone, quiet_start, quiet_end in rows:
-        window = QuietWindow(quiet_start, quiet_end) if quiet_start is not None else default
-        scheduled = campaign_send_at(
-            recipient=Recipient(pk=pk, timezone=zone),
+        quiet = (quiet_start, quiet_end) if quiet_start is not None else None
+        moment = local_moment(
+            zone=zone,
+            quiet=quiet,
             local_time=campaign.local_time,
-            quiet_window=window,
-            now=start,
+            start=start,
+            default_window=default,
         )
+        if rate is not None:
+            moment = local_turn_take(slots=campaign.local_slots, moment=moment, rate=rate)
         ids.append(pk)
-        dues.append(campaign_release_at(scheduled=scheduled, start=start))
+        dues.append(moment)
     return ids, dues
 
 

@@ -59,19 +59,15 @@ from typing import Any
 
 from django.conf import settings
 
-from flow.line_lease import (
-    line_join_record,
-    line_left,
-    line_record_forget,
-    line_token,
+from flow.line_lease import line_join_record, line_left, line_token
+from flow.pace import (
+    LATENCY_WEIGHT,
+    channel_average_seconds,
+    channel_call_seconds,
+    channel_slow_at,
 )
 
 logger = logging.getLogger(__name__)
-
-# How much one call's time moves the channel's average (an exponential moving average):
-# a fast provider turning slow is seen within a few calls, and one slow call among fast
-# ones does not make it slow.
-LATENCY_WEIGHT = 0.3
 
 
 @dataclass
@@ -123,9 +119,6 @@ class SenderTurn:
 
 _lock = threading.Lock()
 _lanes: dict[tuple[str, str], _Lane] = {}
-_latency: dict[str, float] = {}  # channel -> average seconds per provider call
-# (channel, thread id) -> when its call in flight began, and how many messages it carries
-_calls: dict[tuple[str, int], tuple[float, int]] = {}
 _closing = threading.Event()  # the worker is shutting down: lines go back to the broker
 
 
@@ -138,42 +131,6 @@ def channel_sender_limit(*, channel: str, slow: bool, queue: str | None = None) 
     if slow:
         limit = min(limit, settings.NOTIFY_CHANNEL_SLOW_SENDERS)
     return max(1, limit)
-
-
-def _running_longest(channel: str, now: float) -> float:
-    """How long the channel's longest provider call in flight has been running (0: none).
-
-    A call, from `channel_call_begin`: not the time a sender has held its slot, which
-    counts its database work too (load, claim, record: under load a hundred times a
-    fast provider's call), and made a burst's channel look slow and its deferrals long."""
-    return max(
-        (now - since for (name, _), (since, _) in _calls.items() if name == channel),
-        default=0.0,
-    )
-
-
-def _running_per_message(channel: str, now: float) -> float:
-    """How long the channel's calls in flight have taken so far per message they carry
-    (the longest; 0: none): a multicast of 25 running for 1 s is 40 ms a delivery."""
-    return max(
-        ((now - since) / count for (name, _), (since, count) in _calls.items() if name == channel),
-        default=0.0,
-    )
-
-
-def _slow(channel: str, now: float) -> bool:
-    """Is the channel slow now: a slow average, or a call running longer than the bound."""
-    bound = settings.NOTIFY_CHANNEL_SLOW_SECONDS
-    return _latency.get(channel, 0.0) > bound or _running_longest(channel, now) > bound
-
-
-def _call_seconds(channel: str, now: float) -> float:
-    """About how long one message of the channel takes its provider now: the average, or
-    the call in flight for longest when that is longer (a provider that just turned
-    slow), both per message: what a line counts for each delivery ahead. Per call, a
-    batch of 25 in flight counted 25 times over and deferred the next batches by a
-    whole order bound before the first answer came."""
-    return max(_latency.get(channel, 0.0), _running_per_message(channel, now))
 
 
 def _size(work: Any) -> int:
@@ -209,7 +166,7 @@ def _drain_seconds(lane: _Lane, channel: str, slow: bool, seconds: float) -> flo
     what the sends wait for."""
     if slow or not lane.delivery_seconds():
         return seconds
-    return max(lane.delivery_seconds(), _latency.get(channel, 0.0))
+    return max(lane.delivery_seconds(), channel_average_seconds(channel))
 
 
 def _countdown_max(slow: bool) -> float:
@@ -229,12 +186,6 @@ def _countdown_max(slow: bool) -> float:
     return max(settings.NOTIFY_CHANNEL_DEFER, bound)
 
 
-def channel_slow(*, channel: str) -> bool:
-    """Is this channel's provider slow, as this process has seen it?"""
-    with _lock:
-        return _slow(channel, time.monotonic())
-
-
 def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
     """A slot of the channel for this thread, else a place in its line for `work` (one
     sender of the channel is then busy and will run it), else a deferral.
@@ -244,14 +195,14 @@ def channel_sender_turn(*, channel: str, queue: str, work: Any) -> SenderTurn:
     now = time.monotonic()
     with _lock:
         lane = _lanes.setdefault((queue, channel), _Lane())
-        slow = _slow(channel, now)
+        slow = channel_slow_at(channel, now)
         limit = channel_sender_limit(channel=channel, slow=slow, queue=queue)
         if len(lane.busy) < limit:
             _slot_take(lane, now, work)
             return SenderTurn(taken=True)
         if _closing.is_set():
             return SenderTurn(defer=None)
-        drain = _drain_seconds(lane, channel, slow, _call_seconds(channel, now))
+        drain = _drain_seconds(lane, channel, slow, channel_call_seconds(channel, now))
         line_wait = (_line_deliveries(lane) + _size(work)) / limit * drain
         if (
             len(lane.waiting) < settings.NOTIFY_CHANNEL_WAITING_MAX
@@ -287,7 +238,7 @@ def channel_sender_take(*, channel: str, queue: str, work: Any) -> bool:
     now = time.monotonic()
     with _lock:
         lane = _lanes.setdefault((queue, channel), _Lane())
-        if _closing.is_set() or lane.waiting or _slow(channel, now):
+        if _closing.is_set() or lane.waiting or channel_slow_at(channel, now):
             return False
         if len(lane.busy) >= channel_sender_limit(channel=channel, slow=False, queue=queue):
             return False
@@ -332,7 +283,9 @@ def _line_next(*, channel: str, queue: str, started: float) -> tuple[Any, list[A
             _closing.is_set() or now - lane.waiting[0].since > settings.NOTIFY_CHANNEL_WAIT_MAX
         ):
             handed_back.append(_line_leave(lane))
-        limit = channel_sender_limit(channel=channel, slow=_slow(channel, now), queue=queue)
+        limit = channel_sender_limit(
+            channel=channel, slow=channel_slow_at(channel, now), queue=queue
+        )
         if (
             lane.waiting
             and len(lane.busy) <= limit
@@ -384,28 +337,6 @@ def channel_sender_serve(
             logger.exception("%s sender: a waiting send %s raised", channel, work)
 
 
-def channel_call_begin(*, channel: str, count: int = 1) -> None:
-    """This thread calls `channel`'s provider now for `count` messages (a multicast or
-    an overlapped batch sends many); `channel_call_timed` ends the call."""
-    now = time.monotonic()
-    with _lock:
-        _calls[(channel, threading.get_ident())] = (now, max(1, count))
-
-
-def channel_call_timed(*, channel: str, seconds: float, count: int = 1) -> None:
-    """A provider call of `channel` took `seconds` for `count` messages (a multicast
-    sends many): fold it into the channel's average, and end this thread's call."""
-    per_message = seconds / max(1, count)
-    with _lock:
-        previous = _latency.get(channel)
-        _latency[channel] = (
-            per_message
-            if previous is None
-            else previous + LATENCY_WEIGHT * (per_message - previous)
-        )
-        _calls.pop((channel, threading.get_ident()), None)
-
-
 def channel_waiting_count(*, channel: str, queue: str) -> int:
     """How many sends wait in the channel's line in this process."""
     with _lock:
@@ -418,13 +349,3 @@ def channel_lines_close() -> None:
     hands its channel's line back to the broker instead of serving it, so nothing waits
     here on a process manager that may not wait for it."""
     _closing.set()
-
-
-def channel_senders_reset() -> None:
-    """Forget every slot, line and average (a test starts from a fresh process's state)."""
-    with _lock:
-        _lanes.clear()
-        _latency.clear()
-        _calls.clear()
-        _closing.clear()
-    line_record_forget()

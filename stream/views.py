@@ -42,10 +42,10 @@ from deliveries.pipeline.live import (
 from notify.api.auth import api_key_scope_refusal
 from notify.api.errors import ApiError, error_body
 from notify.api.lookups import user_id_checked
+from notify.api_keys import api_key_authenticate
 from notify.feed import feed_entry_document
 from notify.guard import recipient_reach_refusal
 from notify.models import FeedEntry, Recipient, Scope
-from notify.services import api_key_authenticate
 from notify.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
 from notify.unread import feed_channel
 from stream.limits import (

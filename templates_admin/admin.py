@@ -7,7 +7,6 @@ Publishing is a separate permission, `templates_admin.publish_templateversion`: 
 
 from __future__ import annotations
 
-import copy
 import difflib
 import json
 from typing import Any
@@ -22,9 +21,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from notify.admin import CategoryAdmin, CategoryForm
 from notify.admin_mixins import ReadOnlyAdminMixin
-from notify.models import Category, Channel
+from notify.models import Channel
 from templates_admin.models import Template, TemplatePublication, TemplateVersion
 from templates_admin.rendering import (
     DIGEST_VARIABLE,
@@ -39,7 +37,6 @@ from templates_admin.send_to_me import (
 )
 from templates_admin.services import (
     TemplateInvalid,
-    published_templates_broken_by,
     template_version_draft,
     template_version_problems,
     template_version_publish,
@@ -372,40 +369,5 @@ class TemplatePublicationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     readonly_fields = ("version", "published_by", "published_at")
 
 
-class CategoryTemplatesForm(CategoryForm):
-    """The category form, refusing a schema change that would break a published
-    template — it names the template, so the editor knows what to change first."""
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        if self.instance.pk is None or self.errors:
-            return data
-        # Checked with the digest settings as they will be saved: a window removed from
-        # a channel must not leave its template listing `digest`.
-        candidate = copy.copy(self.instance)
-        candidate.mandatory = data.get("mandatory", candidate.mandatory)
-        if isinstance(data.get("digest_windows"), dict):
-            candidate.digest_windows = data["digest_windows"]
-        schema_changed = any(
-            data.get(name) != getattr(self.instance, name)
-            for name in ("payload_schema", "sample_payloads")
-        )
-        for template, problems in published_templates_broken_by(
-            category=candidate,
-            schema=data.get("payload_schema") or {},
-            sample_payloads=data.get("sample_payloads") or [],
-        ):
-            self.add_error(
-                "payload_schema" if schema_changed else "digest_windows",
-                f"The published template {template} would break: {problems[0]}",
-            )
-        return data
-
-
-class CategoryTemplatesAdmin(CategoryAdmin):
-    form = CategoryTemplatesForm
-
-
-# The core registers categories; their templates live here, so this app adds the check.
-admin.site.unregister(Category)
-admin.site.register(Category, CategoryTemplatesAdmin)
+# Categories' admin with the templates' check, registered in place of the core's.
+from templates_admin import category_admin  # noqa: E402, F401

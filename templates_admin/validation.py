@@ -25,7 +25,6 @@ from django.template.base import FilterExpression, Lexer, TokenType, Variable, V
 from django.template.defaulttags import FirstOfNode, ForNode, IfNode, WithNode
 
 from notify.models import Channel
-from templates_admin.bounds import condition_expressions, static_bound_problems
 from templates_admin.filters import ALLOWED_FILTERS, ALLOWED_TAGS, DEFAULTING_FILTERS, safe_engine
 from templates_admin.limits import link_source_problems, sample_problems
 from templates_admin.limits import sms_segments as sms_segments  # re-exported: callers' import
@@ -37,6 +36,7 @@ from templates_admin.rendering import (
     digest_sample_context,
     render_version,
 )
+from templates_admin.static_bounds import condition_expressions, static_bound_problems
 
 # Fields each channel uses; the others are ignored (and must stay empty in the form).
 CHANNEL_FIELDS: dict[str, tuple[str, ...]] = {

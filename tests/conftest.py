@@ -374,8 +374,8 @@ def demo_data(db):
 def producer_key(demo_data):
     """The suite's trusted key: every scope (a key made without named scopes may only
     send; tests/notify/producers/test_api_key_scopes.py shows that), owning the demo categories."""
+    from notify.api_keys import api_key_issue
     from notify.models import Category, Scope
-    from notify.services import api_key_issue
 
     issued = api_key_issue(producer_name="shop", scopes=list(Scope.values))
     Category.objects.update(owner=issued.api_key.producer)

@@ -34,7 +34,7 @@ from deliveries.pipeline.pressure import (
     provider_outcomes,
 )
 from deliveries.pipeline.sent_marks import SentMarks
-from flow.senders import channel_call_begin, channel_call_timed
+from flow.pace import channel_call_begin, channel_call_timed
 from templates_admin.bounds import RenderLimitExceeded
 from templates_admin.rendering import DIGEST_VARIABLE, recipient_context
 

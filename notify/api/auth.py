@@ -9,11 +9,11 @@ from django.conf import settings
 from redis.exceptions import RedisError
 from rest_framework import authentication, exceptions, permissions, throttling
 
+from notify.api_keys import api_key_authenticate
 from notify.guard import recipient_reach_refusal
 from notify.models import ApiKey, Producer, Recipient
 from notify.ratelimit import bucket_key, bucket_take, user_bucket_key
 from notify.selectors import recipient_id_get
-from notify.services import api_key_authenticate
 from notify.tokens import USER_TOKEN_PREFIX, user_token_recipient_id
 
 logger = logging.getLogger(__name__)

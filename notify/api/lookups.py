@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 from notify.api.errors import ApiError
+from notify.api_keys import api_key_may_send
 from notify.models import ApiKey, Category, Recipient
 from notify.payloads import payload_problem
 from notify.selectors import recipient_get, recipient_id_get
-from notify.services import api_key_may_send, category_by_key
+from notify.services import category_by_key
 
 USER_ID_MAX = Recipient._meta.get_field("user_id").max_length
 # Control characters and lone surrogates: PostgreSQL refuses NUL, and none is an id.

@@ -15,8 +15,8 @@ from analytics.events import person_hash
 from analytics.store.schema import EVENTS
 from analytics.store.shipper import batch_ship, erasures_apply
 from campaigns.models import Campaign
+from notify.api_keys import api_key_issue
 from notify.models import Category, Recipient
-from notify.services import api_key_issue
 from tests.analytics.conftest import queue_events
 
 

@@ -70,7 +70,7 @@ def orders_team_client():
     `order.shipped`."""
     from rest_framework.test import APIClient
 
-    from notify.services import api_key_issue
+    from notify.api_keys import api_key_issue
 
     client = APIClient()
     key = api_key_issue(

@@ -72,7 +72,7 @@ def test_pause_resume_cancel_through_the_api(api, promo_data):
 def test_another_producer_cannot_see_or_control_a_campaign(api, promo_data):
     from rest_framework.test import APIClient
 
-    from notify.services import api_key_issue
+    from notify.api_keys import api_key_issue
 
     campaign_id = api.post("/v1/campaigns", body(), format="json").json()["campaign_id"]
     other = APIClient()

@@ -141,7 +141,7 @@ def _deployment(cluster: RabbitCluster, cluster_smtp, worker_env):
 def live(deployment, transactional_db):
     """The deployment with demo data and an API key for this test, and a fresh SMTP log."""
     from deliveries.support.demo import seed_demo
-    from notify.services import api_key_issue
+    from notify.api_keys import api_key_issue
 
     seed_demo()
     issued = api_key_issue(producer_name="cluster", scopes=["notifications:send", "users:read"])

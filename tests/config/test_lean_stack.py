@@ -12,8 +12,8 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.test import RequestFactory
 
 from config.handlers import NotifyWSGIHandler
+from notify.api_keys import api_key_issue
 from notify.models import Recipient, Scope
-from notify.services import api_key_issue
 from notify.tokens import user_token_issue
 
 ORIGIN = "https://shop.example.com"

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from notify.api.serializers import FEED_CURSOR_FORMAT, TIME_ZONE_FORMAT
+from notify.api_keys import api_key_issue
 from notify.models import Category, Scope
-from notify.services import api_key_issue
 from tests.processes import ARTIFACTS, WebProcess
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")

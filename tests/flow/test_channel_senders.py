@@ -8,17 +8,15 @@ import time
 
 import pytest
 
+from flow.pace import channel_call_begin, channel_call_timed, channel_slow
 from flow.senders import (
-    channel_call_begin,
-    channel_call_timed,
     channel_lines_close,
     channel_sender_serve,
     channel_sender_take,
     channel_sender_turn,
-    channel_senders_reset,
-    channel_slow,
     channel_waiting_count,
 )
+from tests.flow.process_state import channel_senders_reset
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from django.test import Client
 from deliveries.models import Delivery
 from deliveries.pipeline.attempt import delivery_attempt
 from deliveries.pipeline.routing import notification_route
+from notify.api_keys import api_key_issue
 from notify.models import Category, Notification, Producer, Recipient
 from notify.roles import support_group_ensure
-from notify.services import api_key_issue
 from notify.tokens import user_token_issue
 from preferences.center import preference_center_links_revoke
 from preferences.models import ConsentRecord, Preference, QuietHours, SettingChange

@@ -139,7 +139,7 @@ def webhooks_api(db):
     """An API client whose key may register webhooks."""
     from rest_framework.test import APIClient
 
-    from notify.services import api_key_issue
+    from notify.api_keys import api_key_issue
 
     client = APIClient()
     issued = api_key_issue(producer_name="egress", scopes=["webhooks:write"])

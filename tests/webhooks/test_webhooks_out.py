@@ -303,7 +303,7 @@ def test_routing_tells_subscribers_what_was_routed_suppressed_and_delivered(api)
 def _other_producer_api(name: str, scopes: list[str] | None = None):
     from rest_framework.test import APIClient
 
-    from notify.services import api_key_issue
+    from notify.api_keys import api_key_issue
 
     client = APIClient()
     key = api_key_issue(producer_name=name, scopes=scopes)

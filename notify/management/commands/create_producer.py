@@ -3,8 +3,8 @@
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from notify.api_keys import PRODUCER_QUOTA_FIELDS, api_key_issue
 from notify.models import DEFAULT_SCOPES, Scope
-from notify.services import PRODUCER_QUOTA_FIELDS, api_key_issue
 
 
 class Command(BaseCommand):

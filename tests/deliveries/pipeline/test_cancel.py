@@ -12,7 +12,7 @@ from deliveries.models import Delivery
 from deliveries.pipeline.attempt import delivery_attempt
 from deliveries.pipeline.outcome import AttemptResult
 from deliveries.pipeline.routing import notification_route
-from notify.services import api_key_issue
+from notify.api_keys import api_key_issue
 
 ORDER = {"order_number": "X-1", "delivery_date": "2026-12-03", "items_count": 1}
 

@@ -12,10 +12,10 @@ from rest_framework.test import APIClient
 
 from deliveries.models import Delivery, Reason
 from deliveries.pipeline.routing import notification_route
+from notify.api_keys import api_key_issue
 from notify.checks import check_erasure_key
 from notify.models import Erasure, ErasureVia, Notification, Recipient
 from notify.roles import privacy_group_ensure, support_group_ensure
-from notify.services import api_key_issue
 from notify.tokens import user_token_issue
 from preferences.erasure import consent_history_count
 from preferences.models import ConsentRecord

@@ -17,9 +17,9 @@ from django_redis import get_redis_connection
 from redis.connection import AbstractConnection
 from rest_framework.test import APIClient
 
+from notify.api_keys import _keys, api_key_revoke
 from notify.models import ApiKey, Recipient
 from notify.selectors import _recipient_ids
-from notify.services import _keys, api_key_revoke
 from notify.tokens import user_token_issue
 from notify.unread import unread_key
 from tests.notify.feed.test_feed_and_unread import make_entries

@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
+from notify.api_keys import api_key_issue, api_key_revoke
 from notify.models import ApiKey, Notification, Outbox
-from notify.services import api_key_issue, api_key_revoke
 from tests.waiting import wait_for
 
 ORDER = {"order_number": "A-1", "delivery_date": "2026-12-03", "items_count": 1}

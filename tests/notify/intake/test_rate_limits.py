@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from notify.api_keys import api_key_issue
 from notify.models import Recipient
-from notify.services import api_key_issue
 from tests.deliveries.ops.conftest import closed_port
 from tests.notify.intake.test_intake_api import assert_error
 

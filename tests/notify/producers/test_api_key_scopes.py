@@ -11,8 +11,8 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from deliveries.models import Device
+from notify.api_keys import _keys, api_key_authenticate, api_key_issue
 from notify.models import ApiKey, Recipient
-from notify.services import _keys, api_key_authenticate, api_key_issue
 from preferences.models import ConsentRecord
 from tests.deliveries.push.test_devices_api import webpush_body
 

@@ -13,8 +13,8 @@ from rest_framework.test import APIClient
 
 from deliveries.models import Delivery, DeliveryStatus, DigestWindow
 from deliveries.pipeline.routing import notification_route
+from notify.api_keys import api_key_issue
 from notify.models import Category, Producer, Recipient, Scope
-from notify.services import api_key_issue
 from notify.tokens import user_token_issue
 from tests.digest_data import COMMENT_SAMPLES, COMMENT_SCHEMA, comment_category, comment_event
 from tests.notify.producers.test_api_key_scopes import assert_missing_scope, client_for

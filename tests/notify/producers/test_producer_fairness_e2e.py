@@ -13,8 +13,8 @@ from collections import Counter
 import pytest
 from rest_framework.test import APIClient
 
+from notify.api_keys import api_key_issue
 from notify.models import Recipient
-from notify.services import api_key_issue
 from tests.waiting import wait_for
 
 # Alone: it times one producer's emails against its own idle figure, and the suite's

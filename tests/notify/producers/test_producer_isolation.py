@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from campaigns.erasure import person_erase
 from deliveries.models import Delivery, DeliveryStatus
 from deliveries.pipeline.routing import notifications_route
+from notify.api_keys import api_key_issue
 from notify.erasure import erasure_hash
 from notify.guard import API_CHANGES_USER
 from notify.key_checks import check_keys_holding_everything
@@ -32,7 +33,7 @@ from notify.models import (
     RecipientGrant,
     Scope,
 )
-from notify.services import api_key_issue, recipient_upsert
+from notify.services import recipient_upsert
 from tests.digest_data import comment_category, comment_event
 
 ORDER = {"order_number": "A-1", "delivery_date": "2026-12-03", "items_count": 1}

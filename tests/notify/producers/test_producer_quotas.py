@@ -13,9 +13,9 @@ from django_redis import get_redis_connection
 from rest_framework.test import APIClient
 
 from campaigns.models import Campaign
+from notify.api_keys import api_key_issue
 from notify.models import Notification, Recipient
 from notify.quotas import minute_bucket_key
-from notify.services import api_key_issue
 from tests.campaigns.conftest import campaign_body, promo_data, seed_recipients  # noqa: F401
 from tests.notify.feed.test_unread_count_cache import redis_round_trips
 from tests.notify.intake.test_intake_api import ORDER, assert_error
