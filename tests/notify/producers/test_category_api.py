@@ -193,7 +193,7 @@ def test_the_readme_lists_every_scope():
 
 
 def test_the_admin_form_refuses_removing_a_window_that_a_published_template_lists(db):
-    from templates_admin.admin import CategoryTemplatesForm
+    from templates_admin.category_admin import CategoryTemplatesForm
 
     comments = comment_category(digest_windows={"email": 600})
     data = {
