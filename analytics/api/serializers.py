@@ -66,8 +66,17 @@ DeliveriesReportOut._declared_fields["from"] = serializers.DateField(
 
 
 class HistoryEventOut(serializers.Serializer):
-    occurred_at = serializers.CharField(help_text="When it happened (UTC).")
-    kind = serializers.CharField()
+    occurred_at = serializers.CharField(
+        help_text="When it happened (UTC); for an archived delivery, when it was accepted."
+    )
+    source = serializers.ChoiceField(
+        choices=["events", "archive"],
+        help_text="`events`: an event of the analytics store; `archive`: a delivery of a "
+        "month past retention, read in place from the history archive.",
+    )
+    kind = serializers.CharField(help_text="The event's kind; `delivery` for an archived one.")
+    status = serializers.CharField(help_text="An archived delivery's last status; else empty.")
+    attempts = serializers.IntegerField(help_text="An archived delivery's attempts; else 0.")
     channel = serializers.CharField()
     category = serializers.CharField()
     provider = serializers.CharField()

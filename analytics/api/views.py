@@ -7,7 +7,7 @@ store is embedded); `as_of` and `lag_seconds` say how fresh the answer is.
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, timedelta
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -17,17 +17,22 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analytics.api import serializers as s
-from analytics.events import person_hash
+from analytics.store.archive_read import (
+    HISTORY_CURSOR,
+    ArchiveNotReadable,
+    PageStart,
+    page_start_from_cursor,
+)
 from analytics.store.backend import store_open
 from analytics.store.reports import (
     GROUPS,
     HISTORY_PAGE_MAX,
     campaign_report,
     deliveries_report,
-    person_history,
     store_freshness,
 )
 from campaigns.models import Campaign
+from history.older import history_past_retention
 from notify.api.errors import ApiError
 from notify.api.lookups import user_id_checked
 from notify.api.schema import ErrorResponseOut, error_responses
@@ -37,12 +42,6 @@ from notify.models import Scope
 MAX_REPORT_DAYS = 366
 # The days ClickHouse's Date holds.
 EARLIEST_DAY, LATEST_DAY = date(1970, 1, 1), date(2149, 6, 6)
-# Past every event id: a page that starts at a time takes every event of that instant.
-_LAST_ID = 2**64 - 1
-# A history page's cursor: milliseconds since the epoch and an event id (any such pair is
-# a place in the order, so every one is accepted).
-HISTORY_CURSOR = r"^[0-9]{1,15}-[0-9]{1,20}$"
-_LATEST = datetime(9999, 12, 31, tzinfo=UTC)
 
 
 _UNAVAILABLE = OpenApiResponse(
@@ -55,6 +54,8 @@ def _store_query(read):
         return read(store_open())
     except OSError as error:  # the analytics process or the server is away
         raise ApiError(503, "analytics_unavailable", f"Analytics store: {error}") from None
+    except ArchiveNotReadable as error:  # NOTIFY_ARCHIVE_URL of a kind read only by restore
+        raise ApiError(503, "archive_unreadable", str(error)) from None
 
 
 def _channel_document(counts: dict) -> dict:
@@ -192,25 +193,25 @@ class UserHistoryApi(APIView):
             ),
         ],
         responses={200: s.HistoryPageOut, 503: _UNAVAILABLE},
-        summary="A person's delivery history from the analytics store, past the 90 days "
-        "PostgreSQL keeps: the slower path (seconds, not milliseconds).",
+        summary="A person's delivery history past the 90 days PostgreSQL keeps: the "
+        "analytics store's events and the archived months' deliveries, read in place by the "
+        "store's engine (no restore). The slower path: seconds, not milliseconds.",
     )
     def get(self, request: Request, user_id: str) -> Response:
         user_id = user_id_checked(user_id)
-        before, before_id = _page_start(request)
+        start = _page_start(request)
         raw_limit = request.query_params.get("limit", "50")
         if not (raw_limit.isascii() and raw_limit.isdigit()) or not (
             1 <= int(raw_limit) <= HISTORY_PAGE_MAX
         ):
             raise ApiError(400, "invalid", f"limit must be 1 to {HISTORY_PAGE_MAX}.", field="limit")
         limit = int(raw_limit)
+        # The store's events and the archived months read in place, this producer's only.
         events = _store_query(
-            lambda store: person_history(
-                store=store,
+            lambda store: history_past_retention(
+                user_id=user_id,
                 producer_id=request.user.producer.pk,
-                person=person_hash(user_id),
-                before=before,
-                before_id=before_id,
+                start=start,
                 limit=limit,
             )
         )
@@ -218,22 +219,22 @@ class UserHistoryApi(APIView):
         return Response(s.HistoryPageOut({"results": events, "next_cursor": next_cursor}).data)
 
 
-def _page_start(request: Request) -> tuple[datetime, int]:
-    """Where a history page starts: (time, event id) from `cursor`, else from `before`."""
+def _page_start(request: Request) -> PageStart:
+    """Where a history page starts: after the entry `cursor` names, else at `before` (which
+    must be a date-time whenever it is given)."""
+    raw = request.query_params.get("before")
+    moment = timezone.now()
+    if raw is not None:
+        try:
+            parsed = parse_datetime(raw[:64])
+        except ValueError:
+            parsed = None
+        if parsed is None:
+            raise ApiError(400, "invalid", "before must be a date-time (ISO 8601).", field="before")
+        moment = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     cursor = request.query_params.get("cursor")
     if cursor is not None:
         if not re.fullmatch(HISTORY_CURSOR, cursor):
             raise ApiError(400, "invalid_cursor", "Unknown cursor.", field="cursor")
-        millis, event_id = (int(part) for part in cursor.split("-"))
-        moment = min(datetime.fromtimestamp(0, UTC) + timedelta(milliseconds=millis), _LATEST)
-        return moment, min(event_id, _LAST_ID)
-    raw = request.query_params.get("before")
-    if raw is None:
-        return timezone.now(), _LAST_ID
-    try:
-        moment = parse_datetime(raw[:64])
-    except ValueError:
-        moment = None
-    if moment is None:
-        raise ApiError(400, "invalid", "before must be a date-time (ISO 8601).", field="before")
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)), _LAST_ID
+        return page_start_from_cursor(cursor)
+    return PageStart(before=moment)

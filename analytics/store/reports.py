@@ -114,20 +114,22 @@ HISTORY_PAGE_MAX = 200
 
 
 def person_history(
-    *, store, producer_id: int, person: str, before: datetime, before_id: int, limit: int
+    *, store, producer_id: int | None, person: str, before: datetime, before_id: int, limit: int
 ) -> list[dict]:
-    """The person's events from this producer before (`before`, `before_id`), newest
-    first: the detail rows, kept NOTIFY_ANALYTICS_DETAIL_DAYS (longer than PostgreSQL
-    keeps deliveries). Each has `cursor`, where the page after it starts."""
+    """The person's events from this producer (every producer's when `producer_id` is
+    None: support's page) before (`before`, `before_id`), newest first: the detail rows,
+    kept NOTIFY_ANALYTICS_DETAIL_DAYS (longer than PostgreSQL keeps deliveries). Each
+    has `cursor`, where the page after it starts."""
+    producer = "producer_id = {producer:UInt64} AND " if producer_id is not None else ""
     rows = store.query(
         "SELECT toString(occurred_at), kind, channel, category, provider, reason, delivery_id,"
-        f" toString(notification_id), event_id FROM {EVENTS}"
-        " WHERE producer_id = {producer:UInt64} AND person = {person:String}"
+        f" toString(notification_id), event_id, producer_id FROM {EVENTS}"
+        f" WHERE {producer}person = {{person:String}}"
         " AND (occurred_at, event_id)"
         " < (parseDateTime64BestEffort({before:String}, 3, 'UTC'), {before_id:UInt64})"
         " ORDER BY occurred_at DESC, event_id DESC LIMIT {limit:UInt32}",
         {
-            "producer": producer_id,
+            **({"producer": producer_id} if producer_id is not None else {}),
             "person": person,
             "before": before.isoformat(),
             "before_id": before_id,
@@ -145,6 +147,7 @@ def person_history(
             **dict(zip(names, row[:6], strict=True)),
             "delivery_id": int(row[6]),
             "notification_id": row[7],
+            "producer_id": int(row[9]),
             "cursor": f"{_epoch_ms(row[0])}-{int(row[8])}",
         }
         for row in rows
