@@ -1,5 +1,15 @@
 # Notify: one image for the web server (gunicorn, WSGI), the live stream's server
 # (uvicorn, ASGI), the Celery workers, beat, the outbox relay and Flower.
+
+# The front-end libraries the pages serve (Chart.js, for the admin's charts), as
+# package-lock.json pins them, copied where Django serves them (scripts/vendor_static.sh);
+# Node stays in this stage.
+FROM node:20-slim AS vendored
+WORKDIR /app
+COPY package.json package-lock.json ./
+COPY scripts/vendor_static.sh scripts/
+RUN bash scripts/vendor_static.sh --omit=dev
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -24,6 +34,7 @@ RUN pip install --require-hashes -r requirements.txt \
     && pip install --no-deps --no-build-isolation .
 
 COPY . .
+COPY --from=vendored /app/analytics/static/analytics/vendor/ analytics/static/analytics/vendor/
 
 # Static files for whitenoise; settings need no services to load, only a secret. The
 # translations' .mo files are built from the .po sources (with Babel: no gettext here).

@@ -58,3 +58,19 @@ class AnalyticsErasure(models.Model):
 
     def __str__(self) -> str:
         return f"erasure of {self.person}"
+
+
+class DeliveryReports(models.Model):
+    """No table: the admin's delivery-analytics chart pages hang on it, and its one
+    permission (`analytics.see_reports`, granted to no one by default) opens them. Not
+    named `view_…`: the support role takes every `view_` permission of our apps."""
+
+    class Meta:
+        managed = False
+        default_permissions = ()
+        permissions = [("see_reports", "Can see the delivery analytics charts")]
+        verbose_name = "delivery report"
+        verbose_name_plural = "delivery reports"
+
+    def __str__(self) -> str:
+        return "delivery reports"

@@ -43,9 +43,17 @@ compile_messages() {
     "$venv/bin/python" -m scripts.compile_messages || die "compiling the translations failed"
 }
 
+# The front-end libraries our pages serve (Chart.js, for the admin's charts) are copied
+# out of node_modules, pinned by package-lock.json (scripts/vendor_static.sh); a no-op
+# while the lock and the copies are unchanged.
+vendor_static() {
+    bash scripts/vendor_static.sh || die "vendoring the static libraries failed"
+}
+
 want=$(cat pyproject.toml "${locks[@]}" | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     compile_messages
+    vendor_static
     exit 0
 fi
 
@@ -64,3 +72,4 @@ if ! {
 fi
 echo "$want" >"$stamp"
 compile_messages
+vendor_static
