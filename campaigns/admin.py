@@ -27,7 +27,13 @@ from campaigns.launch_admin import LaunchEstimateMixin
 from campaigns.models import AudienceKind, Campaign
 from campaigns.seed_admin import seed_send_campaign_url  # also registers seed lists
 from campaigns.selectors import campaign_progress
-from campaigns.upload import audience_upload_load, unknown_user_ids, upload_problem
+from campaigns.upload import (
+    audience_staged_load,
+    audience_upload_load,
+    staged_upload_find,
+    unknown_user_ids,
+    upload_problem,
+)
 from deliveries.support.pages import SupportRecipientAdmin
 from notify.models import ErasureVia, Recipient
 from notify.payloads import payload_problem
@@ -39,10 +45,13 @@ LAUNCH_FIELDS = (
     "audience_kind",
     "audience_spec",
     "audience_file",
+    "staged_upload",
     "send_at",
     "send_rate",
     "local_time",
 )
+# Form fields that are not the campaign's: the file, and the file staged by *Estimate*.
+FILE_FIELDS = ("audience_file", "staged_upload")
 # A launched campaign shows its audience as a summary (a user-id list may be 100,000 long).
 SHOWN_FIELDS = (
     "name",
@@ -72,20 +81,23 @@ class CampaignLaunchForm(forms.ModelForm):
         required=False,
         label="Audience file",
         help_text="For an uploaded audience: a CSV with one user id per line (an optional "
-        "`user_id` header). Ids that name nobody are counted and listed, not refused.",
+        "`user_id` header). Ids that name nobody are counted and listed, not refused. "
+        "*Estimate* stages the file: the launch then takes exactly the rows estimated.",
     )
+    # The file *Estimate* staged (campaigns/upload.py), carried by the page it answers.
+    staged_upload = forms.UUIDField(required=False, widget=forms.HiddenInput)
+    staff_user = None  # set per request by CampaignAdmin.get_form: who may use a staging
 
     class Meta:
         model = Campaign
-        fields = [name for name in LAUNCH_FIELDS if name != "audience_file"]
+        fields = [name for name in LAUNCH_FIELDS if name not in FILE_FIELDS]
 
     def clean(self) -> dict:
         data = super().clean()
         upload = data.get("audience_file")
+        data["staged"] = None
         if data.get("audience_kind") == AudienceKind.UPLOAD:
-            problem = "Choose a CSV file of user ids." if upload is None else upload_problem(upload)
-            if problem is not None:
-                self.add_error("audience_file", problem)
+            self._upload_clean(data)
         elif upload is not None:
             self.add_error("audience_file", "A file is only read for an uploaded audience.")
         category = data.get("category")
@@ -99,6 +111,27 @@ class CampaignLaunchForm(forms.ModelForm):
             if problem is not None:
                 self.add_error("audience_spec", f"{problem.field}: {problem.message}")
         return data
+
+    def _upload_clean(self, data: dict) -> None:
+        """A file chosen now is checked (and replaces any staged one); else the staged
+        upload named must be this staff member's and still kept."""
+        upload = data.get("audience_file")
+        if upload is not None:
+            problem = upload_problem(upload)
+        elif data.get("staged_upload") is not None:
+            data["staged"] = staged_upload_find(
+                staged_id=data["staged_upload"], staged_by=self.staff_user
+            )
+            problem = (
+                None
+                if data["staged"] is not None
+                else "The estimated file is no longer staged (launched, over a day old, or "
+                "staged by someone else): choose it again."
+            )
+        else:
+            problem = "Choose a CSV file of user ids."
+        if problem is not None:
+            self.add_error("audience_file", problem)
 
 
 @admin.register(Campaign)
@@ -120,8 +153,10 @@ class CampaignAdmin(LaunchEstimateMixin, admin.ModelAdmin):
     actions = ["pause", "resume", "cancel"]
 
     def get_form(self, request, obj=None, change=False, **kwargs):
-        if obj is None:
-            kwargs["form"] = CampaignLaunchForm
+        if obj is None:  # the launch form, knowing whose staged uploads it may take
+            kwargs["form"] = type(
+                "CampaignLaunchForm", (CampaignLaunchForm,), {"staff_user": request.user}
+            )
         return super().get_form(request, obj, change=change, **kwargs)
 
     def get_fields(self, request, obj=None):
@@ -158,7 +193,10 @@ class CampaignAdmin(LaunchEstimateMixin, admin.ModelAdmin):
         )
         if launched.audience_kind == AudienceKind.UPLOAD:
             # In the admin's transaction: the fan-out is published only after commit.
-            audience_upload_load(launched, form.cleaned_data["audience_file"])
+            if form.cleaned_data["audience_file"] is not None:
+                audience_upload_load(launched, form.cleaned_data["audience_file"])
+            else:  # exactly the rows its estimate was made over
+                audience_staged_load(launched, form.cleaned_data["staged"])
         obj.pk = launched.pk  # the admin redirects to it
 
     def response_add(self, request, obj, post_url_continue=None):

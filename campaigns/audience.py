@@ -7,13 +7,14 @@ narrowing for speed, not the check itself.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
 
-from campaigns.models import AudienceKind, Campaign, CampaignMember
+from campaigns.models import AudienceKind, Campaign, CampaignMember, StagedMember
 from notify.models import Category, Notification, Recipient
 from preferences.models import ConsentRecord
 
@@ -94,6 +95,14 @@ def audience_sql(campaign: Campaign) -> tuple[str, dict[str, Any]]:
                 SELECT jsonb_array_elements_text(c.audience_spec -> 'user_ids')
                   FROM {Campaign._meta.db_table} c WHERE c.id = %(a_campaign)s)"""
         )
+    elif campaign.audience_kind == AudienceKind.UPLOAD and campaign.pk is None:
+        # An upload not launched yet (an estimate): its staged rows (campaigns/upload.py).
+        params["a_staged"] = _staged_id(spec.get("staged_upload"))
+        conditions.append(
+            f"""r.user_id IN (
+                SELECT s.user_id FROM {StagedMember._meta.db_table} s
+                 WHERE s.staged_id = %(a_staged)s)"""
+        )
     elif campaign.audience_kind == AudienceKind.UPLOAD:
         conditions.append(
             f"""r.user_id IN (
@@ -112,6 +121,14 @@ def audience_sql(campaign: Campaign) -> tuple[str, dict[str, Any]]:
     elif campaign.audience_kind == AudienceKind.ALL:
         conditions.append(_consent_sql())
     return " AND ".join(conditions), params
+
+
+def _staged_id(value: object) -> uuid.UUID | None:
+    """A staged upload's id as a UUID (None, which selects nobody, when it is not one)."""
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
 
 
 def audience_size_at_launch(*, kind: str, spec: dict[str, Any], category: Category) -> int:

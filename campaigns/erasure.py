@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 
 from analytics.erasure import analytics_person_erase
-from campaigns.models import Campaign, CampaignMember
+from campaigns.models import Campaign, CampaignMember, StagedMember
 from deliveries.erasure import deliveries_erase
 from history.archive import archive_erase_recipient
 from notify.erasure import (
@@ -83,11 +83,13 @@ def person_erase(*, user_id: str, via: str, requested_by: str) -> Erased:
 
 
 def _audience_lists_scrub(*, user_id: str) -> int:
-    """Take the user id out of every campaign's audience, given as a list or uploaded;
-    returns how many campaigns named it. (The notifications a campaign made for the
-    person go with the recipient's rows.)"""
+    """Take the user id out of every campaign's audience, given as a list or uploaded
+    (a file staged before launch too); returns how many campaigns named it. (The
+    notifications a campaign made for the person go with the recipient's rows.)"""
     table = Campaign._meta.db_table
     uploaded, _ = CampaignMember.objects.filter(user_id=user_id).delete()
+    # A file staged on the launch page but not launched yet names them too.
+    StagedMember.objects.filter(user_id=user_id).delete()
     with connection.cursor() as cursor:
         cursor.execute(
             f"""

@@ -3,9 +3,16 @@ long the sending would take, and what a member sees in each of the audience's la
 
 Nothing is written: the gate is asked in its dry-run form (the daily cap is read, not
 counted), each member at the moment the campaign's pacing would release them
-(campaigns/pacing.py), and the hard-bounce list is read as routing reads it. So the
-counts are the gate's own rules, not a copy of them; they differ from what the campaign
-then does only by what changes in between (people's choices, the cap's count, bounces).
+(campaigns/pacing.py), and the hard-bounce list is read as routing reads it. What routing
+does after the gate is asked of routing's own rules too: whether the delivery would be
+gathered into a digest or delayed until its in-app entry is read (`digest_window_seconds`,
+`unread_delay_seconds`; a campaign's notifications are never, so both stay 0), and
+whether it would end `expired`: a quiet-hours wait that outlasts its deadline (the
+release ends it so), or a wait for the provider's campaign share longer than the
+deadline (an unpaced audience larger than the share carries in that time; the sender
+ends it so). So the counts are routing's own rules, not a copy of them; they differ from
+what the campaign then does only by what changes in between (people's choices, the
+cap's count, bounces).
 """
 
 from __future__ import annotations
@@ -14,12 +21,11 @@ import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
 from django.db.models import Q
-from django.template import TemplateSyntaxError
 from django.utils import timezone
 
 from campaigns.audience import RECIPIENTS, audience_sql
@@ -29,46 +35,48 @@ from campaigns.pacing import (
     campaign_paced_at,
     campaign_release_at,
     campaign_send_at,
+    local_moments,
+    local_slots_last,
+    local_slots_plan,
+    local_turn_take,
     provider_low_share,
 )
+from campaigns.samples import Sample, campaign_samples
 from deliveries.models import AddressSuppression, Reason
+from deliveries.pipeline.digests import digest_window_seconds, unread_delay_seconds
 from deliveries.pipeline.ratelimit import provider_for_channel
 from deliveries.pipeline.suppression import suppression_key
 from deliveries.selectors import push_targets_by_recipient
+from notify.deadlines import deadline_seconds
 from notify.models import PUSH_CHANNELS, Category, Channel, Notification, Recipient
 from preferences.gate import GateRequest, Verdict, channels_for, decide_deliveries_many
 from preferences.selectors import QuietWindow, default_quiet_window
-from templates_admin.models import Template
-from templates_admin.rendering import recipient_context, render_version
-from templates_admin.selectors import published_version_pick
 
 # Members read and decided per round: one gate read, one device read and one bounce-list
 # read each.
 ESTIMATE_CHUNK = 1000
-# Samples are rendered for the audience's most common languages, this many at most.
-SAMPLE_LOCALES_MAX = 10
+# People named as examples of those whose message would expire, per channel: enough to
+# look them up, not a listing.
+EXPIRED_EXAMPLES_MAX = 10
+# Outcomes routing gives a delivery the gate let through, besides `send`.
+DIGESTED, DELAYED, EXPIRED = "digested", "delayed", "expired"
 
 
 @dataclass(frozen=True)
 class ChannelEstimate:
     """One channel's outcome over the audience: messages that go out at their time,
-    those quiet hours hold until they end, and those held back, by reason."""
+    those quiet hours hold until they end, those gathered into a digest or delayed until
+    read, those that would end `expired` (with some of whom), and those held back, by
+    reason."""
 
     channel: str
     send: int = 0
     deferred: int = 0
+    digested: int = 0
+    delayed: int = 0
+    expired: int = 0
+    expired_examples: list[str] = field(default_factory=list)
     suppressed: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Sample:
-    """What a member with this locale sees on this channel (or why nothing renders)."""
-
-    locale: str
-    channel: str
-    template_locale: str
-    rendered: dict[str, str]
-    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,16 +109,30 @@ def campaign_estimate(*, campaign: Campaign, now: datetime | None = None) -> Cam
     audience = _audience_size(campaign)
     every = max(1, math.ceil(audience / settings.NOTIFY_CAMPAIGN_ESTIMATE_MEMBERS))
     counts: dict[str, Counter] = {channel: Counter() for channel in channels}
+    sends: dict[str, list[tuple[datetime, str]]] = {channel: [] for channel in channels}
+    examples: dict[str, list[str]] = {channel: [] for channel in channels}
+    slots = _local_plan(campaign, rate, now)
     decided, last_release = 0, now
     for chunk in _audience_chunks(campaign, every=every):
         releases = [
-            _release_at(campaign, rate, (decided + i) * every, r, now) for i, r in enumerate(chunk)
+            _release_at(campaign, rate, (decided + i) * every, r, now, slots, every)
+            for i, r in enumerate(chunk)
         ]
-        for decisions in _decided(chunk, category, channels, releases, now):
+        decided_chunk = _decided(chunk, category, channels, releases, now)
+        for person, at, decisions in zip(chunk, releases, decided_chunk, strict=True):
             for channel, outcome in decisions:
                 counts[channel][outcome] += 1
+                if outcome == "send":
+                    sends[channel].append((at, person.user_id))
+                elif outcome == EXPIRED and len(examples[channel]) < EXPIRED_EXAMPLES_MAX:
+                    examples[channel].append(person.user_id)
         decided += len(chunk)
         last_release = max(last_release, *releases)
+    if slots is not None and rate is not None:
+        moments, plan = slots
+        last = local_slots_last(slots=plan, moments=moments, rate=rate)
+        last_release = max(last_release, last or now)
+    _expired_waiting(sends, counts, examples, category, every)
     scale = audience / decided if decided else 0.0
 
     def scaled(count: int) -> int:
@@ -121,6 +143,10 @@ def campaign_estimate(*, campaign: Campaign, now: datetime | None = None) -> Cam
             channel,
             send=scaled(c.pop("send", 0)),
             deferred=scaled(c.pop("deferred", 0)),
+            digested=scaled(c.pop(DIGESTED, 0)),
+            delayed=scaled(c.pop(DELAYED, 0)),
+            expired=scaled(c.pop(EXPIRED, 0)),
+            expired_examples=examples[channel],
             suppressed={reason: scaled(n) for reason, n in sorted(c.items())},
         )
         for channel, c in counts.items()
@@ -168,17 +194,38 @@ def _audience_chunks(campaign: Campaign, *, every: int) -> Iterator[list[Recipie
         after = ids[-1]
 
 
+def _local_plan(
+    campaign: Campaign, rate: float | None, now: datetime
+) -> tuple[Counter, dict] | None:
+    """A local-time campaign with a rate: the audience's counts per moment and the turns
+    planned from them, as the first fan-out batch makes them (None: not such a campaign)."""
+    if campaign.local_time is None or rate is None:
+        return None
+    moments = local_moments(campaign=campaign, start=now)
+    return moments, local_slots_plan(moments=moments, rate=rate)
+
+
 def _release_at(
-    campaign: Campaign, rate: float | None, index: int, recipient: Recipient, now: datetime
+    campaign: Campaign,
+    rate: float | None,
+    index: int,
+    recipient: Recipient,
+    now: datetime,
+    slots: tuple[Counter, dict] | None,
+    every: int,
 ) -> datetime:
-    """When the member at `index` would be released to routing (the gate decides then)."""
+    """When the member at `index` would be released to routing (the gate decides then):
+    a sampled member takes the turns of the `every` members it stands for."""
     if campaign.local_time is not None:
         own = getattr(recipient, "quiet_hours", None)
         window = QuietWindow(own.start, own.end) if own else default_quiet_window()
         scheduled = campaign_send_at(
             recipient=recipient, local_time=campaign.local_time, quiet_window=window, now=now
         )
-        return campaign_release_at(scheduled=scheduled, start=now)
+        moment = campaign_release_at(scheduled=scheduled, start=now)
+        if slots is None or rate is None:
+            return moment
+        return local_turn_take(slots=slots[1], moment=moment, rate=rate, turns=every)
     if rate is not None:
         return campaign_paced_at(start=now, index=index, rate=rate)
     return now
@@ -192,7 +239,8 @@ def _decided(
     now: datetime,
 ) -> list[list[tuple[str, str]]]:
     """Per member, (channel, outcome) of each delivery routing would make: `send`,
-    `deferred`, or the reason it is held back."""
+    `deferred`, `digested`, `delayed`, `expired` (a quiet-hours wait past its deadline),
+    or the reason it is held back; in the order routing's `delivery_row` decides them."""
     push = [c for c in channels if c in PUSH_CHANNELS]
     devices = push_targets_by_recipient(recipient_ids=[r.pk for r in chunk], channels=push)
     requests = [
@@ -205,20 +253,74 @@ def _decided(
         for r, at in zip(chunk, releases, strict=True)
     ]
     listed = _bounced(chunk)
+    ttl = {c: timedelta(seconds=_deadline(category, c)) for c in channels}
     answers = []
-    for decisions in decide_deliveries_many(requests, now=now, dry_run=True):
+    verdicts = decide_deliveries_many(requests, now=now, dry_run=True)
+    for request, decisions in zip(requests, verdicts, strict=True):
+        # As the fan-out makes it: routing's rules read the campaign's event id.
+        notification = Notification(
+            category=category,
+            event_id=f"campaign:estimate:{request.notification.recipient.user_id}",
+        )
         outcomes = []
         for d in decisions:
             if d.allowed and suppression_key(channel=d.channel, address=d.target) in listed:
                 outcomes.append((d.channel, Reason.ADDRESS_SUPPRESSED.value))
+            elif (d.allowed or d.status == Verdict.DEFER) and digest_window_seconds(
+                notification, d.channel
+            ) is not None:
+                outcomes.append((d.channel, DIGESTED))
+            elif d.allowed and unread_delay_seconds(notification, d.channel) is not None:
+                outcomes.append((d.channel, DELAYED))
             elif d.allowed:
                 outcomes.append((d.channel, "send"))
+            elif d.status == Verdict.DEFER and d.not_before >= request.at + ttl[d.channel]:
+                outcomes.append((d.channel, EXPIRED))  # the quiet hours outlast its deadline
             elif d.status == Verdict.DEFER:
                 outcomes.append((d.channel, "deferred"))
             else:
                 outcomes.append((d.channel, str(d.reason)))
         answers.append(outcomes)
     return answers
+
+
+def _deadline(category: Category, channel: str) -> int:
+    """Seconds a campaign's delivery on `channel` stays worth sending, from its release
+    (a campaign's notifications carry no TTL of their own)."""
+    return deadline_seconds(
+        channel=channel, notification_ttl=None, category_ttl=category.ttl_seconds
+    )
+
+
+def _expired_waiting(
+    sends: dict[str, list[tuple[datetime, str]]],
+    counts: dict[str, Counter],
+    examples: dict[str, list[str]],
+    category: Category,
+    every: int,
+) -> None:
+    """Messages that would wait for the provider longer than their deadline: each
+    channel's messages taken in release order at the campaigns' share of its bucket (a
+    sampled one stands for `every`), those whose turn comes past their deadline moved
+    from `send` to `expired` in `counts`, the first few of them added to `examples`.
+
+    A paced campaign's rate is at most that share, so only an unpaced audience (or one
+    local-time moment) larger than the share carries in a deadline expires so."""
+    for channel, items in sends.items():
+        share = provider_low_share(channel=channel)
+        if not share:
+            continue
+        ttl = timedelta(seconds=_deadline(category, channel))
+        step = timedelta(seconds=every / share)
+        free: datetime | None = None
+        for at, user_id in sorted(items):
+            turn = at if free is None else max(at, free)
+            free = turn + step
+            if turn - at >= ttl:
+                counts[channel]["send"] -= 1
+                counts[channel][EXPIRED] += 1
+                if len(examples[channel]) < EXPIRED_EXAMPLES_MAX:
+                    examples[channel].append(user_id)
 
 
 def _bounced(chunk: list[Recipient]) -> set[str]:
@@ -252,43 +354,3 @@ def _duration(
         if share:
             span = max(span, messages / share)
     return span
-
-
-def campaign_samples(*, campaign: Campaign) -> list[Sample]:
-    """The campaign's payload rendered for each of the audience's most common locales on
-    each of its channels, with the template a member of that locale gets (its fallback)."""
-    condition, params = audience_sql(campaign)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT r.locale FROM {RECIPIENTS} r WHERE {condition} "
-            "GROUP BY r.locale ORDER BY count(*) DESC, r.locale LIMIT %(most)s",
-            {**params, "most": SAMPLE_LOCALES_MAX},
-        )
-        locales = [row[0] for row in cursor.fetchall()]
-    channels = channels_for(Notification(category=campaign.category, channels=None))
-    published = {
-        channel: list(
-            Template.objects.filter(
-                category_id=campaign.category_id,
-                channel=channel,
-                published_version__isnull=False,
-            ).values_list("locale", "published_version_id")
-        )
-        for channel in channels
-    }
-    samples = []
-    for locale in locales:
-        for channel in channels:
-            version = published_version_pick(published[channel], locale=locale)
-            if version is None:
-                samples.append(Sample(locale, channel, "", {}, "No published template."))
-                continue
-            person = Recipient(user_id="sample", locale=locale, timezone="UTC")
-            try:
-                message = render_version(version, recipient_context(campaign.payload, person))
-            except TemplateSyntaxError as error:  # a render past its bounds, as at send
-                samples.append(Sample(locale, channel, version.template.locale, {}, str(error)))
-                continue
-            rendered = {k: v for k, v in asdict(message).items() if v}
-            samples.append(Sample(locale, channel, version.template.locale, rendered))
-    return samples

@@ -37,7 +37,13 @@ from django.utils import timezone
 
 from campaigns.audience import RECIPIENTS, audience_sql
 from campaigns.models import AudienceKind, Campaign, CampaignStatus
-from campaigns.pacing import batch_local_dues, campaign_pace
+from campaigns.pacing import (
+    batch_local_dues,
+    campaign_pace,
+    local_campaign_rate,
+    local_moments,
+    local_slots_plan,
+)
 from flow.priority import high_work_seen
 from notify.broker import publish_task
 from notify.models import Category, EventKey, Notification, Outbox, Producer
@@ -174,14 +180,18 @@ def campaign_fan_out(
             logger.info("campaign %s: fanned out, %s notifications", campaign.pk, created_count)
             return FanOutStep(created, False, last_id)
         Campaign.objects.filter(pk=campaign.pk).update(
-            checkpoint=last_id, created_count=created_count, updated_at=now
+            checkpoint=last_id,
+            created_count=created_count,
+            updated_at=now,
+            local_slots=campaign.local_slots,  # the turns this batch took
         )
         fan_out_publish_on_commit(campaign_id=campaign.pk, checkpoint=last_id)
     return FanOutStep(created, True, last_id)
 
 
 def _audience_fix(campaign: Campaign) -> None:
-    """First batch: count the audience and fix its upper recipient id (one query)."""
+    """First batch: count the audience and fix its upper recipient id (one query); a
+    local-time campaign with a rate also plans its members' turns (one grouped query)."""
     condition, params = audience_sql(campaign)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -191,11 +201,18 @@ def _audience_fix(campaign: Campaign) -> None:
         size, until = cursor.fetchone()
     # The paced release schedule starts with the first batch.
     paced_from = timezone.now()
-    Campaign.objects.filter(pk=campaign.pk).update(
-        audience_size=size, audience_until=until, paced_from=paced_from
-    )
     campaign.audience_size, campaign.audience_until = size, until
     campaign.paced_from = paced_from
+    rate = local_campaign_rate(campaign) if campaign.local_time is not None else None
+    if rate is not None:  # the turns of members who share a moment (one grouped query)
+        moments = local_moments(campaign=campaign, start=paced_from, until=until)
+        campaign.local_slots = local_slots_plan(moments=moments, rate=rate)
+    Campaign.objects.filter(pk=campaign.pk).update(
+        audience_size=size,
+        audience_until=until,
+        paced_from=paced_from,
+        local_slots=campaign.local_slots,
+    )
 
 
 def _batch_insert(campaign: Campaign, batch_size: int, now: datetime) -> tuple[int, int, int]:

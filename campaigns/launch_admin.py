@@ -1,7 +1,11 @@
 """The launch page's estimate: *Estimate* on the add form checks the form, asks
-`campaign_estimate` about the campaign it describes (nothing stored, nothing sent) and
+`campaign_estimate` about the campaign it describes (nothing launched, nothing sent) and
 shows the form again, filled in, with the estimate above it. Everything shown is escaped
-(format_html): names, reasons and the rendered samples are data, not markup."""
+(format_html): names, reasons and the rendered samples are data, not markup.
+
+An uploaded audience is staged first (campaigns/upload.py: read and bounded as a launch
+reads it): the estimate runs over the staged rows, the page carries the staging's token
+in a hidden field, and *Save* launches exactly those rows unless another file is chosen."""
 
 from __future__ import annotations
 
@@ -11,10 +15,11 @@ from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from campaigns.estimate import CampaignEstimate, campaign_estimate
-from campaigns.models import AudienceKind
+from campaigns.models import AudienceKind, StagedUpload
+from campaigns.upload import UploadProblem, upload_stage
 
 ESTIMATE_BUTTON = "_estimate"
 
@@ -31,9 +36,21 @@ def estimate_html(estimate: CampaignEstimate) -> SafeString:
             for outcome, count in [
                 ("send", e.send),
                 ("deferred", e.deferred),
+                ("digested", e.digested),
+                ("delayed", e.delayed),
+                ("expired", e.expired),
                 *sorted(e.suppressed.items()),
             ]
             if count or outcome == "send"
+        ),
+    )
+    expiring = format_html_join(
+        "",
+        '<p class="nt-expiring" data-expiring="{}">{}: would expire, e.g. {}</p>',
+        (
+            (e.channel, e.channel, ", ".join(e.expired_examples))
+            for e in estimate.channels
+            if e.expired_examples
         ),
     )
     samples = format_html_join(
@@ -59,7 +76,7 @@ def estimate_html(estimate: CampaignEstimate) -> SafeString:
         '<div id="campaign-estimate"><h2>Estimate (nothing was launched)</h2>'
         '<p>Audience <b class="nt-audience">{}</b>{} · release {} · about '
         '<b class="nt-duration">{}</b> s</p>'
-        "<table><tr><th>Channel</th><th>outcome</th><th></th></tr>{}</table>"
+        "<table><tr><th>Channel</th><th>outcome</th><th></th></tr>{}</table>{}"
         "<table><tr><th>Locale</th><th>channel</th><th>template</th><th>sample</th></tr>"
         "{}</table></div>",
         estimate.audience,
@@ -69,7 +86,24 @@ def estimate_html(estimate: CampaignEstimate) -> SafeString:
         rate,
         estimate.duration_seconds,
         rows,
+        expiring,
         samples,
+    )
+
+
+def staged_html(staged: StagedUpload | None) -> SafeString:
+    """What the estimate of an uploaded audience was made over, and that the launch
+    takes exactly that ("" for other audiences)."""
+    if staged is None:
+        return mark_safe("")
+    return format_html(
+        '<p id="campaign-staged" data-staged="{}">Estimated over <b>{}</b> distinct user ids '
+        "of {} ({} name nobody), staged: <b>Save</b> launches exactly these; choose a file "
+        "only to replace them.</p>",
+        staged.pk,
+        staged.uploaded_count,
+        staged.file_name or "the file",
+        staged.unknown_count,
     )
 
 
@@ -91,10 +125,15 @@ class LaunchEstimateMixin:
         form = self.get_form(request, None, change=False)(request.POST, request.FILES)
         estimate = None
         if form.is_valid():
-            if form.cleaned_data["audience_kind"] == AudienceKind.UPLOAD:
-                form.add_error("audience_file", "An uploaded audience is estimated after launch.")
-            else:
-                estimate = estimate_html(campaign_estimate(campaign=form.save(commit=False)))
+            probe = form.save(commit=False)
+            staged = None
+            if probe.audience_kind == AudienceKind.UPLOAD:
+                staged = self._staged(request, form)
+                probe.audience_spec = {"staged_upload": str(staged.pk)} if staged else {}
+            if staged is not None or probe.audience_kind != AudienceKind.UPLOAD:
+                estimate = format_html(
+                    "{}{}", staged_html(staged), estimate_html(campaign_estimate(campaign=probe))
+                )
         fieldsets = list(self.get_fieldsets(request, None))
         admin_form = helpers.AdminForm(form, fieldsets, {}, (), model_admin=self)
         context = {
@@ -113,3 +152,19 @@ class LaunchEstimateMixin:
             **extra_context,
         }
         return self.render_change_form(request, context, add=True, change=False, form_url=form_url)
+
+    def _staged(self, request: HttpRequest, form: Any) -> StagedUpload | None:
+        """The staged upload to estimate: the file chosen now, staged (the page then
+        carries its token), or the one the page already carries; None with the form's
+        error when the file cannot be an audience."""
+        upload = form.cleaned_data["audience_file"]
+        if upload is None:
+            return form.cleaned_data["staged"]
+        try:
+            staged = upload_stage(upload, staged_by=request.user, file_name=upload.name or "")
+        except UploadProblem as problem:  # the form checked it; a second read agrees
+            form.add_error("audience_file", str(problem))
+            return None
+        form.data = form.data.copy()
+        form.data[form.add_prefix("staged_upload")] = str(staged.pk)
+        return staged

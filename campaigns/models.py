@@ -4,6 +4,8 @@ and selectors.py."""
 
 from __future__ import annotations
 
+import uuid
+
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -63,6 +65,9 @@ class Campaign(models.Model):
     )
     # When the paced release schedule starts (the first batch fixes it).
     paced_from = models.DateTimeField(null=True, blank=True, editable=False)
+    # A local-time campaign with a rate: each moment members share, when its members'
+    # turns start and how many took one (campaigns/pacing.py, `LocalSlots`).
+    local_slots = models.JSONField(default=dict, blank=True, editable=False)
     status = models.CharField(
         max_length=10, choices=CampaignStatus.choices, default=CampaignStatus.SCHEDULED
     )
@@ -112,6 +117,37 @@ class CampaignMember(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} ({self.campaign_id})"
+
+
+class StagedUpload(models.Model):
+    """An audience file read and checked before launch: the launch page estimates over
+    its rows, and a launch that names it takes exactly those rows (campaigns/upload.py).
+    Its id is a random token, and only the staff member who staged it may use it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    staged_by = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="+")
+    file_name = models.CharField(max_length=255, blank=True)
+    uploaded_count = models.PositiveIntegerField()
+    unknown_count = models.PositiveIntegerField()
+    staged_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.file_name} ({self.uploaded_count} user ids)"
+
+
+class StagedMember(models.Model):
+    """One distinct user id of a staged upload."""
+
+    staged = models.ForeignKey(StagedUpload, on_delete=models.CASCADE, related_name="+")
+    user_id = models.CharField(max_length=255)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["staged", "user_id"], name="uniq_staged_member")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} (staged {self.staged_id})"
 
 
 class CampaignHold(models.Model):

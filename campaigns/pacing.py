@@ -163,8 +163,9 @@ def local_turn_take(
     return datetime.fromisoformat(first) + timedelta(seconds=taken / rate)
 
 
-def local_slots_last(*, slots: Mapping[str, list[Any]], moments: Mapping[datetime, int],
-                     rate: float) -> datetime | None:  # fmt: skip
+def local_slots_last(
+    *, slots: Mapping[str, list[Any]], moments: Mapping[datetime, int], rate: float
+) -> datetime | None:
     """When the last member of a plan goes (None: an empty plan)."""
     ends = [
         datetime.fromisoformat(slots[m.isoformat()][0]) + timedelta(seconds=(n - 1) / rate)

@@ -8,6 +8,11 @@ they are counted, and listed in admin, never fatal.
 
 The format: one user id per line in the first column; an optional header line
 `user_id`; blank lines skipped; UTF-8 (a byte-order mark is fine).
+
+Before launch, the launch page stages the file (`upload_stage`): read and bounded by the
+same reader, its distinct ids kept as a `StagedUpload`, so the estimate runs over exactly
+those rows and a launch that names the staged upload takes exactly them
+(`audience_staged_load`), without the file being chosen again.
 """
 
 from __future__ import annotations
@@ -16,18 +21,25 @@ import codecs
 import csv
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import IO
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
+from django.utils import timezone
 
-from campaigns.models import Campaign, CampaignMember
+from campaigns.models import Campaign, CampaignMember, StagedMember, StagedUpload
 from notify.models import Recipient
 
 USER_ID_MAX = CampaignMember._meta.get_field("user_id").max_length
 MEMBERS = CampaignMember._meta.db_table
 RECIPIENTS = Recipient._meta.db_table
+STAGED = StagedMember._meta.db_table
 HEADER = "user_id"
+# A staged upload is a launch page's work in progress, not a store: one not launched
+# within a day is dropped (the next staging removes it).
+STAGED_KEEP = timedelta(days=1)
 
 
 class UploadProblem(ValueError):
@@ -89,18 +101,81 @@ def audience_upload_load(campaign: Campaign, file: IO[bytes]) -> UploadLoaded:
     Runs in the caller's transaction (the admin launch), so a campaign is never started
     with half a list; its fan-out is published only after commit.
     """
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic():
+        loaded = _ids_copy(file, table=MEMBERS, owner="campaign_id", owner_id=campaign.pk)
+    Campaign.objects.filter(pk=campaign.pk).update(
+        uploaded_count=loaded.uploaded, unknown_count=loaded.unknown
+    )
+    campaign.uploaded_count, campaign.unknown_count = loaded.uploaded, loaded.unknown
+    return loaded
+
+
+def _ids_copy(file: IO[bytes], *, table: str, owner: str, owner_id: object) -> UploadLoaded:
+    """COPY the file's ids into a temporary table, keep each once in `table` under
+    `owner` = `owner_id`, and count those that name nobody (in the caller's transaction)."""
+    with connection.cursor() as cursor:
         cursor.execute("CREATE TEMPORARY TABLE campaign_upload (user_id text) ON COMMIT DROP")
         with cursor.cursor.copy("COPY campaign_upload (user_id) FROM STDIN") as copy:
             for user_id in uploaded_user_ids(file):
                 copy.write_row((user_id,))
         cursor.execute(
-            f"""INSERT INTO {MEMBERS} (campaign_id, user_id)
+            f"""INSERT INTO {table} ({owner}, user_id)
                 SELECT DISTINCT %s, user_id FROM campaign_upload""",
-            [campaign.pk],
+            [owner_id],
         )
         uploaded = cursor.rowcount
         cursor.execute("DROP TABLE campaign_upload")
+        cursor.execute(
+            f"""SELECT count(*) FROM {table} m
+                 WHERE m.{owner} = %s
+                   AND NOT EXISTS (SELECT 1 FROM {RECIPIENTS} r WHERE r.user_id = m.user_id)""",
+            [owner_id],
+        )
+        (unknown,) = cursor.fetchone()
+    return UploadLoaded(uploaded, unknown)
+
+
+def upload_stage(file: IO[bytes], *, staged_by: AbstractBaseUser, file_name: str) -> StagedUpload:
+    """Stage an audience file before launch: its distinct ids kept under a new
+    StagedUpload of `staged_by`, counted as a launch counts them. The file is read by the
+    launch's own reader, so the same bound (NOTIFY_CAMPAIGN_MAX_UPLOAD_IDS) and checks
+    apply (UploadProblem). Staged uploads older than STAGED_KEEP are dropped first."""
+    with transaction.atomic():
+        StagedUpload.objects.filter(staged_at__lt=timezone.now() - STAGED_KEEP).delete()
+        staged = StagedUpload.objects.create(
+            staged_by=staged_by, file_name=file_name[:255], uploaded_count=0, unknown_count=0
+        )
+        loaded = _ids_copy(file, table=STAGED, owner="staged_id", owner_id=staged.pk)
+        StagedUpload.objects.filter(pk=staged.pk).update(
+            uploaded_count=loaded.uploaded, unknown_count=loaded.unknown
+        )
+    staged.uploaded_count, staged.unknown_count = loaded.uploaded, loaded.unknown
+    return staged
+
+
+def staged_upload_find(*, staged_id: object, staged_by: AbstractBaseUser) -> StagedUpload | None:
+    """The staged upload `staged_id` if `staged_by` staged it and it is not past
+    STAGED_KEEP; None otherwise (someone else's token names nothing)."""
+    return StagedUpload.objects.filter(
+        pk=staged_id, staged_by=staged_by, staged_at__gte=timezone.now() - STAGED_KEEP
+    ).first()
+
+
+def audience_staged_load(campaign: Campaign, staged: StagedUpload) -> UploadLoaded:
+    """Make the staged upload's rows the campaign's audience, exactly those (one INSERT …
+    SELECT), and drop the staged upload. In the launch's transaction, as a file load is.
+    The unknown ids are counted again: someone may have registered since staging. A
+    second launch of the same staging (a double click) waits for the first and then
+    raises UploadProblem, so its transaction launches nothing."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        if StagedUpload.objects.select_for_update().filter(pk=staged.pk).first() is None:
+            raise UploadProblem("This staged file was launched already.")
+        cursor.execute(
+            f"""INSERT INTO {MEMBERS} (campaign_id, user_id)
+                SELECT %s, s.user_id FROM {STAGED} s WHERE s.staged_id = %s""",
+            [campaign.pk, staged.pk],
+        )
+        uploaded = cursor.rowcount
         cursor.execute(
             f"""SELECT count(*) FROM {MEMBERS} m
                  WHERE m.campaign_id = %s
@@ -108,6 +183,7 @@ def audience_upload_load(campaign: Campaign, file: IO[bytes]) -> UploadLoaded:
             [campaign.pk],
         )
         (unknown,) = cursor.fetchone()
+        StagedUpload.objects.filter(pk=staged.pk).delete()
     Campaign.objects.filter(pk=campaign.pk).update(uploaded_count=uploaded, unknown_count=unknown)
     campaign.uploaded_count, campaign.unknown_count = uploaded, unknown
     return UploadLoaded(uploaded, unknown)

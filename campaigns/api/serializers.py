@@ -109,6 +109,19 @@ class ChannelEstimateOut(serializers.Serializer):
     channel = serializers.CharField()
     send = serializers.IntegerField(help_text="Messages that go out at their time.")
     deferred = serializers.IntegerField(help_text="Held by quiet hours until they end.")
+    digested = serializers.IntegerField(
+        help_text="Gathered into a digest (routing never digests a campaign's notifications: 0)."
+    )
+    delayed = serializers.IntegerField(
+        help_text="Delayed until the in-app entry is read (never for a campaign: 0)."
+    )
+    expired = serializers.IntegerField(
+        help_text="Would end expired: quiet hours outlasting the deadline, or (unpaced) a wait "
+        "for the provider's campaign share longer than it."
+    )
+    expired_examples = serializers.ListField(
+        child=serializers.CharField(), help_text="Up to ten of the people whose message expires."
+    )
     suppressed = serializers.DictField(
         child=serializers.IntegerField(), help_text="Messages held back, by reason."
     )

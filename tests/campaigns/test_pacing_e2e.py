@@ -1,7 +1,8 @@
 """Campaign pacing on the real services: a paced campaign takes as long as its rate says
 while login codes still go at once, its estimate foretells that, and a local-time
 campaign reaches each person at their own 10:00 (with NOTIFY_CAMPAIGN_TIME_SCALE
-compressing the hours into seconds), after their quiet hours when 10:00 falls in them."""
+compressing the hours into seconds), after their quiet hours when 10:00 falls in them,
+and people who share a 10:00 take turns at the campaign's rate from it."""
 
 from __future__ import annotations
 
@@ -96,11 +97,12 @@ def test_a_paced_campaign_takes_its_rates_time_and_login_codes_still_go_at_once(
 
 
 def estimated_outcomes(estimate: dict) -> Counter:
-    """(channel, send | deferred | reason) → count, as the estimate says."""
+    """(channel, send | deferred | digested | delayed | expired | reason) → count, as the
+    estimate says."""
     outcomes = Counter()
     for c in estimate["channels"]:
-        outcomes[(c["channel"], "send")] += c["send"]
-        outcomes[(c["channel"], "deferred")] += c["deferred"]
+        for outcome in ("send", "deferred", "digested", "delayed", "expired"):
+            outcomes[(c["channel"], outcome)] += c[outcome]
         for reason, count in c["suppressed"].items():
             outcomes[(c["channel"], reason)] += count
     return +outcomes  # without the zeros
@@ -111,12 +113,16 @@ def campaign_outcomes(campaign: Campaign) -> Counter:
     rows = Delivery.objects.filter(
         notification__event_id__startswith=campaign.event_id_prefix
     ).values_list("channel", "status", "reason")
-    return Counter(
-        (
-            channel,
-            reason if status == "suppressed" else "deferred" if status == "deferred" else "send",
-        )
-        for channel, status, reason in rows
+    return Counter((channel, _outcome(status, reason)) for channel, status, reason in rows)
+
+
+def _outcome(status: str, reason: str) -> str:
+    if status == "suppressed":
+        return reason
+    if status == "deferred":
+        return "delayed" if reason == "delayed_if_unread" else "deferred"
+    return {"digesting": "digested", "digested": "digested", "expired": "expired"}.get(
+        status, "send"
     )
 
 
@@ -172,3 +178,30 @@ def test_a_local_time_campaign_reaches_each_person_at_their_ten_oclock(
     by_time = sorted(smtp.received, key=lambda m: m.received_at)
     order = [m.rcpt_tos[0].split("-")[0] for m in by_time]
     assert order == ["z1", "z2", "quiet", "z4"]
+
+
+def test_people_who_share_a_ten_oclock_take_turns_at_the_rate_from_it(
+    api, promo_data, pipeline, workers_with
+):
+    smtp = pipeline
+    scale = 720  # an hour in five seconds
+    workers_with(NOTIFY_CAMPAIGN_TIME_SCALE=str(scale), pool="threads", concurrency=8)
+    now = datetime.now(UTC)
+    zone = zone_with_ten_in(1, now)
+    people = 200
+    seed_recipients(people, prefix="turn", timezone=zone)
+    body = campaign_body(name="Turns", local_time="10:00", send_rate=RATE)
+    response = api.post("/v1/campaigns", body, format="json")
+    assert response.status_code == 202, response.content
+    wait_for(lambda: len(mails_to(smtp, "turn-")) == people, timeout=60, what="every email")
+    start = Campaign.objects.get(pk=response.json()["campaign_id"]).paced_from
+    ten = start.timestamp() + (next_local(clock(10), zone, start) - start).total_seconds() / scale
+    received = sorted(m.received_at for m in mails_to(smtp, "turn-"))
+    # The first at their 10:00 (then the relay's poll and the send) ...
+    assert ten - 0.2 <= received[0] <= ten + 3, received[0] - ten
+    # ... and the rest at the rate from it, not all at once: 200 at 20 a second, 10 s.
+    expected = people / RATE
+    took = received[-1] - ten
+    assert expected * 0.8 <= took <= expected * 1.2, took
+    half = sum(1 for at in received if at - ten <= expected / 2)
+    assert half <= people / 2 + 2 * RATE, half
