@@ -10,8 +10,8 @@ the change itself. With no listener, an announcement costs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 
@@ -24,6 +24,7 @@ class RoundChanges:
     news: list[tuple[int, datetime, str]]
     reported: bool
     reported_at: datetime | None
+    providers: Mapping[int, str] = field(default_factory=dict)
 
 
 ChangeListener = Callable[[RoundChanges], object]
@@ -44,6 +45,7 @@ def changes_announce(
     news: Iterable[tuple[int, datetime, str]] = (),
     reported: bool = False,
     reported_at: datetime | None = None,
+    providers: Mapping[int, str] | None = None,
 ) -> None:
     """Tell every listener what this round changed. Call inside the round's transaction.
 
@@ -52,10 +54,14 @@ def changes_announce(
     accepted_at, provider event kind) of provider news about a delivery that changes no
     status (a spam complaint, an open, a click). `reported`: the provider told us what
     these delivery changes say (its webhook, an SMS receipt), at `reported_at` when it
-    gave a time.
+    gave a time. `providers`: delivery id → the provider this round's try went to (a
+    channel that fails over may have handed it on from its primary); a delivery not
+    named here was not tried in this round.
     """
     if not _listeners:
         return
-    changes = RoundChanges(list(deliveries), list(notifications), list(news), reported, reported_at)
+    changes = RoundChanges(
+        list(deliveries), list(notifications), list(news), reported, reported_at, providers or {}
+    )
     for listener in _listeners:
         listener(changes)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import date, time
+from datetime import date, datetime, time
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection, transaction
+from django.utils import timezone
 
+from analytics.events import analytics_unsubscribed_write
 from notify.erasure import recipient_hold_lift
 from notify.models import Category, Channel, Recipient
 from notify.pgarrays import array_literal
@@ -95,6 +97,7 @@ def preferences_update(
                 raise MandatoryCategory(key, channel)
     changed = 0
     granted = False
+    turned_off: list[tuple[int | None, str]] = []
     with transaction.atomic():
         # One writer per recipient at a time: the history stays in the order it happened.
         Recipient.objects.select_for_update().filter(pk=recipient.pk).first()
@@ -127,6 +130,12 @@ def preferences_update(
                 )  # fmt: skip
                 changed += 1
                 granted = granted or enabled
+                if not enabled:
+                    turned_off.append((category.pk, channel))
+        # Each cell the person turned off is counted (one statement for them all).
+        analytics_unsubscribed_write(
+            recipient_id=recipient.pk, cells=turned_off, reason=origin.source, at=timezone.now()
+        )
         if granted:
             recipient_hold_lift(recipient=recipient)
     return changed
@@ -144,21 +153,27 @@ def marketing_consent_grant(*, recipient: Recipient, origin: RequestOrigin) -> C
 
 
 def marketing_withdraw_for_complaint(
-    *, recipient_id: int, channel: str, evidence: str
+    *, recipient_id: int, channel: str, evidence: str, delivery: tuple[int, datetime] | None = None
 ) -> ConsentRecord | None:
     """The person marked an email as spam: all marketing on `channel` is withdrawn, one
-    consent record (source `spam_complaint`, the complaint as its reason). Mandatory
-    categories (login codes, payments) need no consent and keep going. None when the
-    recipient is gone."""
+    consent record (source `spam_complaint`, the complaint as its reason) and one
+    `unsubscribed` event naming the complained-of `delivery` (id, accepted_at) when
+    known. Mandatory categories (login codes, payments) need no consent and keep going.
+    None when the recipient is gone."""
     with transaction.atomic():
         # One writer per recipient at a time, as for every other consent change.
         recipient = Recipient.objects.select_for_update().filter(pk=recipient_id).first()
         if recipient is None:
             return None
         origin = RequestOrigin(source=ConsentSource.SPAM_COMPLAINT, reason=evidence)
-        return _record(
+        record = _record(
             recipient=recipient, category=None, channel=channel, granted=False, origin=origin
         )
+        analytics_unsubscribed_write(
+            recipient_id=recipient.pk, cells=[(None, channel)], reason=origin.source,
+            at=record.created_at, delivery=delivery,
+        )  # fmt: skip
+        return record
 
 
 class ReasonMissing(Exception):
@@ -209,6 +224,11 @@ def consent_by_support_record(
         )  # fmt: skip
         if granted:
             recipient_hold_lift(recipient=recipient)
+        else:
+            analytics_unsubscribed_write(
+                recipient_id=recipient.pk, cells=[(category.pk if category else None, channel)],
+                reason=origin.source, at=record.created_at,
+            )  # fmt: skip
     return record
 
 
@@ -252,6 +272,11 @@ def unsubscribe(*, scope: UnsubscribeScope, origin: RequestOrigin) -> Unsubscrib
                 defaults={"enabled": False, "source": ConsentSource.EMAIL_LINK},
             )
         _record(recipient=recipient, category=category, channel="", granted=False, origin=origin)
+        # Counted for the link's message when it names one (its campaign's report counts it).
+        analytics_unsubscribed_write(
+            recipient_id=recipient.pk, cells=[(category.pk, scope.channel)],
+            reason=origin.source, at=timezone.now(), delivery=scope.delivery,
+        )  # fmt: skip
     return Unsubscribed(category, changed=True, recipient=recipient)
 
 

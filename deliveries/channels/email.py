@@ -138,7 +138,8 @@ def message_build(
 
 
 def _unsubscribe_url(delivery: Delivery) -> str:
-    """The one-click link for marketing email (this recipient, category, channel)."""
+    """The one-click link for marketing email (this recipient, category, channel, and
+    this message: an unsubscribe through it is counted for the message's campaign)."""
     notification = delivery.notification
     if not notification.category.marketing:
         return ""
@@ -146,6 +147,11 @@ def _unsubscribe_url(delivery: Delivery) -> str:
         recipient_id=notification.recipient_id,
         category_id=notification.category_id,
         channel=delivery.channel,
+        # A test send (a staff member's, a seed list's) is never saved: its link names
+        # no message, and an unsubscribe through it counts for no campaign.
+        delivery=(delivery.pk, delivery.accepted_at)
+        if delivery.pk is not None and delivery.accepted_at is not None
+        else None,
     )
 
 

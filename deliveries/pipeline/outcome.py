@@ -110,7 +110,8 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
         # one statement, none when nobody subscribes: webhooks/events.py).
         changes_announce(
             deliveries=[(t.delivery.pk, t.delivery.accepted_at, changes["status"])
-                        for t, _, changes, _ in planned if t.delivery.pk in updated]
+                        for t, _, changes, _ in planned if t.delivery.pk in updated],
+            providers={t.delivery.pk: t.provider for t in tries if t.provider},
         )  # fmt: skip
         # A device the provider proved gone is deactivated whoever holds the claim now.
         devices_gone_deactivate(answers=[(t.delivery.channel, t.delivery.target, t.result)

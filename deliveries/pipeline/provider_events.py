@@ -151,6 +151,7 @@ def provider_event_apply(*, news: ProviderNews, wait_if_unknown: bool = True) ->
                 recipient_id=delivery.notification.recipient_id,
                 channel=Channel.EMAIL,
                 evidence=f"{news.esp} spam complaint about message {news.message_id}",
+                delivery=(delivery.pk, delivery.accepted_at),
             )
         if news.kind in _NEWS_KINDS:
             changes_announce(

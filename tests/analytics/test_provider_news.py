@@ -1,6 +1,6 @@
 """What providers report after the send becomes events: reached (with its latency from
-the hand-over), a hard bounce, a spam complaint, an open and a click; an SMSC's receipt
-too. A replayed report counts once."""
+the hand-over), a hard bounce, a spam complaint (and the unsubscribe it makes), an open
+and a click; an SMSC's receipt too. A replayed report counts once."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ def test_provider_reports_become_events_once(ann):
         "opened": 1,
         "clicked": 1,
         "complained": 1,
+        "unsubscribed": 1,  # the complaint withdrew all marketing by email
         "bounced": 1,
     }
     event = AnalyticsEvent.objects.get(kind="reached", delivery_id=reached.pk)
@@ -52,3 +53,6 @@ def test_provider_reports_become_events_once(ann):
     assert event.person == person_hash(ann[2].user_id)
     assert AnalyticsEvent.objects.get(kind="bounced").delivery_id == bounced.pk
     assert AnalyticsEvent.objects.get(kind="bounced").reason == "bounced"
+    withdrawn = AnalyticsEvent.objects.get(kind="unsubscribed")
+    assert (withdrawn.delivery_id, withdrawn.reason) == (reached.pk, "spam_complaint")
+    assert (withdrawn.category, withdrawn.channel) == ("", "email")  # all marketing

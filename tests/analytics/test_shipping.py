@@ -40,3 +40,45 @@ def test_a_batch_the_store_took_before_a_crash_is_not_shipped_twice(db, store):
         pass
     assert AnalyticsEvent.objects.count() == 0
     assert store.query(f"SELECT count(), uniqExact(event_id) FROM {EVENTS}") == [(80, 80)]
+
+
+class StoreFailingMidBatch:
+    """The store, going away after it was handed the first bytes of a batch."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def insert_csv(self, table, columns, chunks) -> None:
+        def first_then_gone():
+            yield next(iter(chunks))
+            raise ConnectionError("the store went away mid-batch")
+
+        self.store.insert_csv(table, columns, first_then_gone())
+
+
+def test_a_batch_the_store_failed_to_take_midway_stays_queued_and_ships_once(db, store):
+    queue_events(20_000)  # many COPY chunks: the store has parsed some when it fails
+    with pytest.raises(ConnectionError):
+        batch_ship(store=StoreFailingMidBatch(store))
+    assert AnalyticsEvent.objects.count() == 20_000
+    assert store.query(f"SELECT count() FROM {EVENTS}") == [(0,)]
+
+    assert shipped_reconcile(store=store) == 0
+    assert batch_ship(store=store) == 20_000
+    assert store.query(f"SELECT count(), uniqExact(event_id) FROM {EVENTS}") == [(20_000, 20_000)]
+
+
+def test_the_store_keeps_an_events_time_to_the_millisecond_in_utc(db, store):
+    from datetime import UTC, datetime, timedelta, timezone
+
+    berlin = timezone(timedelta(hours=1))
+    queue_events(1, occurred_at=datetime(2026, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC))
+    queue_events(1, occurred_at=datetime(2026, 12, 5, 6, 23, 1, 123_456, tzinfo=berlin))
+    queue_events(1, occurred_at=datetime(2026, 12, 5, 5, 23, 1, tzinfo=UTC))
+    batch_ship(store=store)
+    rows = store.query(f"SELECT toString(occurred_at) FROM {EVENTS} ORDER BY event_id")
+    assert rows == [
+        ("2026-12-31 23:59:59.999",),  # cut, not rounded: still the day it happened
+        ("2026-12-05 05:23:01.123",),
+        ("2026-12-05 05:23:01.000",),
+    ]
