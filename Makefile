@@ -17,14 +17,16 @@ run:
 	bash scripts/run-stack.sh
 
 ## test: lint, then the whole suite against the real PostgreSQL, RabbitMQ and Redis
+## (each test's time is kept in artifacts/junit-*.xml, to compare two runs test by test)
 test: bootstrap services
 	bash scripts/browser.sh
 	$(RUFF) check .
 	$(RUFF) format --check .
 	$(VENV)/bin/lint-imports
 	rc=0; \
-	$(VENV)/bin/pytest -n $(TEST_PROCESSES) --dist loadgroup -m "not alone" --durations=15 || rc=$$?; \
-	$(VENV)/bin/pytest -m alone --durations=5 || rc=$$?; \
+	$(VENV)/bin/pytest -n $(TEST_PROCESSES) --dist loadgroup -m "not alone" --durations=15 \
+		--junitxml=artifacts/junit-tests.xml || rc=$$?; \
+	$(VENV)/bin/pytest -m alone --durations=5 --junitxml=artifacts/junit-alone.xml || rc=$$?; \
 	exit $$rc
 
 ## lint: ruff, and the import-linter contract (.importlinter): imports run one way
