@@ -25,9 +25,10 @@ baseline and subject alternating, so a noisy neighbour hits both.
   S6     a /metrics scrape over 1,000,000 deliveries vs the same over 10,000 (the
          rollups folded, one fold interval of changes left), in-process
   S7     a campaign to BENCH_S7_RECIPIENTS consenting recipients (inapp + email) through
-         the Procfile's workers and relays, launch -> last email in an SMTP sink, vs a
-         bare smtplib loop over one connection into the same sink; costs per
-         notification; then one campaign to BENCH_S7_LARGE_RECIPIENTS (0: off)
+         the Procfile's workers, relays and analytics shipper, launch -> last email in an
+         SMTP sink, vs a bare smtplib loop over one connection into the same sink; costs
+         per notification; the analytics store's lag during the drain; then one campaign
+         to BENCH_S7_LARGE_RECIPIENTS (0: off)
   S8     p90 of login codes by SMS and Web Push (POST -> the SMSC / push service) beside
          an SMTP relay answering each message after BENCH_S8_SMTP_DELAY s, vs the same
          codes idle; then the email backlog's drain once the relay is fast again

@@ -33,7 +33,7 @@ from bench.campaign_drain_run import (
     procfile_entries,
 )
 from bench.campaign_seed import campaign_reset, seed_recipients
-from bench.config import S7_BROKER_TARGET, S7_SQL_TARGET, S7_TARGET
+from bench.config import S7_BROKER_TARGET, S7_LAG_TARGET, S7_SQL_TARGET, S7_TARGET
 from bench.costs import costs_text, median_costs
 from bench.report import phase, ratio, verdict
 from bench.smtp_sink import Loop, Sink, smtp_loop
@@ -139,8 +139,30 @@ def report_runs(bench: Bench, drains: list[CampaignDrain], loops: list[Loop], ad
         "S7 per campaign notification (launch -> every delivery final, every process): "
         + costs_text(costs, sql_target=S7_SQL_TARGET, broker_target=S7_BROKER_TARGET)
     )
+    report_store_lag(drains)
     for drain in drains:
         warn_statuses("S7", drain)
+
+
+def report_store_lag(drains: list[CampaignDrain]) -> None:
+    """The analytics store's lag during the drains, when the shipper ran beside them."""
+    lags = [d.store_lag for d in drains if d.store_lag is not None]
+    if not lags:
+        print("S7 analytics store lag: not measured (no analytics process in BENCH_S7_PROCESSES)")
+        return
+    worst = max(lag.max_seconds for lag in lags)
+    drained = [lag.drained_after for lag in lags]
+    after = (
+        "never within the wait"
+        if None in drained
+        else f"{max(d for d in drained if d is not None):.1f} s at most"
+    )
+    print(
+        f"S7 analytics store lag during the drain: {worst:.2f} s at most over "
+        f"{len(lags)} runs (the oldest queued event's age, read every 0.25 s; "
+        f"{verdict(worst, S7_LAG_TARGET, at_least=False, unit=' s')}); every event in the "
+        f"store after the last delivery was final: {after}"
+    )
 
 
 def report_large(large: CampaignDrain, baseline: float) -> None:

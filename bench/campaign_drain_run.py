@@ -1,12 +1,14 @@
 """One S7 run: a campaign launched through the API and drained by the shipped processes.
 
-The Procfile's workers and relays (BENCH_S7_PROCESSES) are started afresh for each run,
-with email going to the counting sink. Once every worker is ready, a warm-up campaign
-to one recipient goes through the whole path (fan-out, relay, routing, sending), so the
-timed run never pays for a relay's or a connection's start. Then the counts are read, the
-campaign to recipients 1..n is launched with POST /v1/campaigns (in-process, the call a
-producer or the admin's service makes), and timed to the n-th email received by the
-sink. The counts and the PostgreSQL CPU cover launch -> every delivery final.
+The Procfile's workers, relays and analytics shipper (BENCH_S7_PROCESSES) are started
+afresh for each run, with email going to the counting sink. Once every worker is ready,
+a warm-up campaign to one recipient goes through the whole path (fan-out, relay,
+routing, sending), so the timed run never pays for a relay's or a connection's start.
+Then the counts are read, the campaign to recipients 1..n is launched with POST
+/v1/campaigns (in-process, the call a producer or the admin's service makes), and timed
+to the n-th email received by the sink. The counts and the PostgreSQL CPU cover launch
+-> every delivery final and, with the shipper running, every delivery event in the
+analytics store (bench/analytics_lag.py).
 
 Only the API, the Procfile and the database's delivery statuses are relied on, never a
 task name or a module of the pipeline, so the same run measures tomorrow's batches.
@@ -20,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bench.analytics_lag import LagWatch, StoreLag, store_env
 from bench.campaign_seed import CAMPAIGN_PAYLOAD, campaign_reset, user_id
 from bench.config import ROOT, BenchError
 from bench.costs import Costs, PgCpu, counted_here, counting_env, read_tally
@@ -48,6 +51,7 @@ class CampaignDrain:
     costs: Costs
     statuses: dict[str, int]  # "channel status" -> deliveries, warm-up left out
     extra_emails: int  # received beyond n (duplicates), by the end
+    store_lag: StoreLag | None  # the analytics store's lag (None: no analytics process)
 
     @property
     def rate(self) -> float:
@@ -76,6 +80,7 @@ def start_processes(bench: Bench, env: dict[str, str], stamp: str) -> tuple[list
             **env,
             **counting_env(f"bench:count:{stamp}", bench.config.count_flush),
             "BENCH_READY_KEY": ready_key,
+            **(store_env() if name == "analytics" else {}),
         }
         procs.append(bench.stack.start(f"s7-{name}", argv, child_env))
         if name.startswith("worker"):  # the Procfile's Celery workers say when ready
@@ -155,6 +160,8 @@ def campaign_run(bench: Bench, sink: Sink, n: int, label: str) -> CampaignDrain:
     client = Client(HTTP_AUTHORIZATION=f"Bearer {bench.api_key}")
     members = [user_id(number, PREFIX) for number in range(1, n + 1)]
     procs, ready_keys = start_processes(bench, sink.env, stamp)
+    shipping = any(name == "analytics" for name, _ in procfile_entries(bench.config.s7_processes))
+    store_lag = None
     try:
         wait_ready(ready_keys, procs)
         before_warm = sink.status().count
@@ -165,13 +172,15 @@ def campaign_run(bench: Bench, sink: Sink, n: int, label: str) -> CampaignDrain:
         before = read_tally(f"bench:count:{stamp}")
         with PgCpu(bench.places, bench.config.pg_cpu_interval) as cpu:
             start_count = sink.status().count
-            with PgCpu(bench.places, bench.config.pg_cpu_interval) as launch_cpu:
-                launched = time.time()
-                with counted_here() as here:
-                    launch(client, f"bench s7 {stamp}", members)
-            last_email = wait_emails(bench, sink, start_count + n, procs)
-            wait_final(bench, n, procs, label="S7")
-            final = time.time()
+            with LagWatch(bench.places.database_url) as lag:
+                with PgCpu(bench.places, bench.config.pg_cpu_interval) as launch_cpu:
+                    launched = time.time()
+                    with counted_here() as here:
+                        launch(client, f"bench s7 {stamp}", members)
+                last_email = wait_emails(bench, sink, start_count + n, procs)
+                wait_final(bench, n, procs, label="S7")
+                final = time.time()
+                store_lag = lag.finish() if shipping else None
             time.sleep(flush_wait)
             counted = read_tally(f"bench:count:{stamp}").since(before)
         extra = sink.status().count - start_count - n
@@ -186,4 +195,6 @@ def campaign_run(bench: Bench, sink: Sink, n: int, label: str) -> CampaignDrain:
         counted.published + here.published,
         cpu.seconds() + launch_cpu.seconds(bench=True),
     )
-    return CampaignDrain(n, last_email - launched, final - launched, costs, by_status, extra)
+    return CampaignDrain(
+        n, last_email - launched, final - launched, costs, by_status, extra, store_lag
+    )

@@ -53,6 +53,8 @@ S2_TARGET = 0.3
 S2_SQL_TARGET = 15.0  # SQL statements per order.shipped event, end to end
 # Campaign emails/s / a bare smtplib loop's (raised from 0.5 with S2's).
 S7_TARGET = 0.7
+S7_PROCESSES = "worker*,relay*,analytics"  # BENCH_S7_PROCESSES' default
+S7_LAG_TARGET = 10.0  # seconds the analytics store may be behind during S7's drain
 S7_SQL_TARGET = 1.5  # SQL statements per campaign notification
 S7_BROKER_TARGET = 0.1  # broker messages per campaign notification
 S10_TARGET = 0.5  # push deliveries/s through the worker / a bare concurrent client's
@@ -157,10 +159,11 @@ class Config:
             s7_large=max(0, env_int("BENCH_S7_LARGE_RECIPIENTS", 100000)),
             s7_timeout=env_float("BENCH_S7_TIMEOUT", 7200.0),
             # Procfile entries S7 starts (shell patterns): every worker and relay, as
-            # deployed, whatever queues the campaign path uses today or tomorrow.
+            # deployed, whatever queues the campaign path uses today or tomorrow, and the
+            # analytics shipper (its lag during the drain is on S7's lines).
             s7_processes=tuple(
                 p.strip()
-                for p in os.environ.get("BENCH_S7_PROCESSES", "worker*,relay*").split(",")
+                for p in os.environ.get("BENCH_S7_PROCESSES", S7_PROCESSES).split(",")
                 if p.strip()
             ),
             # How often a counting process writes its counts to Redis (bench.apps).

@@ -134,6 +134,7 @@ class Bench:
         from django.db import connection
         from django_redis import get_redis_connection
 
+        from analytics.models import AnalyticsEvent
         from bench.views import bare_unread_key
         from deliveries.models import Delivery, DeliveryAttempt, DigestItem, DigestWindow
         from notify.broker import declare_topology
@@ -153,6 +154,7 @@ class Bench:
             DeliveryAttempt,
             DigestItem,
             DigestWindow,
+            AnalyticsEvent,
         ]
         tables = ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models)
         with connection.cursor() as cursor:
