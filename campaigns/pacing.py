@@ -125,16 +125,28 @@ def local_moments(
     default = default_quiet_window()
     moments: Counter[datetime] = Counter()
     for zone, quiet_start, quiet_end, count in rows:
-        quiet = (quiet_start, quiet_end) if quiet_start is not None else None
-        moment = local_moment(
-            zone=zone,
-            quiet=quiet,
-            local_time=campaign.local_time,
-            start=start,
-            default_window=default,
-        )
-        moments[moment] += count
+        moments[_person_moment(campaign, zone, quiet_start, quiet_end, start, default)] += count
     return moments
+
+
+def _person_moment(
+    campaign: Campaign,
+    zone: str,
+    quiet_start: time | None,
+    quiet_end: time | None,
+    start: datetime,
+    default: QuietWindow,
+) -> datetime:
+    """When a person of this zone and quiet window gets the campaign (a row of the
+    audience's query): their next local time, moved past their quiet hours."""
+    quiet = (quiet_start, quiet_end) if quiet_start is not None else None
+    return local_moment(
+        zone=zone,
+        quiet=quiet,
+        local_time=campaign.local_time,
+        start=start,
+        default_window=default,
+    )
 
 
 def local_slots_plan(*, moments: Mapping[datetime, int], rate: float) -> dict[str, list[Any]]:
@@ -214,14 +226,7 @@ def batch_local_dues(
     default = default_quiet_window()
     ids, dues = [], []
     for pk, zone, quiet_start, quiet_end in rows:
-        quiet = (quiet_start, quiet_end) if quiet_start is not None else None
-        moment = local_moment(
-            zone=zone,
-            quiet=quiet,
-            local_time=campaign.local_time,
-            start=start,
-            default_window=default,
-        )
+        moment = _person_moment(campaign, zone, quiet_start, quiet_end, start, default)
         if rate is not None:
             moment = local_turn_take(slots=campaign.local_slots, moment=moment, rate=rate)
         ids.append(pk)

@@ -157,9 +157,14 @@ def categories_page(request: HttpRequest, context: dict) -> HttpResponse:
         )
     except StoreUnavailable as error:
         return _render(
-            request, context, "window.html", charts=[], form=form, heading=_CATEGORIES,
+            request,
+            context,
+            "window.html",
+            charts=[],
+            form=form,
+            heading=_CATEGORIES,
             unavailable=error,
-        )  # fmt: skip
+        )
     chart = categories_channels_chart(
         results, kind=data["kind"], start=data["start"], end=data["end"]
     )
@@ -184,8 +189,13 @@ def providers_page(request: HttpRequest, context: dict) -> HttpResponse:
         )
     except StoreUnavailable as error:
         return _render(
-            request, context, "window.html", charts=[], form=form, heading=_PROVIDERS,
+            request,
+            context,
+            "window.html",
+            charts=[],
+            form=form,
+            heading=_PROVIDERS,
             unavailable=error,
-        )  # fmt: skip
+        )
     charts = provider_charts(days, start=data["start"], end=data["end"])
     return _render(request, context, "window.html", charts=charts, form=form, heading=_PROVIDERS)
