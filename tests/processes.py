@@ -3,6 +3,7 @@ outbox relay, each logging to artifacts/."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -226,7 +227,8 @@ class WebProcess:
 
 class ScriptProcess:
     """One of the shipped process scripts (`scripts/worker.sh medium`, `scripts/relay.sh
-    high,medium`, `scripts/beat.sh`, ...) as a child, logging to artifacts/NAME.log.
+    high,medium`, `scripts/beat.sh`, ...) as a child, logging to artifacts/NAME.log
+    (NAME-gwN.log under xdist).
     The scripts `exec` their program, so the child's pid is the program's: `kill` is a
     crash of that process (SIGKILL), `stop` a clean shutdown."""
 
@@ -240,7 +242,11 @@ class ScriptProcess:
         self.new_session = new_session
         self.process: subprocess.Popen | None = None
         ARTIFACTS.mkdir(exist_ok=True)
-        self.log_path = ARTIFACTS / f"{name}.log"
+        # One log per test process under xdist: wait_logged reads what this run appended,
+        # and the same process type started by another test process at the same time
+        # would otherwise append its own "ready" line to the file first.
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        self.log_path = ARTIFACTS / (f"{name}-{worker}.log" if worker else f"{name}.log")
         self._log_start = 0
 
     def start(self) -> None:

@@ -139,63 +139,63 @@ def campaign_page(request: HttpRequest, context: dict, campaign_id: int) -> Http
     return _render(request, context, "campaign.html", charts=charts, campaign=campaign)
 
 
-def categories_page(request: HttpRequest, context: dict) -> HttpResponse:
-    """One event kind per day, by category and channel, for one producer."""
-    form = _window_form(CategoriesForm, request)
+def _window_page(
+    request: HttpRequest,
+    context: dict,
+    form_class: type[WindowForm],
+    heading: str,
+    read: Callable[[Any, dict], Any],
+    draw: Callable[[Any, dict], list[Chart]],
+) -> HttpResponse:
+    """A page over a window of days: the form, then `read` (store, the form's data) and
+    `draw` (what was read, the form's data) into its charts; 503 when the store is away."""
+    form = _window_form(form_class, request)
+    page = {"form": form, "heading": heading}
     if not form.is_valid():
-        return _render(request, context, "window.html", charts=[], form=form, heading=_CATEGORIES)
+        return _render(request, context, "window.html", charts=[], **page)
     data = form.cleaned_data
     try:
-        results = _read(
-            lambda store: deliveries_report(
-                store=store,
-                producer_id=data["producer"].pk,
-                start=data["start"],
-                end=data["end"],
-                group_by=("day", "category", "channel"),
-            )
-        )
+        rows = _read(lambda store: read(store, data))
     except StoreUnavailable as error:
-        return _render(
-            request,
-            context,
-            "window.html",
-            charts=[],
-            form=form,
-            heading=_CATEGORIES,
-            unavailable=error,
-        )
-    chart = categories_channels_chart(
-        results, kind=data["kind"], start=data["start"], end=data["end"]
+        return _render(request, context, "window.html", charts=[], unavailable=error, **page)
+    return _render(request, context, "window.html", charts=draw(rows, data), **page)
+
+
+def categories_page(request: HttpRequest, context: dict) -> HttpResponse:
+    """One event kind per day, by category and channel, for one producer."""
+    return _window_page(
+        request,
+        context,
+        CategoriesForm,
+        _CATEGORIES,
+        read=lambda store, data: deliveries_report(
+            store=store,
+            producer_id=data["producer"].pk,
+            start=data["start"],
+            end=data["end"],
+            group_by=("day", "category", "channel"),
+        ),
+        draw=lambda results, data: [
+            categories_channels_chart(
+                results, kind=data["kind"], start=data["start"], end=data["end"]
+            )
+        ],
     )
-    return _render(request, context, "window.html", charts=[chart], form=form, heading=_CATEGORIES)
 
 
 def providers_page(request: HttpRequest, context: dict) -> HttpResponse:
     """Each provider's latency percentiles and every provider's failure rate, per day."""
-    form = _window_form(ProvidersForm, request)
-    if not form.is_valid():
-        return _render(request, context, "window.html", charts=[], form=form, heading=_PROVIDERS)
-    data = form.cleaned_data
-    try:
-        days = _read(
-            lambda store: provider_trends(
-                store=store,
-                producer_id=data["producer"].pk,
-                start=data["start"],
-                end=data["end"],
-                latency=data["latency"],
-            )
-        )
-    except StoreUnavailable as error:
-        return _render(
-            request,
-            context,
-            "window.html",
-            charts=[],
-            form=form,
-            heading=_PROVIDERS,
-            unavailable=error,
-        )
-    charts = provider_charts(days, start=data["start"], end=data["end"])
-    return _render(request, context, "window.html", charts=charts, form=form, heading=_PROVIDERS)
+    return _window_page(
+        request,
+        context,
+        ProvidersForm,
+        _PROVIDERS,
+        read=lambda store, data: provider_trends(
+            store=store,
+            producer_id=data["producer"].pk,
+            start=data["start"],
+            end=data["end"],
+            latency=data["latency"],
+        ),
+        draw=lambda days, data: provider_charts(days, start=data["start"], end=data["end"]),
+    )

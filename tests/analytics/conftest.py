@@ -3,7 +3,6 @@ process (the Procfile's command) with a store of its own, read through its reade
 
 from __future__ import annotations
 
-import os
 import socket
 
 import pytest
@@ -52,10 +51,7 @@ class AnalyticsProcess(ScriptProcess):
             "NOTIFY_ANALYTICS_READER_ADDRESS": self.address,
             "NOTIFY_ANALYTICS_POLL_INTERVAL": "0.2",
         }
-        # A log of each test process's own: under xdist another process's shipper logging
-        # "shipping" into a shared file would pass for this one's before it listens.
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        super().__init__("manage.sh", "analytics_ship", env=env, name=f"analytics-{worker}")
+        super().__init__("manage.sh", "analytics_ship", env=env, name="analytics")
 
     def start(self) -> None:
         super().start()

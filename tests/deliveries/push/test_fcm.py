@@ -22,6 +22,7 @@ from notify.models import Category, Notification, Producer, Recipient
 from preferences.gate import gate_seal
 from templates_admin.models import Template
 from templates_admin.services import template_version_create, template_version_publish
+from tests.deliveries.push.factories import queued_push
 from tests.peers.drip import DripPeer
 
 ORDER = {"order_number": "F-9", "delivery_date": "2026-12-03", "items_count": 1}
@@ -224,29 +225,8 @@ def fcm_event(category: Category, recipient: Recipient, *, occurred_at, subject:
         device = Device.objects.create(
             recipient=recipient, kind="fcm", token=f"tok-{uuid.uuid4()}", platform="android"
         )
-    notification = Notification.objects.create(
-        producer=Producer.objects.get_or_create(name="shop")[0],
-        event_id=str(uuid.uuid4()),
-        recipient=recipient,
-        category=category,
-        payload=ORDER,
-        fingerprint="test",
-        ttl_seconds=600,
-        occurred_at=occurred_at,
-        subject=subject,
-        routed_at=timezone.now(),
-    )
-    now = timezone.now()
-    return Delivery.objects.create(
-        notification=notification,
-        channel="fcm",
-        target=str(device.pk),
-        queue=category.queue,
-        next_attempt_at=now,
-        deadline=now + timedelta(seconds=600),
-        recipient_id=recipient.pk,
-        occurred_at=occurred_at,
-        gate_seal=gate_seal(notification_id=notification.pk, channel="fcm", target=str(device.pk)),
+    return queued_push(
+        category, recipient, device, payload=ORDER, occurred_at=occurred_at, subject=subject
     )
 
 

@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from deliveries.models import Delivery, DeliveryAttempt, Device
 from deliveries.pipeline.attempt import deliveries_attempt
-from notify.models import Category, Notification, Producer, Recipient
-from preferences.gate import gate_seal
+from notify.models import Category, Recipient
+from tests.deliveries.push.factories import queued_push
 
 ORDER = {"order_number": "B-1", "delivery_date": "2026-12-03", "items_count": 1}
 ANSWER_SECONDS = 0.05  # how long the push service takes to answer each push
@@ -52,31 +52,13 @@ def push_event(
 ) -> Delivery:
     """A notification with one queued Web Push delivery to the device, as routing
     makes them."""
-    notification = Notification.objects.create(
-        producer=Producer.objects.get_or_create(name="shop")[0],
-        event_id=str(uuid.uuid4()),
-        recipient=recipient,
-        category=category,
+    return queued_push(
+        category,
+        recipient,
+        device,
         payload={**ORDER, "order_number": order},
-        fingerprint="test",
-        ttl_seconds=600,
         occurred_at=occurred_at,
         subject=subject,
-        routed_at=timezone.now(),
-    )
-    now = timezone.now()
-    return Delivery.objects.create(
-        notification=notification,
-        channel="webpush",
-        target=str(device.pk),
-        queue=category.queue,
-        next_attempt_at=now,
-        deadline=now + timedelta(seconds=600),
-        recipient_id=recipient.pk,
-        occurred_at=occurred_at,
-        gate_seal=gate_seal(
-            notification_id=notification.pk, channel="webpush", target=str(device.pk)
-        ),
     )
 
 
