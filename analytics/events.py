@@ -70,6 +70,15 @@ def _person_key() -> str:
     return f"{settings.NOTIFY_ERASURE_KEY}:analytics:"
 
 
+def _shared_params() -> dict[str, str]:
+    """The parameters every event statement binds: the channels' providers (the
+    provider of an event no try names) and the person hash's key."""
+    return {
+        "providers": json.dumps(settings.NOTIFY_CHANNEL_PROVIDERS),
+        "key": _person_key(),
+    }
+
+
 def person_hash(user_id: str) -> str:
     """The keyed hash that stands for a person in the store (the same as the SQL's)."""
     return hashlib.sha256((_person_key() + user_id).encode()).hexdigest()[:32]
@@ -217,8 +226,7 @@ def analytics_events_write(changes: RoundChanges) -> int:
         "reported": reported,
         "at": changes.reported_at,
         "now": timezone.now(),
-        "providers": json.dumps(settings.NOTIFY_CHANNEL_PROVIDERS),
-        "key": _person_key(),
+        **_shared_params(),
     }
     with connection.cursor() as cursor:
         cursor.execute(_sql[0], params)
@@ -248,8 +256,7 @@ def analytics_reads_write(*, recipient_id: int, read_at: datetime) -> int:
     params = {
         "recipient": recipient_id,
         "now": read_at,
-        "providers": json.dumps(settings.NOTIFY_CHANNEL_PROVIDERS),
-        "key": _person_key(),
+        **_shared_params(),
     }
     with connection.cursor() as cursor:
         cursor.execute(_reads_sql[0], params)
@@ -313,8 +320,7 @@ def analytics_unsubscribed_write(
         "month": delivery[1] if delivery else None,
         "reason": reason[:32],
         "now": at,
-        "providers": json.dumps(settings.NOTIFY_CHANNEL_PROVIDERS),
-        "key": _person_key(),
+        **_shared_params(),
     }
     with connection.cursor() as cursor:
         cursor.execute(_UNSUBSCRIBED_SQL[0], params)
