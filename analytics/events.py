@@ -2,9 +2,12 @@
 
 A round that changes deliveries (routing, the quiet-hours release, the outcome step,
 provider news, an SMS receipt) announces its changes (`deliveries.changes`) inside its
-own transaction, and `analytics_events_write` hears them: one INSERT…SELECT writes every
-event of the round, so the event exists exactly when the change does. Marking feed
-entries read writes their `read` events likewise (`analytics_reads_write`). With
+own transaction, and `analytics_events_write` hears them: one INSERT writes every
+event of the round, so the event exists exactly when the change does. The route and the
+senders' rounds carry what their events name (the notification, person and category
+they loaded), so theirs is a plain INSERT of arrays that reads no table; the other
+rounds' INSERT…SELECT reads the deliveries back. A person's own actions (reads,
+unsubscribes) write theirs likewise (analytics/person_events.py). With
 NOTIFY_ANALYTICS_ENABLED off, or nothing to count, no statement runs. The `analytics`
 process ships the rows to the store (analytics/store/shipper.py).
 
@@ -29,6 +32,18 @@ from django.utils import timezone
 from analytics.models import AnalyticsEvent, EventKind
 
 
+class Subject(Protocol):
+    """What a changed delivery is about, as its round had it (deliveries.changes)."""
+
+    producer_id: int
+    event_id: str
+    category: str
+    channel: str
+    notification_id: object
+    user_id: str
+    reason: str
+
+
 class RoundChanges(Protocol):
     """What deliveries.changes announces (this module stands below deliveries, so it
     names the shape rather than importing it)."""
@@ -39,6 +54,8 @@ class RoundChanges(Protocol):
     reported: bool
     reported_at: datetime | None
     providers: Mapping[int, str]
+    created: list[tuple[int, datetime]] | None
+    subjects: Mapping[int, Subject]
 
 
 # A delivery's status as written → what it counts (other statuses count nothing).
@@ -70,7 +87,7 @@ def _person_key() -> str:
     return f"{settings.NOTIFY_ERASURE_KEY}:analytics:"
 
 
-def _shared_params() -> dict[str, str]:
+def shared_params() -> dict[str, str]:
     """The parameters every event statement binds: the channels' providers (the
     provider of an event no try names) and the person hash's key."""
     return {
@@ -94,7 +111,7 @@ def queued_oldest_at() -> datetime | None:
     return row[0] if row else None
 
 
-def _tables() -> dict[str, str]:
+def event_tables() -> dict[str, str]:
     def table(label: str, model: str) -> str:
         return apps.get_model(label, model)._meta.db_table
 
@@ -110,24 +127,24 @@ def _tables() -> dict[str, str]:
 
 
 # The channel's provider (NOTIFY_CHANNEL_PROVIDERS: its primary when it fails over).
-_CHANNEL_PROVIDER = "COALESCE(%(providers)s::jsonb ->> d.channel, '')"
-_PERSON = "left(encode(sha256(convert_to(%(key)s || r.user_id, 'UTF8')), 'hex'), 32)"
+CHANNEL_PROVIDER_SQL = "COALESCE(%(providers)s::jsonb ->> d.channel, '')"
+PERSON_SQL = "left(encode(sha256(convert_to(%(key)s || r.user_id, 'UTF8')), 'hex'), 32)"
 
 
-def _columns(provider: str = _CHANNEL_PROVIDER) -> str:
+def event_columns_sql(provider: str = CHANNEL_PROVIDER_SQL) -> str:
     return f"""
            %(now)s, n.producer_id,
            CASE WHEN n.event_id LIKE 'campaign:%%' THEN split_part(n.event_id, ':', 2)::bigint END,
-           c.key, d.channel, {provider}, d.id, n.id, {_PERSON}
+           c.key, d.channel, {provider}, d.id, n.id, {PERSON_SQL}
 """
 
 
-_INSERT = """(kind, reason, latency_ms, occurred_at, producer_id, campaign_id,
+EVENT_INSERT = """(kind, reason, latency_ms, occurred_at, producer_id, campaign_id,
               category, channel, provider, delivery_id, notification_id, person)"""
 
 
-def _joins() -> str:
-    t = _tables()
+def event_joins_sql() -> str:
+    t = event_tables()
     return f"""
       JOIN {t["notifications"]} n ON n.id = d.notification_id AND n.created_at = d.accepted_at
       JOIN {t["recipients"]} r ON r.id = n.recipient_id
@@ -140,7 +157,7 @@ def _provider_sql() -> str:
     so a delivery handed over from the primary names the provider that took it); for
     provider news, the provider of the delivery's last try (one index probe of a round
     of one delivery); else the channel's."""
-    attempts = _tables()["attempts"]
+    attempts = event_tables()["attempts"]
     return f"""COALESCE(
                NULLIF(v.provider, ''),
                CASE WHEN %(reported)s THEN
@@ -148,14 +165,14 @@ def _provider_sql() -> str:
                      WHERE a.delivery_id = d.id AND a.accepted_at = d.accepted_at
                      ORDER BY a.number DESC LIMIT 1)
                END,
-               {_CHANNEL_PROVIDER})"""
+               {CHANNEL_PROVIDER_SQL})"""
 
 
 def _events_sql() -> str:
-    t, joins = _tables(), _joins()
-    columns = _columns(_provider_sql())
+    t, joins = event_tables(), event_joins_sql()
+    columns = event_columns_sql(_provider_sql())
     return f"""
-    INSERT INTO {t["events"]} {_INSERT}
+    INSERT INTO {t["events"]} {EVENT_INSERT}
     SELECT CASE WHEN v.kind = 'failed' AND d.reason = '{BOUNCED_REASON}' AND %(reported)s
                 THEN '{EventKind.BOUNCED.value}' ELSE v.kind END,
            CASE WHEN v.kind IN ('suppressed', 'failed') THEN d.reason ELSE '' END,
@@ -171,7 +188,7 @@ def _events_sql() -> str:
       JOIN {t["deliveries"]} d ON d.id = v.id AND d.accepted_at = v.month
       {joins}
     UNION ALL
-    SELECT '{EventKind.ACCEPTED.value}', '', NULL, {_columns()}
+    SELECT '{EventKind.ACCEPTED.value}', '', NULL, {event_columns_sql()}
       FROM unnest(%(n_id)s::uuid[], %(n_month)s::timestamptz[]) AS v(id, month)
       JOIN {t["deliveries"]} d ON d.notification_id = v.id AND d.accepted_at = v.month
       {joins}
@@ -198,6 +215,35 @@ def analytics_events_write(changes: RoundChanges) -> int:
     """
     if not settings.NOTIFY_ANALYTICS_ENABLED:
         return 0
+    rows = _event_rows(changes)
+    routed = changes.notifications
+    if not rows and not routed:
+        return 0
+    if _carried(changes, rows):
+        return _carried_write(changes, rows)
+    reported = changes.reported
+    if not _sql:
+        _sql.append(_events_sql())
+    params = {
+        "id": [r[0] for r in rows],
+        "month": [r[1] for r in rows],
+        "kind": [str(r[2]) for r in rows],
+        "provider": [r[3] for r in rows],
+        "n_id": [n[0] for n in routed],
+        "n_month": [n[1] for n in routed],
+        "reported": reported,
+        "at": changes.reported_at,
+        "now": timezone.now(),
+        **shared_params(),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_sql[0], params)
+        return cursor.rowcount
+
+
+def _event_rows(changes: RoundChanges) -> list[tuple[int, datetime, str, str]]:
+    """(delivery id, accepted_at, kind, provider of this round's try) of every event
+    the round's status changes and provider news count, accepted aside."""
     reported = changes.reported
     providers = changes.providers
     rows: list[tuple[int, datetime, str, str]] = []
@@ -211,117 +257,86 @@ def analytics_events_write(changes: RoundChanges) -> int:
     rows += [
         (pk, month, KIND_BY_NEWS[kind], "") for pk, month, kind in news if kind in KIND_BY_NEWS
     ]
-    routed = changes.notifications
-    if not rows and not routed:
+    return rows
+
+
+def _carried(changes: RoundChanges, rows: Sequence[tuple]) -> bool:
+    """Whether the round carried all the events need (the route and the senders' rounds
+    do): then nothing is read back. A provider's report (its bounce is told by the
+    delivery's reason, its reach by when the delivery was handed over) is read back."""
+    if changes.reported or changes.news:
+        return False
+    if changes.notifications and changes.created is None:
+        return False
+    subjects = changes.subjects
+    return all(row[0] in subjects for row in rows) and all(
+        pk in subjects for pk, _ in changes.created or ()
+    )
+
+
+# The carried events, as they are: one INSERT of arrays, no table read, nothing to plan
+# beyond the insert itself (the route and every sender round take this one).
+_CARRIED_SQL = f"""
+    INSERT INTO {AnalyticsEvent._meta.db_table} {EVENT_INSERT}
+    SELECT v.kind, v.reason, v.latency_ms, %(now)s, v.producer_id, v.campaign_id,
+           v.category, v.channel, v.provider, v.delivery_id, v.notification_id, v.person
+      FROM unnest(%(kind)s::text[], %(reason)s::text[], %(latency_ms)s::bigint[],
+                  %(producer_id)s::bigint[], %(campaign_id)s::bigint[], %(category)s::text[],
+                  %(channel)s::text[], %(provider)s::text[], %(delivery_id)s::bigint[],
+                  %(notification_id)s::uuid[], %(person)s::text[])
+           AS v(kind, reason, latency_ms, producer_id, campaign_id, category, channel,
+                provider, delivery_id, notification_id, person)
+"""
+_COLUMNS = (
+    "kind", "reason", "latency_ms", "producer_id", "campaign_id", "category", "channel",
+    "provider", "delivery_id", "notification_id", "person",
+)  # fmt: skip
+# Kinds whose event names the delivery's reason (the others name none).
+_REASONED = frozenset({EventKind.SUPPRESSED.value, EventKind.FAILED.value})
+
+
+def campaign_of(event_id: str) -> int | None:
+    """The campaign a notification's event id names (`campaign:<id>:…`), else None."""
+    if not event_id.startswith("campaign:"):
+        return None
+    named = event_id.split(":", 2)[1]
+    return int(named) if named.isdigit() else None
+
+
+def _carried_write(changes: RoundChanges, rows: Sequence[tuple]) -> int:
+    """Write the round's events from what it carried, in one statement; how many."""
+    now = timezone.now()
+    subjects = changes.subjects
+    channel_providers = settings.NOTIFY_CHANNEL_PROVIDERS
+    people: dict[str, str] = {}
+    accepted = [(pk, month, EventKind.ACCEPTED.value, "") for pk, month in changes.created or ()]
+    values: list[tuple] = []
+    for pk, month, kind, provider in accepted + list(rows):
+        subject = subjects[pk]
+        person = people.get(subject.user_id)
+        if person is None:
+            person = people[subject.user_id] = person_hash(subject.user_id)
+        latency = None
+        if kind == EventKind.DELIVERED:
+            latency = round((now - month).total_seconds() * 1000)
+        values.append((
+            str(kind),
+            subject.reason if kind in _REASONED else "",
+            latency,
+            subject.producer_id,
+            campaign_of(subject.event_id),
+            subject.category,
+            subject.channel,
+            provider or channel_providers.get(subject.channel, ""),
+            pk,
+            subject.notification_id,
+            person,
+        ))  # fmt: skip
+    if not values:
         return 0
-    if not _sql:
-        _sql.append(_events_sql())
-    params = {
-        "id": [r[0] for r in rows],
-        "month": [r[1] for r in rows],
-        "kind": [str(r[2]) for r in rows],
-        "provider": [r[3] for r in rows],
-        "n_id": [n[0] for n in routed],
-        "n_month": [n[1] for n in routed],
-        "reported": reported,
-        "at": changes.reported_at,
-        "now": timezone.now(),
-        **_shared_params(),
-    }
+    params: dict[str, object] = {"now": now}
+    for name, column in zip(_COLUMNS, zip(*values, strict=True), strict=True):
+        params[name] = list(column)
     with connection.cursor() as cursor:
-        cursor.execute(_sql[0], params)
-        return cursor.rowcount
-
-
-_reads_sql: list[str] = []
-
-
-def analytics_reads_write(*, recipient_id: int, read_at: datetime) -> int:
-    """Write a `read` event for each in-app delivery whose feed entry the person has just
-    marked read (their entries with `read_at`, the time the marking wrote), in one
-    statement; how many. Call in the marking's transaction."""
-    if not settings.NOTIFY_ANALYTICS_ENABLED:
-        return 0
-    if not _reads_sql:
-        t = _tables()
-        _reads_sql.append(f"""
-        INSERT INTO {t["events"]} {_INSERT}
-        SELECT '{EventKind.READ.value}', '', NULL, {_columns()}
-          FROM {t["feed"]} f
-          JOIN {t["deliveries"]} d ON d.notification_id = f.notification_id
-                                  AND d.accepted_at = f.accepted_at AND d.channel = 'inapp'
-          {_joins()}
-         WHERE f.recipient_id = %(recipient)s AND f.read_at = %(now)s
-        """)
-    params = {
-        "recipient": recipient_id,
-        "now": read_at,
-        **_shared_params(),
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(_reads_sql[0], params)
-        return cursor.rowcount
-
-
-# One `unsubscribed` event per cell the person turned off: the delivery whose link it
-# was, when the link named one (its producer, campaign, category, channel and provider);
-# else the category's owner, or the producer that registered the person. `category`
-# NULL: all marketing.
-_UNSUBSCRIBED_SQL: list[str] = []
-
-
-def _unsubscribed_sql() -> str:
-    t = _tables()
-    return f"""
-    INSERT INTO {t["events"]} {_INSERT}
-    SELECT '{EventKind.UNSUBSCRIBED.value}', %(reason)s, NULL, %(now)s,
-           COALESCE(n.producer_id, c.owner_id, r.created_by_id, 0),
-           CASE WHEN n.event_id LIKE 'campaign:%%' THEN split_part(n.event_id, ':', 2)::bigint END,
-           COALESCE(c.key, ''), COALESCE(d.channel, v.channel),
-           CASE WHEN d.id IS NULL THEN '' ELSE COALESCE(
-               (SELECT NULLIF(a.provider, '') FROM {t["attempts"]} a
-                 WHERE a.delivery_id = d.id AND a.accepted_at = d.accepted_at
-                 ORDER BY a.number DESC LIMIT 1),
-               {_CHANNEL_PROVIDER}) END,
-           d.id, n.id, {_PERSON}
-      FROM unnest(%(category)s::bigint[], %(channel)s::text[]) AS v(category_id, channel)
-      JOIN {t["recipients"]} r ON r.id = %(recipient)s
-      LEFT JOIN {t["categories"]} c ON c.id = v.category_id
-      LEFT JOIN {t["deliveries"]} d ON d.id = %(delivery)s AND d.accepted_at = %(month)s
-      LEFT JOIN {t["notifications"]} n ON n.id = d.notification_id AND n.created_at = d.accepted_at
-    """
-
-
-def analytics_unsubscribed_write(
-    *,
-    recipient_id: int,
-    cells: Sequence[tuple[int | None, str]],
-    reason: str,
-    at: datetime,
-    delivery: tuple[int, datetime] | None = None,
-) -> int:
-    """Write an `unsubscribed` event for each (category id, channel) the person has just
-    turned off, in one statement; how many. Call in the transaction of the change.
-
-    `reason`: where it came from (the consent source: the email's link, the preference
-    center, a spam complaint…). `delivery`: (id, accepted_at) of the message whose link
-    or complaint it was, when known: the event then names its producer, campaign and
-    provider, so a campaign's report counts it. A category None is all marketing, a
-    channel "" every channel."""
-    if not settings.NOTIFY_ANALYTICS_ENABLED or not cells:
-        return 0
-    if not _UNSUBSCRIBED_SQL:
-        _UNSUBSCRIBED_SQL.append(_unsubscribed_sql())
-    params = {
-        "category": [category for category, _ in cells],
-        "channel": [channel for _, channel in cells],
-        "recipient": recipient_id,
-        "delivery": delivery[0] if delivery else None,
-        "month": delivery[1] if delivery else None,
-        "reason": reason[:32],
-        "now": at,
-        **_shared_params(),
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(_UNSUBSCRIBED_SQL[0], params)
+        cursor.execute(_CARRIED_SQL, params)
         return cursor.rowcount

@@ -13,6 +13,47 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a changed delivery is about, as the round has it in memory: a listener that
+    describes the change needs not read it back. `reason`: the delivery's reason as the
+    round wrote it."""
+
+    producer_id: int
+    event_id: str
+    category: str
+    channel: str
+    notification_id: object
+    user_id: str
+    reason: str
+
+
+def subject_of(notification: Any, *, channel: str, reason: str) -> Subject:
+    """The subject of a delivery of `notification` (loaded with its recipient and
+    category) on `channel`."""
+    return Subject(
+        producer_id=notification.producer_id,
+        event_id=notification.event_id,
+        category=notification.category.key,
+        channel=channel,
+        notification_id=notification.pk,
+        user_id=notification.recipient.user_id,
+        reason=reason or "",
+    )
+
+
+def subject_loaded(delivery: Any, *, reason: str | None) -> Subject | None:
+    """The subject of `delivery` when the round loaded it with its notification (and so
+    its recipient and category); None otherwise. `reason`: as written, None when the
+    round left it as it was."""
+    descriptor = type(delivery).notification
+    if not descriptor.is_cached(delivery):
+        return None
+    written = delivery.reason if reason is None else reason
+    return subject_of(delivery.notification, channel=delivery.channel, reason=written)
 
 
 @dataclass(frozen=True)
@@ -25,6 +66,8 @@ class RoundChanges:
     reported: bool
     reported_at: datetime | None
     providers: Mapping[int, str] = field(default_factory=dict)
+    created: list[tuple[int, datetime]] | None = None
+    subjects: Mapping[int, Subject] = field(default_factory=dict)
 
 
 ChangeListener = Callable[[RoundChanges], object]
@@ -46,6 +89,8 @@ def changes_announce(
     reported: bool = False,
     reported_at: datetime | None = None,
     providers: Mapping[int, str] | None = None,
+    created: Iterable[tuple[int, datetime]] | None = None,
+    subjects: Callable[[], Mapping[int, Subject]] | None = None,
 ) -> None:
     """Tell every listener what this round changed. Call inside the round's transaction.
 
@@ -56,12 +101,22 @@ def changes_announce(
     these delivery changes say (its webhook, an SMS receipt), at `reported_at` when it
     gave a time. `providers`: delivery id → the provider this round's try went to (a
     channel that fails over may have handed it on from its primary); a delivery not
-    named here was not tried in this round.
+    named here was not tried in this round. `created`: (id, accepted_at) of every
+    delivery the routed notifications got, when the round knows them. `subjects`: what the
+    round has in memory about the deliveries it names (called only when someone listens):
+    a listener may describe those from it rather than read them back.
     """
     if not _listeners:
         return
     changes = RoundChanges(
-        list(deliveries), list(notifications), list(news), reported, reported_at, providers or {}
+        list(deliveries),
+        list(notifications),
+        list(news),
+        reported,
+        reported_at,
+        providers or {},
+        None if created is None else list(created),
+        subjects() if subjects is not None else {},
     )
     for listener in _listeners:
         listener(changes)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db import connection, transaction
 from django.utils import timezone
 
-from analytics.events import analytics_reads_write
+from analytics.person_events import analytics_reads_write
 from notify.links import link_is_safe
 from notify.models import FeedEntry, Notification, Recipient
 from notify.pgarrays import array_literal

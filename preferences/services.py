@@ -11,7 +11,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection, transaction
 from django.utils import timezone
 
-from analytics.events import analytics_unsubscribed_write
+from analytics.person_events import analytics_unsubscribed_write
 from notify.erasure import recipient_hold_lift
 from notify.models import Category, Channel, Recipient
 from notify.pgarrays import array_literal

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from deliveries.changes import changes_announce
+from deliveries.changes import Subject, changes_announce, subject_loaded
 from deliveries.channels.base import SendResult
 from deliveries.models import AttemptOutcome, Delivery, DeliveryAttempt, DeliveryStatus, Reason
 from deliveries.pipeline.devices import devices_gone_deactivate
@@ -112,6 +112,7 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
             deliveries=[(t.delivery.pk, t.delivery.accepted_at, changes["status"])
                         for t, _, changes, _ in planned if t.delivery.pk in updated],
             providers={t.delivery.pk: t.provider for t in tries if t.provider},
+            subjects=lambda: _subjects(planned, updated),
         )  # fmt: skip
         # A device the provider proved gone is deactivated whoever holds the claim now.
         devices_gone_deactivate(answers=[(t.delivery.channel, t.delivery.target, t.result)
@@ -376,6 +377,19 @@ def _next_state(tried: Tried, now: datetime) -> tuple[AttemptResult, dict[str, A
         return AttemptResult.DEAD, changes, None
     changes.update(status=DeliveryStatus.EXPIRED, reason=Reason.DEADLINE_PASSED, finished_at=now)
     return AttemptResult.EXPIRED, changes, None
+
+
+def _subjects(planned: Sequence[tuple], updated: set[int]) -> dict[int, Subject]:
+    """What the round's loaded deliveries are about, for the listeners (those a sweeper
+    tried without loading their notification are left out: a listener reads them)."""
+    subjects: dict[int, Subject] = {}
+    for tried, _, changes, _ in planned:
+        delivery = tried.delivery
+        if delivery.pk in updated:
+            subject = subject_loaded(delivery, reason=changes.get("reason"))
+            if subject is not None:
+                subjects[delivery.pk] = subject
+    return subjects
 
 
 def _error_text(result: SendResult) -> str:

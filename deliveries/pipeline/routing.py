@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from deliveries.changes import changes_announce
+from deliveries.changes import changes_announce, subject_of
 from deliveries.models import Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.attempt import deliveries_attempt
 from deliveries.pipeline.claim import Loaded
@@ -258,14 +258,18 @@ def _deliveries_create(
         for decision in decisions
     ]
     ids = routed_write(notifications, rows, now)
+    by_id = {n.pk: n for n in notifications}
     # Announced (status webhooks): each notification routed, and its deliveries that end here
     # (suppressed by the gate or the bounce list, expired), in one statement.
     changes_announce(
         deliveries=[(pk, row.accepted_at, row.status) for row, pk in zip(rows, ids, strict=True)
                     if row.status != DeliveryStatus.QUEUED],
         notifications=[(n.pk, n.created_at) for n in notifications],
+        created=[(pk, row.accepted_at) for row, pk in zip(rows, ids, strict=True)],
+        subjects=lambda: {pk: subject_of(by_id[row.notification_id], channel=row.channel,
+                                         reason=row.reason)
+                          for row, pk in zip(rows, ids, strict=True)},
     )  # fmt: skip
-    by_id = {n.pk: n for n in notifications}
     started: list[Started] = []
     inapp: list[Loaded] = []
     filed: list[Filed] = []

@@ -1,0 +1,105 @@
+"""The route and the senders' rounds write their events from what they carry (nothing
+read back); every other round reads the deliveries back. Both must say the same: here a
+routed and sent batch's carried events are compared with what the read-back statement
+writes for the same changes."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+from django.test import TestCase
+
+from analytics.events import analytics_events_write, campaign_of
+from analytics.models import AnalyticsEvent
+from deliveries.changes import RoundChanges
+from deliveries.models import Delivery, Device
+from deliveries.pipeline.attempt import deliveries_attempt
+from deliveries.pipeline.routing import notifications_route
+from notify.models import Category, Notification, Producer, Recipient
+from notify.services import notification_accept
+from tests.deliveries.pipeline.test_costs import ORDER, one_round
+from tests.deliveries.pipeline.test_send_at_route import send_messages
+
+PEOPLE = 6
+
+
+def _accept(user_id: str, event_id: str) -> uuid.UUID:
+    return notification_accept(
+        producer=Producer.objects.get_or_create(name="carried")[0],
+        event_id=event_id,
+        user_id=user_id,
+        category=Category.objects.get(key="order.shipped"),
+        payload=ORDER,
+        channels=["fcm"],
+        ttl_seconds=None,
+    ).notification_id
+
+
+def _written() -> Counter:
+    """The queued events, without what differs by the moment of writing."""
+    return Counter(
+        AnalyticsEvent.objects.values_list(
+            "kind", "reason", "producer_id", "campaign_id", "category", "channel",
+            "provider", "delivery_id", "notification_id", "person",
+        )
+    )  # fmt: skip
+
+
+def _read_back(ids: list[uuid.UUID]) -> None:
+    """The same batch's changes announced as a round that carries nothing."""
+    deliveries = Delivery.objects.filter(notification_id__in=ids)
+    routed = Notification.objects.filter(pk__in=ids)
+    analytics_events_write(
+        RoundChanges(
+            deliveries=[(d.pk, d.accepted_at, "suppressed") for d in deliveries
+                        if d.status == "suppressed"],
+            notifications=[(n.pk, n.created_at) for n in routed],
+            news=[], reported=False, reported_at=None,
+        )
+    )  # fmt: skip
+    sent = [d for d in deliveries if d.status == "delivered"]
+    analytics_events_write(
+        RoundChanges(
+            deliveries=[(d.pk, d.accepted_at, "delivered") for d in sent],
+            notifications=[], news=[], reported=False, reported_at=None,
+            providers={d.pk: "fcm" for d in sent},
+        )
+    )  # fmt: skip
+
+
+def test_a_rounds_carried_events_say_what_reading_the_deliveries_back_says(
+    demo_data, quiet_broker, fcm_peer, clean_breakers, settings, analytics_on
+):
+    one_round(settings)
+    ids = []
+    for n in range(PEOPLE):
+        recipient = Recipient.objects.create(user_id=f"carried-{n}", locale="en")
+        if n % 3:  # every third person has no app: suppressed, with its reason
+            Device.objects.create(
+                recipient=recipient, kind="fcm", installation_id=f"i-{n}", token=f"t-{n}"
+            )
+        event_id = f"campaign:{40 + n}:carried-{n}" if n % 2 else str(uuid.uuid4())
+        ids.append(_accept(recipient.user_id, event_id))
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        notifications_route(notification_ids=ids)
+    for delivery_ids in send_messages(quiet_broker, "medium"):
+        deliveries_attempt(delivery_ids=delivery_ids)
+
+    carried = _written()
+    kinds = Counter(kind for kind, *_ in carried.elements())
+    assert kinds == {"accepted": PEOPLE, "suppressed": 2, "sent": 4, "delivered": 4}
+    assert {row[3] for row in carried} == {None, 41, 43, 45}
+    assert {row[1] for row in carried if row[0] == "suppressed"} != {""}
+    assert AnalyticsEvent.objects.filter(kind="delivered", latency_ms__gte=0).count() == 4
+
+    AnalyticsEvent.objects.all().delete()
+    _read_back(ids)
+    assert _written() == carried
+
+
+def test_a_campaigns_event_id_names_its_campaign():
+    assert campaign_of("campaign:17:person-3") == 17
+    assert campaign_of("campaign:17") == 17
+    assert campaign_of("order-17") is None
+    assert campaign_of("campaign:estimate:person-3") is None
