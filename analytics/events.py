@@ -69,8 +69,10 @@ KIND_BY_STATUS: dict[str, str] = {
     "expired": EventKind.FAILED,
 }
 # A status an attempt's outcome writes: each is one try at the provider (`sent`), unless
-# the provider itself reported it (then it is news about an earlier try).
-TRIED_STATUSES = frozenset({"delivered", "retrying", "failed", "dead"})
+# the provider itself reported it (then it is news about an earlier try). A `delivered`
+# is always a try's outcome, so its row stands for the `sent` too: the shipper writes
+# both into the store (analytics/store/shipper.py), and the queue takes one row, not two.
+UNDELIVERED_TRIES = frozenset({"retrying", "failed", "dead"})
 # Provider news that changes no status (a spam complaint, an open, a click), by its kind.
 KIND_BY_NEWS: dict[str, str] = {
     "complained": EventKind.COMPLAINED,
@@ -202,16 +204,18 @@ def analytics_events_write(changes: RoundChanges) -> int:
     """Write the events of a round the pipeline announced, in one statement; how many.
 
     It is a listener of `deliveries.changes` (registered by `analytics.wiring`), so it
-    takes what every announcement carries (`RoundChanges`). `deliveries`: (id, accepted_at, status
-    written); each status that counts (`KIND_BY_STATUS`) is one event, and a try's
-    outcome (delivered, retrying, failed or dead, not told by the provider) is also
-    `sent`; each names the provider the round says its try went to (`providers`, so a
-    delivery handed over from the primary names the one that took it). `notifications`:
-    (id, created_at) of notifications just routed: each of their deliveries is
-    `accepted` (the audience). `news`: (id, accepted_at, provider event kind) of
-    provider news that changes no status. `reported`: the provider told us (its webhook,
-    an SMS receipt), at `reported_at` when it said; a failure it reported as a hard
-    bounce counts as `bounced`.
+    takes what every announcement carries (`RoundChanges`). `deliveries`: (id,
+    accepted_at, status written); each status that counts (`KIND_BY_STATUS`) is one
+    event, and a try's outcome (delivered, retrying, failed or dead, not told by the
+    provider) is also `sent` (a `delivered` row stands for it: the shipper writes both);
+    each names the provider the round says its try went to (`providers`, so a delivery
+    handed over from the primary names the one that took it). `notifications`: (id,
+    created_at) of notifications just routed: each of their deliveries is `accepted`
+    (the audience). `news`: (id, accepted_at, provider event kind) of provider news that
+    changes no status. `reported`: the provider told us (its webhook, an SMS receipt), at
+    `reported_at` when it said; a failure it reported as a hard bounce counts as
+    `bounced`. A round that carries its deliveries' subjects and the deliveries it
+    created writes them as they are (`_carried_write`); any other reads them back.
     """
     if not settings.NOTIFY_ANALYTICS_ENABLED:
         return 0
@@ -249,7 +253,7 @@ def _event_rows(changes: RoundChanges) -> list[tuple[int, datetime, str, str]]:
     rows: list[tuple[int, datetime, str, str]] = []
     for pk, month, status in changes.deliveries:
         provider = providers.get(pk, "")
-        if not reported and status in TRIED_STATUSES:
+        if not reported and status in UNDELIVERED_TRIES:
             rows.append((pk, month, EventKind.SENT.value, provider))
         if status in KIND_BY_STATUS:
             rows.append((pk, month, KIND_BY_STATUS[status], provider))

@@ -30,7 +30,8 @@ class AnalyticsEvent(models.Model):
 
     `person` is a keyed hash of the user id (`analytics.events.person_hash`), never the
     id itself; `latency_ms` is accepted → handed to the provider on `delivered`, handed
-    over → reached on `reached`."""
+    over → reached on `reached`. A `delivered` row also stands for its try's `sent`: the
+    shipper writes both into the store, as event ids 2 * id + 1 and 2 * id."""
 
     id = models.BigAutoField(primary_key=True)
     kind = models.CharField(max_length=16, choices=EventKind.choices)

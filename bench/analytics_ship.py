@@ -60,16 +60,13 @@ def _queue(n: int) -> None:
 
 
 def _csv_copy() -> list[bytes]:
-    """The queued rows as the shipper's COPY writes them (without deleting them)."""
+    """The queued rows as the shipper's COPY writes them into the store (without
+    deleting them): the same statement, reading the queue instead of emptying it."""
     from django.db import connection
 
-    select = (
-        "COPY (SELECT id, kind, to_char(occurred_at AT TIME ZONE 'UTC',"
-        " 'YYYY-MM-DD HH24:MI:SS.MS'), producer_id, COALESCE(campaign_id, 0), category, channel,"
-        " provider, reason, COALESCE(delivery_id, 0), notification_id, person,"
-        " COALESCE(latency_ms, -1) FROM analytics_analyticsevent ORDER BY id)"
-        " TO STDOUT WITH (FORMAT csv)"
-    )
+    from analytics.store.shipper import store_rows_sql
+
+    select = store_rows_sql("SELECT * FROM analytics_analyticsevent ORDER BY id")
     with connection.cursor() as cursor, cursor.copy(select) as copy:
         return [bytes(chunk) for chunk in copy]
 
@@ -97,6 +94,7 @@ def scenario_s12(bench: Bench) -> None:
     with phase(f"S12: queueing {n} events"):
         _queue(n)
         chunks = _csv_copy()
+    rows = sum(chunk.count(b"\n") for chunk in chunks)  # a `delivered` queued is two
 
     started = time.perf_counter()
     store.insert_csv(EVENTS, EVENT_COLUMNS, chunks)
@@ -116,13 +114,13 @@ def scenario_s12(bench: Bench) -> None:
     value = ratio(1 / shipping, 1 / bare)
     print(
         f"S12 analytics shipping: {value:.3g}x a bare bulk insert into the store's tables "
-        f"({shipped / shipping:,.0f} events/s vs {n / bare:,.0f}; {shipped} shipped in "
+        f"({shipped / shipping:,.0f} events/s vs {rows / bare:,.0f}; {shipped} shipped in "
         f"batches of {settings.NOTIFY_ANALYTICS_BATCH}) — "
         f"{verdict(value, S12_TARGET, at_least=True)}"
     )
     print(
         f"S12 analytics shipping vs a bare insert into a table without rollups: "
-        f"{ratio(1 / shipping, 1 / bare_plain):.3g}x ({n / bare_plain:,.0f} events/s)"
+        f"{ratio(1 / shipping, 1 / bare_plain):.3g}x ({rows / bare_plain:,.0f} events/s)"
     )
 
     with phase(f"S12: {big} events generated in the store"):

@@ -106,10 +106,11 @@ def test_the_pages_read_through_the_analytics_process(transactional_db, analytic
     user.user_permissions.add(
         Permission.objects.get(content_type__app_label="analytics", codename="see_reports")
     )
+    # Three delivered, each with its `sent` in the store: seven events there.
     queue_events(3, kind="delivered", producer_id=producer.pk, latency_ms=120)
     queue_events(1, kind="failed", producer_id=producer.pk, reason="rejected")
     wait_for(
-        lambda: int(store_rows("SELECT count() FROM notify_analytics.events")[0][0]) == 4,
+        lambda: int(store_rows("SELECT count() FROM notify_analytics.events")[0][0]) == 7,
         timeout=30,
         what="the analytics process shipped the events",
     )

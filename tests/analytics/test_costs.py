@@ -40,7 +40,8 @@ def test_a_routed_and_sent_batch_writes_its_events_in_one_statement_per_round(
     # Nothing else more (the first batch also warmed this process's caches).
     assert len(on) - 2 <= len(off)
     kinds = Counter(AnalyticsEvent.objects.values_list("kind", flat=True))
-    assert kinds == {"accepted": PUSH_PEOPLE, "sent": PUSH_PEOPLE, "delivered": PUSH_PEOPLE}
+    # A delivered try's row stands for its `sent` too (the shipper writes both).
+    assert kinds == {"accepted": PUSH_PEOPLE, "delivered": PUSH_PEOPLE}
     event = AnalyticsEvent.objects.filter(kind="delivered").first()
     assert (event.channel, event.provider, event.category) == ("fcm", "fcm", "order.shipped")
     assert event.latency_ms is not None and event.latency_ms >= 0

@@ -17,7 +17,7 @@ class Crash(Exception):
 
 
 def test_shipped_events_leave_the_queue_and_are_in_the_store(db, store):
-    queue_events(120)
+    queue_events(120, kind="accepted")
     assert batch_ship(store=store, limit=50) == 50
     assert batch_ship(store=store, limit=500) == 70
     assert batch_ship(store=store) == 0
@@ -26,20 +26,37 @@ def test_shipped_events_leave_the_queue_and_are_in_the_store(db, store):
 
 
 def test_a_batch_the_store_took_before_a_crash_is_not_shipped_twice(db, store):
-    queue_events(80)
+    queue_events(40, kind="accepted")
+    queue_events(40)  # delivered: each is two events in the store (with its `sent`)
     # The store takes the batch, then the process dies before PostgreSQL commits: the
     # queue still has every event.
     with pytest.raises(Crash), transaction.atomic():
-        batch_ship(store=store, limit=30)
+        batch_ship(store=store, limit=50)
         raise Crash
     assert AnalyticsEvent.objects.count() == 80
-    assert store.query(f"SELECT count() FROM {EVENTS}") == [(30,)]
+    assert store.query(f"SELECT count() FROM {EVENTS}") == [(60,)]
 
-    assert shipped_reconcile(store=store) == 30
+    assert shipped_reconcile(store=store) == 50
     while batch_ship(store=store, limit=25):
         pass
     assert AnalyticsEvent.objects.count() == 0
-    assert store.query(f"SELECT count(), uniqExact(event_id) FROM {EVENTS}") == [(80, 80)]
+    assert store.query(f"SELECT count(), uniqExact(event_id) FROM {EVENTS}") == [(120, 120)]
+
+
+def test_a_queued_delivered_reaches_the_store_with_its_tries_sent(db, store):
+    [delivered] = queue_events(1, provider="postmark", latency_ms=250, delivery_id=7)
+    queue_events(1, kind="sent", delivery_id=8, latency_ms=None)  # a try to be retried
+    batch_ship(store=store)
+    rows = store.query(
+        f"SELECT event_id, kind, provider, delivery_id, person, latency_ms FROM {EVENTS}"
+        " ORDER BY delivery_id, kind"
+    )
+    person = delivered.person
+    assert rows == [
+        (delivered.pk * 2 + 1, "delivered", "postmark", 7, person, 250),
+        (delivered.pk * 2, "sent", "postmark", 7, person, -1),
+        ((delivered.pk + 1) * 2 + 1, "sent", "smtp", 8, person, -1),
+    ]
 
 
 class StoreFailingMidBatch:
@@ -57,7 +74,9 @@ class StoreFailingMidBatch:
 
 
 def test_a_batch_the_store_failed_to_take_midway_stays_queued_and_ships_once(db, store):
-    queue_events(20_000)  # many COPY chunks: the store has parsed some when it fails
+    queue_events(
+        20_000, kind="accepted"
+    )  # many COPY chunks: the store has parsed some when it fails
     with pytest.raises(ConnectionError):
         batch_ship(store=StoreFailingMidBatch(store))
     assert AnalyticsEvent.objects.count() == 20_000
@@ -72,9 +91,10 @@ def test_the_store_keeps_an_events_time_to_the_millisecond_in_utc(db, store):
     from datetime import UTC, datetime, timedelta, timezone
 
     berlin = timezone(timedelta(hours=1))
-    queue_events(1, occurred_at=datetime(2026, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC))
-    queue_events(1, occurred_at=datetime(2026, 12, 5, 6, 23, 1, 123_456, tzinfo=berlin))
-    queue_events(1, occurred_at=datetime(2026, 12, 5, 5, 23, 1, tzinfo=UTC))
+    at = {"kind": "accepted"}
+    queue_events(1, occurred_at=datetime(2026, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), **at)
+    queue_events(1, occurred_at=datetime(2026, 12, 5, 6, 23, 1, 123_456, tzinfo=berlin), **at)
+    queue_events(1, occurred_at=datetime(2026, 12, 5, 5, 23, 1, tzinfo=UTC), **at)
     batch_ship(store=store)
     rows = store.query(f"SELECT toString(occurred_at) FROM {EVENTS} ORDER BY event_id")
     assert rows == [
