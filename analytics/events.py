@@ -30,6 +30,7 @@ from django.db import connection
 from django.utils import timezone
 
 from analytics.models import AnalyticsEvent, EventKind
+from pgarrays import array_literal
 
 
 class Subject(Protocol):
@@ -229,12 +230,12 @@ def analytics_events_write(changes: RoundChanges) -> int:
     if not _sql:
         _sql.append(_events_sql())
     params = {
-        "id": [r[0] for r in rows],
-        "month": [r[1] for r in rows],
-        "kind": [str(r[2]) for r in rows],
-        "provider": [r[3] for r in rows],
-        "n_id": [n[0] for n in routed],
-        "n_month": [n[1] for n in routed],
+        "id": array_literal([r[0] for r in rows]),
+        "month": array_literal([r[1] for r in rows]),
+        "kind": array_literal([str(r[2]) for r in rows]),
+        "provider": array_literal([r[3] for r in rows]),
+        "n_id": array_literal([n[0] for n in routed]),
+        "n_month": array_literal([n[1] for n in routed]),
         "reported": reported,
         "at": changes.reported_at,
         "now": timezone.now(),
@@ -340,7 +341,7 @@ def _carried_write(changes: RoundChanges, rows: Sequence[tuple]) -> int:
         return 0
     params: dict[str, object] = {"now": now}
     for name, column in zip(_COLUMNS, zip(*values, strict=True), strict=True):
-        params[name] = list(column)
+        params[name] = array_literal(list(column))
     with connection.cursor() as cursor:
         cursor.execute(_CARRIED_SQL, params)
         return cursor.rowcount

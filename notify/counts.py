@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 
 from notify.models import AcceptedCount, Category, Notification
-from notify.pgarrays import array_literal
+from pgarrays import array_literal
 
 NOTIFICATIONS = Notification._meta.db_table
 COUNTS = AcceptedCount._meta.db_table

@@ -9,8 +9,8 @@ from django.utils import timezone
 from analytics.person_events import analytics_reads_write
 from notify.links import link_is_safe
 from notify.models import FeedEntry, Notification, Recipient
-from notify.pgarrays import array_literal
 from notify.unread import unread_decrement, unread_increment_many
+from pgarrays import array_literal
 
 
 def feed_entry_create(*, notification: Notification, title: str, body: str, url: str) -> FeedEntry:

@@ -34,7 +34,7 @@ from notify.models import (
     QueueClass,
     Recipient,
 )
-from notify.pgarrays import array_literal
+from pgarrays import array_literal
 
 logger = logging.getLogger(__name__)
 

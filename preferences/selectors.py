@@ -13,7 +13,7 @@ from django.db.models import Q
 
 from notify.category_labels import category_text
 from notify.models import Category, Channel, Recipient
-from notify.pgarrays import array_literal
+from pgarrays import array_literal
 from preferences.languages import person_language
 from preferences.models import (
     ConsentRecord,

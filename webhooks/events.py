@@ -27,7 +27,7 @@ from deliveries.changes import RoundChanges
 from deliveries.models import Delivery, DeliveryStatus, ProviderEventKind
 from notify.broker import chunked, publish_task
 from notify.models import Category, Notification, Recipient
-from notify.pgarrays import array_literal
+from pgarrays import array_literal
 from webhooks.models import (
     WebhookEndpoint,
     WebhookEvent,

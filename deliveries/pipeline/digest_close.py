@@ -23,7 +23,7 @@ from deliveries.pipeline.digests import wakeups_publish
 from deliveries.pipeline.enqueue import deliveries_enqueue
 from deliveries.pipeline.routing import gate_decide_many
 from notify.models import PUSH_CHANNELS, Channel, Notification
-from notify.pgarrays import array_literal
+from pgarrays import array_literal
 from preferences.gate import ChannelDecision
 
 logger = logging.getLogger(__name__)

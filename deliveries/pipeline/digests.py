@@ -38,7 +38,7 @@ from deliveries.models import (
 from deliveries.pipeline.live import feed_entries_seen_by
 from notify.broker import publish_task
 from notify.models import Category, FeedEntry, Notification
-from notify.pgarrays import array_literal
+from pgarrays import array_literal
 from templates_admin.rendering import digest_context
 
 logger = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reas
 from deliveries.pipeline.enqueue import deliveries_enqueue, delivery_enqueue
 from flow.fairness import push_slot_member, push_slot_release
 from notify.models import PUSH_CHANNELS, Category, Channel, QueueClass
-from notify.pgarrays import array_literal
+from pgarrays import array_literal
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from deliveries.pipeline.retry import RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
 from flow.fairness import push_slot_member, push_slot_release
 from notify.models import PUSH_CHANNELS
-from notify.pgarrays import array_literal
+from pgarrays import array_literal
 
 logger = logging.getLogger(__name__)
 

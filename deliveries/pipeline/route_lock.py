@@ -14,8 +14,8 @@ from django.db import connection
 
 from deliveries.pipeline.suppression import suppressed_addresses_raw_sql
 from notify.models import Category, Channel, Notification, Recipient
-from notify.pgarrays import array_literal
 from notify.rows import ModelColumns, instances_split, related_cache
+from pgarrays import array_literal
 from templates_admin.selectors import published_choices_sql
 
 _NOTIFICATION = ModelColumns(Notification, "n")

@@ -18,7 +18,7 @@ from django.db import connection
 
 from deliveries.models import Delivery
 from notify.models import Notification
-from notify.pgarrays import array_literal
+from pgarrays import array_literal
 
 
 class DeliveryRow(NamedTuple):
