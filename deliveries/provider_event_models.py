@@ -13,6 +13,7 @@ class ProviderEventKind(models.TextChoices):
     DELIVERED = "delivered", "Delivered to the mailbox"
     BOUNCED = "bounced", "Bounced"
     COMPLAINED = "complained", "Marked as spam"
+    UNSUBSCRIBED = "unsubscribed", "Unsubscribed at the provider"
     OPENED = "opened", "Opened"
     CLICKED = "clicked", "Clicked"
     DEFERRED = "deferred", "Delayed by the mailbox"
@@ -22,9 +23,10 @@ class ProviderEventKind(models.TextChoices):
 
 class ProviderEvent(models.Model):
     """One event a provider posted about a message it accepted (delivered, a bounce, a
-    spam complaint, an open, a click), matched to its delivery by the provider's message
-    id. Recorded once: a replay of the same event (same provider and key) is recognised
-    and changes nothing. Erasure deletes them with the person's deliveries."""
+    spam complaint, an unsubscribe, an open, a click), matched to its delivery by the
+    provider's message id. Recorded once: a replay of the same event (same provider and
+    key) is recognised and changes nothing. Erasure deletes them with the person's
+    deliveries."""
 
     esp = models.CharField(max_length=20, help_text="The provider, e.g. postmark.")
     key = models.CharField(

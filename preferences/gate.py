@@ -30,6 +30,7 @@ from django.db import models
 from django.utils import timezone
 
 from notify.models import Category, Channel, Notification, Recipient
+from preferences.daily_cap import marketing_caps_take
 from preferences.selectors import (
     GateInputs,
     gate_inputs_many,
@@ -37,7 +38,6 @@ from preferences.selectors import (
     quiet_until,
     recipient_zone,
 )
-from preferences.services import marketing_caps_take
 
 FEED_TARGET = "feed"
 # Prefixed to the key of a test send's seal (`test_send_seal`).

@@ -21,6 +21,9 @@ class ConsentSource(models.TextChoices):
     PREFERENCE_CENTER = "preference_center", "Preference center"
     # The person marked an email as spam (their email provider's complaint, relayed by ours).
     SPAM_COMPLAINT = "spam_complaint", "Spam complaint"
+    # The person unsubscribed at our email provider (its own link or the mailbox's
+    # one-click button on the provider's header), relayed by its webhook.
+    ESP_UNSUBSCRIBE = "esp_unsubscribe", "Unsubscribed at the email provider"
 
 
 class Preference(models.Model):

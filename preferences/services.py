@@ -1,20 +1,20 @@
-"""Writes of preferences and consent, one-click unsubscribe and the daily cap."""
+"""Writes of preferences and consent, one-click unsubscribe, quiet hours and a person's
+settings (the daily cap is in daily_cap.py)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import date, datetime, time
+from datetime import datetime, time
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from analytics.person_events import analytics_unsubscribed_write
 from notify.erasure import recipient_hold_lift
 from notify.models import Category, Channel, Recipient
-from notify.pgarrays import array_literal
 from notify.services import recipient_upsert
 from preferences.models import (
     ConsentRecord,
@@ -152,20 +152,28 @@ def marketing_consent_grant(*, recipient: Recipient, origin: RequestOrigin) -> C
     return record
 
 
-def marketing_withdraw_for_complaint(
-    *, recipient_id: int, channel: str, evidence: str, delivery: tuple[int, datetime] | None = None
-) -> ConsentRecord | None:
-    """The person marked an email as spam: all marketing on `channel` is withdrawn, one
-    consent record (source `spam_complaint`, the complaint as its reason) and one
-    `unsubscribed` event naming the complained-of `delivery` (id, accepted_at) when
-    known. Mandatory categories (login codes, payments) need no consent and keep going.
-    None when the recipient is gone."""
+# Where a withdrawal reported by someone else came from: the person marked an email as
+# spam (their mailbox provider's complaint), or unsubscribed at our email provider.
+REPORTED_SOURCES = frozenset({ConsentSource.SPAM_COMPLAINT, ConsentSource.ESP_UNSUBSCRIBE})
+
+
+def marketing_withdraw_reported(
+    *, recipient_id: int, channel: str, source: str, evidence: str,
+    delivery: tuple[int, datetime] | None = None,
+) -> ConsentRecord | None:  # fmt: skip
+    """A provider reports that the person wants no more marketing: all marketing on
+    `channel` is withdrawn, one consent record (`source`, one of REPORTED_SOURCES; the
+    report as its reason) and one `unsubscribed` event naming the reported `delivery`
+    (id, accepted_at) when known. Mandatory categories (login codes, payments) need no
+    consent and keep going. None when the recipient is gone."""
+    if source not in REPORTED_SOURCES:
+        raise ValueError(f"{source!r} is not a provider's report")
     with transaction.atomic():
         # One writer per recipient at a time, as for every other consent change.
         recipient = Recipient.objects.select_for_update().filter(pk=recipient_id).first()
         if recipient is None:
             return None
-        origin = RequestOrigin(source=ConsentSource.SPAM_COMPLAINT, reason=evidence)
+        origin = RequestOrigin(source=source, reason=evidence)
         record = _record(
             recipient=recipient, category=None, channel=channel, granted=False, origin=origin
         )
@@ -278,71 +286,6 @@ def unsubscribe(*, scope: UnsubscribeScope, origin: RequestOrigin) -> Unsubscrib
             reason=origin.source, at=timezone.now(), delivery=scope.delivery,
         )  # fmt: skip
     return Unsubscribed(category, changed=True, recipient=recipient)
-
-
-def marketing_cap_take(*, recipient_id: int, local_date: date) -> bool:
-    """Count one marketing notification for the recipient's local day, if under the cap.
-
-    A PostgreSQL upsert on one row per (recipient, local day), run inside the route
-    transaction rather than a Redis INCR: the row lock makes concurrent routes on any
-    worker count one at a time, the `WHERE count < cap` never lets the count pass the
-    cap, and a route that rolls back takes its count back with it — so the counter
-    always equals the deliveries that exist. A new local day is simply a new row.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO preferences_marketingdaycount (recipient_id, local_date, count)
-            VALUES (%s, %s, 1)
-            ON CONFLICT (recipient_id, local_date)
-            DO UPDATE SET count = preferences_marketingdaycount.count + 1
-            WHERE preferences_marketingdaycount.count < %s
-            RETURNING count
-            """,
-            [recipient_id, local_date, settings.NOTIFY_MARKETING_DAILY_CAP],
-        )
-        return cursor.fetchone() is not None
-
-
-# `marketing_cap_take` for many (recipient, local day) pairs in one statement. Rows are
-# taken in a fixed order (sorted by the caller), so two batches never wait on each other
-# in a circle.
-_CAPS_TAKE_SQL = """
-    INSERT INTO preferences_marketingdaycount (recipient_id, local_date, count)
-    SELECT r, d, 1 FROM unnest(%(r)s::bigint[], %(d)s::date[]) AS v(r, d)
-    ON CONFLICT (recipient_id, local_date)
-    DO UPDATE SET count = preferences_marketingdaycount.count + 1
-    WHERE preferences_marketingdaycount.count < %(cap)s
-    RETURNING recipient_id, local_date
-"""
-
-
-def marketing_caps_take(*, requests: list[tuple[int, date]]) -> list[bool]:
-    """`marketing_cap_take` for each (recipient id, local date), in order; one statement
-    for the first request of each pair, and one more per repeat (a person twice in one
-    batch: rare, and one statement cannot count one row twice)."""
-    if not requests:
-        return []
-    first = sorted(set(requests))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _CAPS_TAKE_SQL,
-            {
-                "r": array_literal(r for r, _ in first),
-                "d": array_literal(d for _, d in first),
-                "cap": settings.NOTIFY_MARKETING_DAILY_CAP,
-            },
-        )
-        granted = {(r, d) for r, d in cursor.fetchall()}
-    seen: set[tuple[int, date]] = set()
-    answers = []
-    for request in requests:
-        if request in seen:
-            answers.append(marketing_cap_take(recipient_id=request[0], local_date=request[1]))
-        else:
-            seen.add(request)
-            answers.append(request in granted)
-    return answers
 
 
 def quiet_hours_set(*, recipient: Recipient, start: time, end: time) -> QuietHours:

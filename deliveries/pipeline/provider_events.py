@@ -11,6 +11,8 @@ then by kind:
   (reason `bounced`); soft: recorded, nothing else (the provider keeps trying);
 - complained: marketing email to the person is withdrawn in their consent history
   (source `spam_complaint`); mandatory categories (login codes) are not affected;
+- unsubscribed (the person unsubscribed at the email provider): the same, with source
+  `esp_unsubscribe`; it posts no status webhook (there is no event type for it);
 - opened, clicked, deferred: recorded (shown and counted, never required).
 What the producer subscribed to is posted to its status webhooks in the same transaction:
 `delivery.reached`, `delivery.failed` (a hard bounce), `delivery.complained`,
@@ -46,7 +48,8 @@ from deliveries.models import (
 )
 from deliveries.pipeline.suppression import address_suppress
 from notify.models import Channel
-from preferences.services import marketing_withdraw_for_complaint
+from preferences.models import ConsentSource
+from preferences.services import marketing_withdraw_reported
 
 logger = logging.getLogger(__name__)
 
@@ -86,10 +89,17 @@ class Applied(Enum):
 
 
 # Provider news that changes no status but is announced (the producer's status webhooks
-# post it).
+# post it). An unsubscribe is not: no webhook event type says it (the contract is
+# unchanged), and analytics counts it as the consent change writes it.
 _NEWS_KINDS = frozenset(
     {ProviderEventKind.COMPLAINED, ProviderEventKind.OPENED, ProviderEventKind.CLICKED}
 )
+# Provider news that withdraws the person's marketing email: the consent source it is
+# recorded with, and how the record's reason names it.
+_WITHDRAWALS = {
+    ProviderEventKind.COMPLAINED: (ConsentSource.SPAM_COMPLAINT, "spam complaint about"),
+    ProviderEventKind.UNSUBSCRIBED: (ConsentSource.ESP_UNSUBSCRIBE, "unsubscribe via"),
+}
 
 
 def provider_event_apply(*, news: ProviderNews, wait_if_unknown: bool = True) -> Applied:
@@ -146,11 +156,13 @@ def provider_event_apply(*, news: ProviderNews, wait_if_unknown: bool = True) ->
                 reason=Reason.BOUNCED,
                 last_error=evidence,
             )
-        elif news.kind == ProviderEventKind.COMPLAINED:
-            marketing_withdraw_for_complaint(
+        elif news.kind in _WITHDRAWALS:
+            source, what = _WITHDRAWALS[news.kind]
+            marketing_withdraw_reported(
                 recipient_id=delivery.notification.recipient_id,
                 channel=Channel.EMAIL,
-                evidence=f"{news.esp} spam complaint about message {news.message_id}",
+                source=source,
+                evidence=f"{news.esp} {what} message {news.message_id}",
                 delivery=(delivery.pk, delivery.accepted_at),
             )
         if news.kind in _NEWS_KINDS:

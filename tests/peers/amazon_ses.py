@@ -38,6 +38,7 @@ def _error(status: int, code: str, message: str) -> Answer:
 
 class AmazonSESPeer(EspPeer):
     esp = "amazon_ses"
+    resubscribes = True  # a Subscription event that opts in again
 
     def refuse(self, path: str, headers: Any) -> Answer | None:
         if path.rstrip("/") != "/v2/email/outbound-emails":
@@ -99,6 +100,12 @@ class AmazonSESPeer(EspPeer):
             "complaint": {"eventType": "Complaint", "complaint": {
                 "complainedRecipients": [{"emailAddress": to}], "timestamp": now_iso(),
                 "feedbackId": uuid.uuid4().hex, "complaintFeedbackType": "abuse"}},
+            # SES's list management: the person opted out by the unsubscribe header SES
+            # added to the message (and, later, back in).
+            "unsubscribe": {"eventType": "Subscription", "subscription": _subscription(
+                source="UnsubscribeHeader", opted_out=True)},
+            "resubscribe": {"eventType": "Subscription", "subscription": _subscription(
+                source="ListManagement", opted_out=False)},
             "open": {"eventType": "Open", "open": {
                 "timestamp": now_iso(), "userAgent": "Mozilla/5.0", "ipAddress": "192.0.2.1"}},
             "click": {"eventType": "Click", "click": {
@@ -154,6 +161,21 @@ class AmazonSESPeer(EspPeer):
             "AMAZON_SES_REGION": REGION,
             "AMAZON_SES_ENDPOINT_URL": self.url,
         }
+
+
+def _subscription(*, source: str, opted_out: bool) -> dict:
+    """The `subscription` of an SES Subscription event: the person's preferences on our
+    contact list before and after (all topics, or the one topic)."""
+
+    def preferences(out: bool) -> dict:
+        topic = {"topicName": "marketing", "subscriptionStatus": "OptOut" if out else "OptIn"}
+        return {"unsubscribeAll": out, "topicSubscriptionStatus": [topic]}
+
+    return {
+        "contactList": "notify", "timestamp": now_iso(), "source": source,
+        "newTopicPreferences": preferences(opted_out),
+        "oldTopicPreferences": preferences(not opted_out),
+    }  # fmt: skip
 
 
 def sns_message(kind: str, message: str, **extra: Any) -> dict:

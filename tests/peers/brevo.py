@@ -73,6 +73,9 @@ class BrevoPeer(EspPeer):
                             "reason": "550 5.1.1 The email account does not exist."},
             "soft_bounce": {"event": "soft_bounce", "reason": "452 4.2.2 Mailbox full"},
             "complaint": {"event": "spam"},
+            # Brevo's unsubscribe link; its transactional webhook reports no resubscribe.
+            "unsubscribe": {"event": "unsubscribe", "user_agent": "Mozilla/5.0",
+                            "device_used": "DESKTOP"},
             "open": {"event": "unique_opened"},
             "click": {"event": "click", "link": "https://example.com/o"},
         }[kind]  # fmt: skip

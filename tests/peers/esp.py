@@ -27,8 +27,12 @@ from tests.peers.base import LoopbackHttpPeer
 # The HTTP basic auth ("user:password") the tracking webhooks carry in their URL.
 SECRET = "esp-hooks:s3cret-in-the-url"
 FORGED = "esp-hooks:forged"
-# The events every peer builds: what became of a message after the provider took it.
-KINDS = ("delivered", "hard_bounce", "soft_bounce", "complaint", "open", "click")
+# The events every peer builds: what became of a message after the provider took it
+# (`unsubscribe`: the person unsubscribed at the provider, by its link or header).
+KINDS = ("delivered", "hard_bounce", "soft_bounce", "complaint", "unsubscribe", "open", "click")
+# A provider that reports the person subscribing again builds this one too (its peer's
+# `resubscribes`).
+RESUBSCRIBE = "resubscribe"
 
 Answer = tuple[int, Any, dict]  # (HTTP status, JSON body / text / None, headers)
 
@@ -85,6 +89,7 @@ class EspPeer(LoopbackHttpPeer):
     """
 
     esp = ""  # NOTIFY_EMAIL_ESP
+    resubscribes = False  # whether the provider posts a resubscribe (RESUBSCRIBE)
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -180,7 +185,8 @@ class EspPeer(LoopbackHttpPeer):
         raise NotImplementedError(f"{self.esp} refuses no address at send")
 
     def event(self, kind: str, message_id: str, to: str) -> Any:
-        """The webhook body the provider posts about `message_id` (kind: one of KINDS)."""
+        """The webhook body the provider posts about `message_id` (kind: one of KINDS, or
+        RESUBSCRIBE where the provider reports one)."""
         raise NotImplementedError
 
     def signed(self, body: Any, *, good: bool = True) -> WebhookPost:

@@ -97,6 +97,9 @@ class MailgunPeer(EspPeer):
             "hard_bounce": {**failed, "severity": "permanent"},
             "soft_bounce": {**failed, "severity": "temporary", "reason": "generic"},
             "complaint": {"event": "complained"},
+            # Mailgun's unsubscribe link or header; it reports no resubscribe.
+            "unsubscribe": {"event": "unsubscribed", "ip": "192.0.2.1",
+                            "client-info": {"user-agent": "Mozilla/5.0"}},
             "open": {"event": "opened", "client-info": {"user-agent": "Mozilla/5.0"}},
             "click": {"event": "clicked", "url": "https://example.com/o"},
         }[kind]  # fmt: skip

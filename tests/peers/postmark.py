@@ -1,6 +1,7 @@
 """A Postmark API on loopback: `POST /email` as Postmark answers it (its JSON, its HTTP
 statuses and ErrorCodes), recording what it was sent; and the webhook bodies Postmark
-posts afterwards (Delivery, Bounce, SpamComplaint, Open, Click), for a test to post.
+posts afterwards (Delivery, Bounce, SpamComplaint, SubscriptionChange, Open, Click), for a
+test to post.
 
 Why Postmark: one send endpoint, one JSON answer shape with a numeric ErrorCode that
 says what went wrong, and tracking webhooks authenticated by HTTP basic auth in the URL
@@ -134,6 +135,21 @@ def complaint_event(message_id: str, email: str, *, event_id: int = 43) -> dict:
         "Email": email, "From": "notify@localhost", "BouncedAt": _now(),
         "DumpAvailable": False, "Inactive": True, "CanActivate": False, "Subject": "Offer",
         "Metadata": {},
+    }  # fmt: skip
+
+
+def subscription_change_event(
+    message_id: str, recipient: str, *, suppress: bool = True, reason: str = "ManualSuppression"
+) -> dict:
+    """The person unsubscribed by Postmark's link or header (`suppress`: Postmark adds
+    the address to the stream's suppressions, reason ManualSuppression, origin Recipient),
+    or was reactivated (`suppress=False`); with `reason` HardBounce or SpamComplaint, the
+    suppression Postmark makes for those. No ID: each change is its own post."""
+    return {
+        "RecordType": "SubscriptionChange", "MessageID": message_id, "ServerID": 23,
+        "MessageStream": "outbound", "ChangedAt": _now(), "Recipient": recipient,
+        "Origin": "Recipient", "SuppressSending": suppress,
+        "SuppressionReason": reason if suppress else None, "Tag": "", "Metadata": {},
     }  # fmt: skip
 
 

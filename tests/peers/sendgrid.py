@@ -38,6 +38,7 @@ def _errors(status: int, field: str | None, message: str, **headers: str) -> Ans
 
 class SendGridPeer(EspPeer):
     esp = "sendgrid"
+    resubscribes = True  # group_resubscribe
 
     def __init__(self) -> None:
         super().__init__()
@@ -112,6 +113,14 @@ class SendGridPeer(EspPeer):
                             "reason": "452 4.2.2 Mailbox full",
                             "bounce_classification": "Mailbox Unavailable"},
             "complaint": {"event": "spamreport"},
+            # The person left the unsubscribe group of SendGrid's link (a global
+            # `unsubscribe` reads the same to anymail); `group_resubscribe` is their return.
+            "unsubscribe": {"event": "group_unsubscribe", "asm_group_id": 10,
+                            "useragent": "Mozilla/5.0", "ip": "192.0.2.1",
+                            "url": "https://sendgrid.example/unsubscribe"},
+            "resubscribe": {"event": "group_resubscribe", "asm_group_id": 10,
+                            "useragent": "Mozilla/5.0", "ip": "192.0.2.1",
+                            "url": "https://sendgrid.example/resubscribe"},
             "open": {"event": "open", "useragent": "Mozilla/5.0", "ip": "192.0.2.1"},
             "click": {"event": "click", "url": "https://example.com/o",
                       "useragent": "Mozilla/5.0", "ip": "192.0.2.1"},

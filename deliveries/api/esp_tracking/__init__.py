@@ -32,6 +32,12 @@ _KINDS = {
     EventType.OPENED: ProviderEventKind.OPENED,
     EventType.CLICKED: ProviderEventKind.CLICKED,
     EventType.DEFERRED: ProviderEventKind.DEFERRED,
+    # The person unsubscribed at the provider (its link, or the mailbox's one-click button
+    # on the provider's List-Unsubscribe): marketing email is withdrawn. anymail's
+    # `subscribed` (a resubscribe: Postmark's reactivation, SendGrid's group_resubscribe,
+    # Brevo's list_addition, an SES opt-in) is deliberately absent: we never grant
+    # consent again on a provider's word; the person does that with us.
+    EventType.UNSUBSCRIBED: ProviderEventKind.UNSUBSCRIBED,
 }
 # Bounces each provider reports as temporary, by the field of its own event that says so
 # (anymail calls every bounce `bounced`, and Mailgun's temporary failures `deferred`): a
@@ -57,7 +63,8 @@ def _soft(esp: str, raw: Any) -> bool:
 
 def provider_news(*, esp: str, event: AnymailTrackingEvent) -> ProviderNews | None:
     """Our reading of one anymail tracking event; None for kinds we do not act on or
-    record (subscription changes, inbound, unknown) and for events without a message id."""
+    record (a resubscribe, inbound, unknown) and for events without a message id (an
+    unsubscribe then names no message of ours: Postmark's suppression by an operator)."""
     kind = _KINDS.get(event.event_type)
     hard = False
     if event.event_type == EventType.REJECTED and event.reject_reason in _HARD_REJECTS:

@@ -10,6 +10,11 @@ accept only those topics. A post that fails any of it is answered 400, recording
 A SubscriptionConfirmation (authenticated like every post) is confirmed by fetching its
 SubscribeURL, and only one on Amazon SNS itself (https, sns.<region>.amazonaws.com):
 anything else is refused unfetched, so a post can never make us call another host.
+
+SES's `Subscription` event (its list management: the person opted out or in, by the
+unsubscribe header or link SES added) is one anymail does not know (it calls it
+unknown): an opt-out is read as `unsubscribed` here, an opt-in as `subscribed` (which
+we do not act on).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import logging
 from typing import Any
 
 from anymail.exceptions import AnymailAPIError, AnymailWebhookValidationFailure
+from anymail.signals import AnymailTrackingEvent, EventType
 from anymail.webhooks.amazon_ses import AmazonSESTrackingWebhookView
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -60,6 +66,19 @@ class AmazonSESTracking(Tracking, AmazonSESTrackingWebhookView):
                 f"SNS topic {str(message.get('TopicArn'))[:200]!r} is not one of ours"
             )
 
+    def esp_to_anymail_events(
+        self, ses_event: dict, sns_message: dict
+    ) -> list[AnymailTrackingEvent]:
+        """anymail's events, with SES's `Subscription` read as an opt-out or an opt-in."""
+        events = super().esp_to_anymail_events(ses_event, sns_message)
+        if ses_event.get("eventType") == "Subscription":
+            change = ses_event.get("subscription") or {}
+            kind = EventType.UNSUBSCRIBED if _opted_out(change) else EventType.SUBSCRIBED
+            for event in events:
+                event.event_type = kind
+                event.description = f"{change.get('source', '')} {change.get('contactList', '')}"
+        return events
+
     def auto_confirm_sns_subscription(self, sns_message: dict) -> None:
         """Confirm the subscription by fetching its SubscribeURL, if it is Amazon SNS's."""
         if not self.auto_confirm_enabled:
@@ -76,6 +95,22 @@ class AmazonSESTracking(Tracking, AmazonSESTrackingWebhookView):
         if answer.status_code != 200:
             raise AnymailAPIError(f"SNS subscription not confirmed: {answer.status_code}")
         logger.info("SNS subscription confirmed for topic %s", sns_message.get("TopicArn"))
+
+
+def _opted_out(change: dict) -> bool:
+    """Whether the person opted out in this change: of everything on the contact list, or
+    of a topic they were not opted out of before."""
+    new, old = change.get("newTopicPreferences") or {}, change.get("oldTopicPreferences") or {}
+    if new.get("unsubscribeAll") and not old.get("unsubscribeAll"):
+        return True
+    before = {
+        t.get("topicName"): t.get("subscriptionStatus")
+        for t in old.get("topicSubscriptionStatus") or []
+    }
+    return any(
+        t.get("subscriptionStatus") == "OptOut" and before.get(t.get("topicName")) != "OptOut"
+        for t in new.get("topicSubscriptionStatus") or []
+    )
 
 
 view = AmazonSESTracking.as_view()

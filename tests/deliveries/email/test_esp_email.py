@@ -1,5 +1,6 @@
 """Email through an ESP (Postmark, on a real HTTP peer on loopback) and the provider's
-events coming back through its tracking webhook: delivered, bounced, complained, opened.
+events coming back through its tracking webhook: delivered, bounced, complained,
+unsubscribed, opened.
 
 Sends run in this process against the peer through anymail's real Postmark backend;
 webhooks are posted to the real endpoint (Django's test client) with Postmark's bodies
@@ -226,6 +227,89 @@ def test_a_complaint_stops_marketing_email_but_not_login_codes(person, esp, clie
     code = sent(email_to(person, "security.login_code", {"code": "482913"}))
     assert code.status == DeliveryStatus.DELIVERED
     assert len(esp.received) == 2  # the promo before, the login code after
+
+
+def test_an_unsubscribe_at_postmark_stops_marketing_email_but_not_login_codes(
+    person, esp, client, settings
+):
+    """Postmark's SubscriptionChange (the person unsubscribed by its link or header)
+    withdraws marketing email as a complaint does, under its own source; it posts no
+    status webhook (no event type says it)."""
+    from webhooks.models import WebhookEndpoint, WebhookEvent, WebhookEventType, WebhookSubscription
+
+    settings.NOTIFY_WEBHOOK_SUBSCRIPTION_CACHE_SECONDS = 0
+    promo = sent(email_to(person, "promo.weekly", PROMO))
+    endpoint = WebhookEndpoint.objects.create(
+        producer=promo.notification.producer, url="https://hooks.example.com/notify",
+        secret="whsec_" + "A" * 32,
+    )  # fmt: skip
+    for event_type in WebhookEventType.values:
+        WebhookSubscription.objects.create(
+            endpoint=endpoint, producer=endpoint.producer, event_type=event_type
+        )
+    unsubscribe = postmark.subscription_change_event(promo.provider_message_id, person.email)
+    assert post_event(client, unsubscribe).status_code == 200
+
+    [event] = ProviderEvent.objects.all()
+    assert (event.kind, event.delivery_id) == ("unsubscribed", promo.pk)
+    record = ConsentRecord.objects.filter(recipient=person).latest("id")
+    assert (record.source, record.granted, record.channel) == ("esp_unsubscribe", False, "email")
+    assert record.category is None  # all marketing on email
+    assert not WebhookEvent.objects.filter(endpoint=endpoint).exists()
+
+    next_promo = email_to(person, "promo.weekly", PROMO)
+    assert (next_promo.status, next_promo.reason) == (
+        DeliveryStatus.SUPPRESSED,
+        Reason.NO_CONSENT,
+    )
+    code = sent(email_to(person, "security.login_code", {"code": "482913"}))
+    assert code.status == DeliveryStatus.DELIVERED
+    assert len(esp.received) == 2  # the promo before, the login code after
+
+
+def test_a_replayed_unsubscribe_changes_nothing_and_is_counted_once(person, esp, client, settings):
+    from analytics.models import AnalyticsEvent
+
+    settings.NOTIFY_ANALYTICS_ENABLED = True
+    promo = sent(email_to(person, "promo.weekly", PROMO))
+    unsubscribe = postmark.subscription_change_event(promo.provider_message_id, person.email)
+    for _ in range(2):
+        assert post_event(client, unsubscribe).status_code == 200
+    assert ProviderEvent.objects.filter(kind="unsubscribed").count() == 1
+    assert ConsentRecord.objects.filter(recipient=person, source="esp_unsubscribe").count() == 1
+    [counted] = AnalyticsEvent.objects.filter(kind="unsubscribed")
+    assert (counted.reason, counted.delivery_id) == ("esp_unsubscribe", promo.pk)
+    assert (counted.category, counted.channel, counted.provider) == ("", "email", "postmark")
+
+
+def test_a_reactivation_at_postmark_gives_no_consent_back(person, esp, client):
+    """Postmark's SubscriptionChange that stops suppressing (anymail: `subscribed`) is not
+    acted on: we never grant consent again on a provider's word."""
+    promo = sent(email_to(person, "promo.weekly", PROMO))
+    message_id = promo.provider_message_id
+    for suppress in (True, False):
+        body = postmark.subscription_change_event(message_id, person.email, suppress=suppress)
+        assert post_event(client, body).status_code == 200
+    assert list(ProviderEvent.objects.values_list("kind", flat=True)) == ["unsubscribed"]
+    latest = ConsentRecord.objects.filter(recipient=person).latest("id")
+    assert (latest.source, latest.granted) == ("esp_unsubscribe", False)
+    next_promo = email_to(person, "promo.weekly", PROMO)
+    assert next_promo.status == DeliveryStatus.SUPPRESSED
+
+
+def test_postmarks_suppression_for_a_complaint_is_not_applied_twice(person, esp, client):
+    """Postmark posts a Subscription change too when a complaint suppresses the address:
+    the Spam complaint webhook already said it, so one record, one withdrawal."""
+    promo = sent(email_to(person, "promo.weekly", PROMO))
+    message_id = promo.provider_message_id
+    for body in (
+        postmark.complaint_event(message_id, person.email),
+        postmark.subscription_change_event(message_id, person.email, reason="SpamComplaint"),
+    ):
+        assert post_event(client, body).status_code == 200
+    assert list(ProviderEvent.objects.values_list("kind", flat=True)) == ["complained"]
+    withdrawn = ConsentRecord.objects.filter(recipient=person, granted=False)
+    assert list(withdrawn.values_list("source", flat=True)) == ["spam_complaint"]
 
 
 def test_opens_and_clicks_are_recorded_and_shown_without_changing_the_status(person, esp, client):

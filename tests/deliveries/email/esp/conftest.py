@@ -11,7 +11,7 @@ from deliveries.channels.esp import kept_session_close
 from tests.deliveries.email.test_esp_email import person  # noqa: F401
 from tests.peers.amazon_ses import AmazonSESPeer
 from tests.peers.brevo import BrevoPeer
-from tests.peers.esp import SECRET, email_through
+from tests.peers.esp import RESUBSCRIBE, SECRET, email_through
 from tests.peers.mailgun import MailgunPeer
 from tests.peers.sendgrid import SendGridPeer
 
@@ -43,9 +43,12 @@ def esp(request, esp_peers, settings, clean_breakers):
     kept_session_close()
 
 
-# Answers a provider never gives, so no test is made for them: Amazon SES refuses no
-# address when it takes a message (a bad one comes back later as a Bounce event).
-NOT_ANSWERED = {("amazon_ses", "bad_address")}
+# Answers and reports a provider never gives, so no test is made for them: Amazon SES
+# refuses no address when it takes a message (a bad one comes back later as a Bounce
+# event); Mailgun and Brevo post no resubscribe.
+NOT_ANSWERED = {("amazon_ses", "bad_address")} | {
+    (esp, RESUBSCRIBE) for esp, peer in PEERS.items() if not peer.resubscribes
+}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -53,7 +56,7 @@ def pytest_collection_modifyitems(config, items):
     kept, left_out = [], []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        pair = (params.get("esp"), params.get("answer"))
+        pair = (params.get("esp"), params.get("answer", params.get("report")))
         never = all(isinstance(p, str) for p in pair) and pair in NOT_ANSWERED
         (left_out if never else kept).append(item)
     if left_out:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from analytics.models import AnalyticsEvent
 from deliveries.checks import check_email_provider
 from deliveries.models import (
     AddressSuppression,
@@ -20,7 +21,7 @@ from deliveries.models import (
 )
 from preferences.models import ConsentRecord
 from tests.deliveries.email.test_esp_email import PROMO, bounced_and_suppressed, email_to, sent
-from tests.peers.esp import EspPeer, WebhookPost
+from tests.peers.esp import RESUBSCRIBE, EspPeer, WebhookPost
 
 # With these empty, no provider's posts can be verified.
 NO_SECRETS = {
@@ -77,6 +78,53 @@ def test_a_complaint_stops_marketing_email_but_not_login_codes(person, esp, clie
     code = sent(email_to(person, "security.login_code", {"code": "482913"}))
     assert code.status == DeliveryStatus.DELIVERED
     assert len(esp.received) == 2  # the promo before, the login code after
+
+
+def test_an_unsubscribe_at_the_provider_stops_marketing_email_but_not_login_codes(
+    person, esp, client
+):
+    promo = sent(email_to(person, "promo.weekly", PROMO))
+    assert news(esp, "unsubscribe", promo).to_client(client, esp.hook).status_code == 200
+    [event] = ProviderEvent.objects.all()
+    assert (event.kind, event.delivery_id) == ("unsubscribed", promo.pk)
+    record = ConsentRecord.objects.filter(recipient=person).latest("id")
+    assert (record.source, record.granted, record.channel) == ("esp_unsubscribe", False, "email")
+    assert record.category is None  # all marketing on email
+
+    next_promo = email_to(person, "promo.weekly", PROMO)
+    assert (next_promo.status, next_promo.reason) == (DeliveryStatus.SUPPRESSED, Reason.NO_CONSENT)
+    code = sent(email_to(person, "security.login_code", {"code": "482913"}))
+    assert code.status == DeliveryStatus.DELIVERED
+    assert len(esp.received) == 2  # the promo before, the login code after
+
+
+def test_a_replayed_unsubscribe_changes_nothing_and_is_counted_once(person, esp, client, settings):
+    settings.NOTIFY_ANALYTICS_ENABLED = True
+    promo = sent(email_to(person, "promo.weekly", PROMO))
+    unsubscribe = news(esp, "unsubscribe", promo)
+    for _ in range(2):
+        assert unsubscribe.to_client(client, esp.hook).status_code == 200
+    assert ProviderEvent.objects.filter(kind="unsubscribed").count() == 1
+    assert ConsentRecord.objects.filter(recipient=person, source="esp_unsubscribe").count() == 1
+    [counted] = AnalyticsEvent.objects.filter(kind="unsubscribed")
+    assert (counted.reason, counted.delivery_id) == ("esp_unsubscribe", promo.pk)
+    assert (counted.category, counted.channel) == ("", "email")  # all marketing by email
+
+
+@pytest.mark.parametrize("report", [RESUBSCRIBE])  # not made where none is posted
+def test_a_resubscribe_at_the_provider_gives_no_consent_back(person, esp, client, report):
+    """We never grant consent again on a provider's word: the person does that with us."""
+    promo = sent(email_to(person, "promo.weekly", PROMO))
+    for kind in ("unsubscribe", report):
+        assert news(esp, kind, promo).to_client(client, esp.hook).status_code == 200
+    assert list(ProviderEvent.objects.values_list("kind", flat=True)) == ["unsubscribed"]
+    history = ConsentRecord.objects.filter(recipient=person).order_by("id")
+    assert [(r.source, r.granted) for r in history] == [
+        ("signup", True),
+        ("esp_unsubscribe", False),
+    ]
+    next_promo = email_to(person, "promo.weekly", PROMO)
+    assert (next_promo.status, next_promo.reason) == (DeliveryStatus.SUPPRESSED, Reason.NO_CONSENT)
 
 
 def test_a_post_with_a_bad_signature_or_credentials_is_refused_and_records_nothing(
