@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from flow.campaign_statements import statements_unslotted
+
 
 @dataclass(frozen=True)
 class Subject:
@@ -118,5 +120,8 @@ def changes_announce(
         None if created is None else list(created),
         subjects() if subjects is not None else {},
     )
-    for listener in _listeners:
-        listener(changes)
+    # Appends in the round's open transaction: a campaign's round has its slot's work
+    # done and holds its rows' locks, so they do not queue for another slot.
+    with statements_unslotted():
+        for listener in _listeners:
+            listener(changes)

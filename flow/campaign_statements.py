@@ -22,6 +22,12 @@ at most that many campaign statements.
 A statement waits at most NOTIFY_CAMPAIGN_DB_WAIT seconds for a slot, then runs without
 one: a statement that waits for a row lock while holding a slot can hold the others up
 no longer than that, and a lock directory that cannot be written never stops a campaign.
+
+The appends a round's announcement makes in its open transaction (status webhook and
+analytics events, `statements_unslotted`) take no slot: the round has already written
+and holds its rows' locks, so queueing there would hold those locks for the wait, and
+the short inserts would queue behind whole statements for what is the round's last
+step.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
@@ -133,6 +140,18 @@ class _Slots:
 
 
 _slots = _Slots()
+_unslotted = threading.local()  # `on`: this thread's statements take no slot for now
+
+
+@contextmanager
+def statements_unslotted() -> Iterator[None]:
+    """Inside: this thread's campaign statements run without taking a slot."""
+    before = getattr(_unslotted, "on", False)
+    _unslotted.on = True
+    try:
+        yield
+    finally:
+        _unslotted.on = before
 
 
 def _usable_slots() -> int:
@@ -149,7 +168,7 @@ def _campaign_statement(
 ) -> Any:
     """Django execute wrapper: one of the host's campaign statement slots around it."""
     size = settings.NOTIFY_CAMPAIGN_DB_CONCURRENCY
-    if size <= 0:
+    if size <= 0 or getattr(_unslotted, "on", False):
         return execute(sql, params, many, context)
     slot = _slots.take(
         size, until=time.monotonic() + settings.NOTIFY_CAMPAIGN_DB_WAIT, usable=_usable_slots

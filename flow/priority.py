@@ -110,6 +110,8 @@ class _Turns:
 _turns = _Turns()
 _quiet_seen = [float("-inf")]  # when this process last read that no `high` work is in flight
 _busy_seen = [float("-inf")]  # when this process last read that `high` work is in flight
+# Held by the one thread that reads afresh; the others take the last reading meanwhile.
+_reading = threading.Lock()
 
 
 def host_turn_take(*, until: float) -> tuple[str, str, float] | None:
@@ -205,14 +207,21 @@ def low_work_yield(*, sleep: Callable[[float], None] = time.sleep, fresh: float 
 
 def high_work_now(*, fresh: float) -> bool:
     """Whether `high` work is in flight: this process's last reading if it is at most
-    `fresh` seconds old, else a new one (one Redis read; Redis away reads as no)."""
+    `fresh` seconds old, else a new one (one Redis read; Redis away reads as no). While
+    another thread of the process reads, the last reading."""
     now = time.monotonic()
     if now - max(_busy_seen[0], _quiet_seen[0]) < fresh:
+        return _busy_seen[0] > _quiet_seen[0]
+    # One read per process at a time: a campaign's waiting threads all find the reading
+    # stale at once, and each asking Redis was a round trip per thread for one answer.
+    if not _reading.acquire(blocking=False):
         return _busy_seen[0] > _quiet_seen[0]
     try:
         busy = get_redis_connection("default").pttl(busy_key()) > 0
     except RedisError:
         return False
+    finally:
+        _reading.release()
     (_busy_seen if busy else _quiet_seen)[0] = now
     return busy
 

@@ -159,7 +159,8 @@ def test_after_a_campaign_task_the_threads_statements_take_no_slot(holder, setti
     from config.celery import _campaign_turn_back, _campaign_work_yields_to_high
 
     settings.NOTIFY_CAMPAIGN_DB_CONCURRENCY = 1
-    settings.NOTIFY_CAMPAIGN_DB_WAIT = 30  # a statement that waited would outlive the holder
+    # Longer than the holder's minute: a statement that waited would run after it ended.
+    settings.NOTIFY_CAMPAIGN_DB_WAIT = 600
     settings.NOTIFY_CAMPAIGN_YIELD_WINDOW = 0
     _, pid = holder
     low = SimpleNamespace(request=SimpleNamespace(delivery_info={"routing_key": "low"}))
@@ -169,6 +170,20 @@ def test_after_a_campaign_task_the_threads_statements_take_no_slot(holder, setti
     with connection.cursor() as cursor:  # the next task on this thread: a login code's
         cursor.execute("SELECT 42")
         assert cursor.fetchone() == (42,)
+    assert backend_running_pid(pid)  # it ran while the slot was held
+
+
+def test_a_rounds_announcement_writes_without_waiting_for_a_slot(holder, settings):
+    settings.NOTIFY_CAMPAIGN_DB_CONCURRENCY = 1
+    # Longer than the holder's minute: a statement that waited would run after it ended.
+    settings.NOTIFY_CAMPAIGN_DB_WAIT = 600
+    _, pid = holder
+    campaign_statements.campaign_statements_limited()
+    with campaign_statements.statements_unslotted(), connection.cursor() as cursor:
+        cursor.execute("SELECT 42")  # the events' append, in the round's transaction
+        assert cursor.fetchone() == (42,)
+    assert not getattr(campaign_statements._unslotted, "on", False)  # only inside
+    campaign_statements.campaign_statements_free()
     assert backend_running_pid(pid)  # it ran while the slot was held
 
 

@@ -235,6 +235,18 @@ def test_a_fan_out_batch_is_small_while_login_codes_are_in_flight(fresh, setting
     assert fan_out_batch_size() == 2000
 
 
+def test_one_thread_reads_whether_high_work_is_in_flight_while_the_others_take_the_last_reading(
+    fresh,
+):
+    priority.high_work_mark()
+    assert priority.high_work_now(fresh=0.01) is True
+    get_redis_connection("default").delete(priority.busy_key())  # the login code is done
+    time.sleep(0.02)  # the reading is stale now
+    with priority._reading:  # another thread of this process is reading Redis
+        assert priority.high_work_now(fresh=0.01) is True  # the last reading, no read
+    assert priority.high_work_now(fresh=0.01) is False  # its own read, fresh
+
+
 SHIPPED = {"order_number": "A-1", "delivery_date": "2026-12-04", "items_count": 1}
 
 
