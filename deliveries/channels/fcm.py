@@ -1,9 +1,12 @@
 """FCM mobile push through firebase-admin.
 
-A batch of deliveries goes out together: `send_many` sends them with
-`messaging.send_each` in chunks of at most NOTIFY_FCM_BATCH_SIZE (FCM's limit is 500)
-and returns one result per delivery. Every attempt reads the device's current token by
-the delivery's target (the device id).
+A batch of deliveries goes out together: `send_many` posts them in chunks of at most
+NOTIFY_FCM_BATCH_SIZE (FCM's limit is 500), each message on its own as
+`messaging.send_each` does, and returns one result per delivery. The posts run on one
+pool of threads the process keeps, as many as the SDK's session keeps connections
+(fcm_app.py), rather than on threads `send_each` would start and stop for every chunk:
+starting them cost the sender more than the posts themselves. Every attempt reads the
+device's current token by the delivery's target (the device id).
 
 Classification: UNREGISTERED and SENDER_ID_MISMATCH mean this token is dead → permanent,
 and the device is reported gone (the outcome step deactivates it); INVALID_ARGUMENT is
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -25,12 +29,14 @@ from django.utils import timezone
 from firebase_admin import exceptions, messaging
 
 from deliveries.channels.base import SendResult, call_failed, refusal, ttl_left
-from deliveries.channels.fcm_app import fcm_app
-from deliveries.models import Device, DeviceKind
+from deliveries.channels.fcm_app import FCM_CONNECTIONS, fcm_app
+from deliveries.channels.overlap import call_pool
+from deliveries.models import DeviceKind
+from deliveries.selectors import devices_for_targets
 from templates_admin.rendering import render_version
 
 if TYPE_CHECKING:
-    from deliveries.models import Delivery
+    from deliveries.models import Delivery, Device
     from templates_admin.models import TemplateVersion
 
 logger = logging.getLogger(__name__)
@@ -55,13 +61,7 @@ def send_many(
     order; an item whose template failed to render has its exception instead. Each item
     is rendered on its own, so one batch may carry many notifications.
     """
-    ids = [int(d.target) for d, _, _ in items if d.target.isdigit()]
-    devices = {
-        str(device.pk): device
-        for device in Device.objects.filter(pk__in=ids, kind=DeviceKind.FCM, active=True).exclude(
-            token=""
-        )
-    }
+    devices = devices_for_targets(targets=[d.target for d, _, _ in items], kind=DeviceKind.FCM)
     results: list[SendResult | Exception | None] = [None] * len(items)
     sendable: list[tuple[int, messaging.Message]] = []
     for index, (delivery, version, context) in enumerate(items):
@@ -82,14 +82,36 @@ def send_many(
         chunk = sendable[start : start + size]
         logger.info("fcm: sending a chunk of %s messages", len(chunk))
         try:
-            batch = messaging.send_each([message for _, message in chunk], app=fcm_app())
+            responses = _send_each([message for _, message in chunk])
         except (exceptions.FirebaseError, ValueError) as error:
             for index, _ in chunk:
                 results[index] = call_failed(error)
             continue
-        for (index, _), response in zip(chunk, batch.responses, strict=True):
+        for (index, _), response in zip(chunk, responses, strict=True):
             results[index] = classify_response(response)[0]
     return [result for result in results if result is not None]
+
+
+def _send_each(chunk: list[messaging.Message]) -> list[messaging.SendResponse]:
+    """What `messaging.send_each` answers for `chunk`: each message posted on its own,
+    here on the process's pool of FCM threads; one response each, in order. As there,
+    anything but a failed post (the access token could not be had) fails the chunk."""
+    pool, post = call_pool("fcm-call", FCM_CONNECTIONS), partial(_send_one, app=fcm_app())
+    try:
+        return list(pool.map(post, chunk))
+    except Exception as error:
+        raise exceptions.UnknownError(
+            message=f"Unknown error while making remote service calls: {error}", cause=error
+        ) from error
+
+
+def _send_one(message: messaging.Message, *, app: Any) -> messaging.SendResponse:
+    """One message's post, its failure kept as its response (as `send_each` keeps it). A
+    message the SDK cannot encode fails alone, before anything is posted."""
+    try:
+        return messaging.SendResponse({"name": messaging.send(message, app=app)}, None)
+    except (exceptions.FirebaseError, ValueError) as error:
+        return messaging.SendResponse(None, error)
 
 
 def classify_response(response: messaging.SendResponse) -> tuple[SendResult, str]:

@@ -14,6 +14,9 @@ from firebase_admin import credentials, messaging
 
 from egress.sessions import bounded_mount
 
+# Connections the SDK's session keeps to FCM; fcm.py posts on as many threads at most.
+FCM_CONNECTIONS = 100
+
 _app_lock = threading.Lock()
 _apps: dict[tuple[str, str, float, float], firebase_admin.App] = {}
 
@@ -50,8 +53,10 @@ def fcm_app() -> firebase_admin.App:
 def configure_messaging(service: Any) -> None:
     """The one place that reaches into firebase-admin's private attributes.
 
-    It points the send URL at FCM_SEND_URL when set (an emulator or the test peer) and
-    replaces the SDK's retrying HTTP adapters with non-retrying ones. The canary test
+    It points the send URL at FCM_SEND_URL when set (an emulator or the test peer),
+    replaces the SDK's retrying HTTP adapters with non-retrying ones, and reads the
+    environment's proxy and CA bundle for that URL once, here: requests would read the
+    environment (and look for a .netrc) again at every post. The canary test
     (tests/deliveries/push/test_fcm.py) fails loudly if an upgrade renames what is touched here.
     """
     current = getattr(service, "_fcm_url", None)
@@ -63,10 +68,17 @@ def configure_messaging(service: Any) -> None:
     if settings.FCM_SEND_URL:
         service._fcm_url = settings.FCM_SEND_URL.format(project_id=service._project_id)
     # No retries, a total deadline per request and a bounded read of each answer.
+    session = service._client.session
     bounded_mount(
-        service._client.session,
+        session,
         total_seconds=settings.NOTIFY_PROVIDER_CALL_DEADLINES["fcm"],
         max_bytes=settings.NOTIFY_FCM_MAX_RESPONSE_BYTES,
         max_retries=0,
-        pool_maxsize=100,
+        pool_maxsize=FCM_CONNECTIONS,
     )
+    # Every post goes to the one send URL: what the environment says for it holds for
+    # all of them. (The access token is fetched on a session of its own, untouched.)
+    environment = session.merge_environment_settings(service._fcm_url, {}, None, None, None)
+    session.proxies.update(environment["proxies"])
+    session.verify = environment["verify"]
+    session.trust_env = False

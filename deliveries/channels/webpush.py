@@ -91,6 +91,11 @@ def send(delivery: Delivery, version: TemplateVersion, context: dict[str, Any]) 
     return push_prepare(delivery, version, context, device=device)()
 
 
+def calls_in_flight() -> int:
+    """How many pushes one sender keeps in flight: a batch's first round sends as many."""
+    return settings.NOTIFY_WEBPUSH_CONCURRENCY
+
+
 def send_overlapped(
     items: Sequence[tuple[Delivery, TemplateVersion, dict[str, Any]]],
     *,

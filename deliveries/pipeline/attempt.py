@@ -31,6 +31,7 @@ from deliveries.pipeline.claim import (
     Refusal,
     deliveries_claim,
     deliveries_load,
+    deliveries_maybe_live,
     delivery_claim_refused,
     delivery_skip_if_live,
 )
@@ -86,7 +87,8 @@ def deliveries_attempt(
     it holds is no longer claimable), and a worker killed mid-batch leaves at most one
     round sent but not recorded — the window in which a send may be repeated, as a
     single send has between the provider's answer and its record. A provider that sends
-    a batch in one call (FCM's multicast) takes the whole batch as one round.
+    a batch in one call (FCM's multicast) takes the whole batch as one round; one that
+    keeps calls in flight together (Web Push) starts with as many as it keeps.
     """
     if loaded is None:
         loaded = list(deliveries_load(delivery_ids=delivery_ids).values())
@@ -97,9 +99,15 @@ def deliveries_attempt(
     # order lane -> order rank -> the first of its members of that rank that did not go
     waiting: dict[tuple, dict[int, tuple]] = {}
     size = settings.NOTIFY_BATCH_ROUND_START
-    channels = {item.delivery.channel for item in loaded}
-    if any(hasattr(provider_for(channel), "send_many") for channel in channels):
+    providers = [provider_for(channel) for channel in {item.delivery.channel for item in loaded}]
+    if any(hasattr(provider, "send_many") for provider in providers):
         size = len(loaded)  # a multicast is one call: the batch is its one round
+    in_flight = [getattr(provider, "calls_in_flight", None) for provider in providers]
+    if in_flight and all(in_flight):
+        # Providers that keep calls in flight together (Web Push) start with a round
+        # that fills what they keep in flight: a smaller one leaves them idle while
+        # its claim and record go to the database.
+        size = max(size, min(calls() for calls in in_flight))
     # Inside a batch every message a provider takes is marked sent until its round is
     # recorded (deliveries/pipeline/sent_marks.py); a lone send records at once.
     mark_sent = len(loaded) > 1
@@ -136,15 +144,22 @@ def _round(
     now = timezone.now()
     reports: list[AttemptReport] = []
     candidates: list[Loaded] = []
+    # A device live on the stream got the notification there; checked before the claim
+    # (no claim taken) and right after it (the claim is given back). Whose device is
+    # live is read for the whole round at once: only those are looked at one by one.
+    live = deliveries_maybe_live(deliveries=[item.delivery for item in members])
     for item in members:
-        # A device live on the stream got the notification there; checked before the
-        # claim (no claim taken) and right after it (the claim is given back).
-        if delivery_skip_if_live(delivery=item.delivery, claimed_at=None):
+        if item.delivery.pk in live and delivery_skip_if_live(
+            delivery=item.delivery, claimed_at=None
+        ):
             successor_wake(delivery=item.delivery)  # done with: the next one may go
             reports.append(_report(AttemptResult.SKIPPED_LIVE, item.delivery))
         else:
             candidates.append(item)
     claimed = deliveries_claim(loaded=candidates, now=now)
+    live = deliveries_maybe_live(
+        deliveries=[item.delivery for item in candidates if item.delivery.pk in claimed]
+    )
     checked: list[Loaded] = []
     for item in candidates:
         delivery = item.delivery
@@ -153,7 +168,7 @@ def _round(
             _did_not_go(waiting, item)
         elif _behind(waiting, item):
             reports.append(_wait_behind(delivery, now))
-        elif delivery_skip_if_live(delivery=delivery, claimed_at=now):
+        elif delivery.pk in live and delivery_skip_if_live(delivery=delivery, claimed_at=now):
             successor_wake(delivery=delivery)
             reports.append(_report(AttemptResult.SKIPPED_LIVE, delivery))
         elif newer_delivered(delivery=delivery) and delivery_supersede(

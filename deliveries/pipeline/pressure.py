@@ -21,12 +21,13 @@ from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
-from deliveries.models import AttemptOutcome, Delivery, DeliveryStatus, Device, DeviceKind
+from deliveries.models import AttemptOutcome, Delivery, DeliveryStatus, DeviceKind
 from deliveries.pipeline.enqueue import delivery_enqueue
 from deliveries.pipeline.ratelimit import (
     provider_bucket_key,
@@ -39,6 +40,7 @@ from flow.breaker import (
     breaker_record_many,
 )
 from notify.ratelimit import BUCKET_TAKE_LUA
+from pgarrays import array_literal
 
 logger = logging.getLogger(__name__)
 
@@ -74,13 +76,22 @@ class Admission:
     circuit_open: bool = False  # refused by an open breaker: a failover may go elsewhere
 
 
+# Written once rather than built by the ORM each round (see notify/rows.py).
+_PUSH_HOSTS_SQL = f"""
+    SELECT id, endpoint FROM deliveries_device
+     WHERE id = ANY(%(ids)s::bigint[]) AND kind = '{DeviceKind.WEBPUSH.value}'
+"""
+
+
 def push_hosts(targets: Iterable[str]) -> dict[str, str]:
     """The push service's host[:port] of each Web Push device among `targets` (device
     ids), in one statement whatever their number."""
     ids = {int(target) for target in targets if target.isdigit()}
     if not ids:
         return {}
-    rows = Device.objects.filter(pk__in=ids, kind=DeviceKind.WEBPUSH).values_list("pk", "endpoint")
+    with connection.cursor() as cursor:
+        cursor.execute(_PUSH_HOSTS_SQL, {"ids": array_literal(ids)})
+        rows = cursor.fetchall()
     return {str(pk): urlsplit(endpoint or "").netloc.lower() for pk, endpoint in rows}
 
 
