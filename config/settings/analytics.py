@@ -24,7 +24,9 @@ NOTIFY_ANALYTICS_READER_ADDRESS = env_str("NOTIFY_ANALYTICS_READER_ADDRESS", "12
 # ones cost the store less (20 of 50,000 rows take it about half again the CPU of one of
 # 1,000,000; 5 of 200,000 no more); the rows stream through, never held in Python.
 NOTIFY_ANALYTICS_BATCH = env_int("NOTIFY_ANALYTICS_BATCH", 200_000, minimum=100)
-# Seconds the shipper sleeps when it found nothing to ship: the floor of the store's lag.
+# Seconds the shipper waits after a batch that did not fill (nothing, or fewer events than
+# NOTIFY_ANALYTICS_BATCH, waited): the floor of the store's lag, and what keeps its inserts
+# to about one a second while a pipeline writes events (each makes parts in every table).
 NOTIFY_ANALYTICS_POLL_INTERVAL = env_float("NOTIFY_ANALYTICS_POLL_INTERVAL", 1.0, minimum=0.05)
 # Detail rows are kept this many days in the store (a TTL), like the pipeline's own
 # history before it is archived; the daily rollups are kept for good.
