@@ -121,7 +121,8 @@ def changes_announce(
         subjects() if subjects is not None else {},
     )
     # Appends in the round's open transaction: a campaign's round has its slot's work
-    # done and holds its rows' locks, so they do not queue for another slot.
+    # done and holds its rows' locks, so they do not queue for another slot (unless a
+    # login code is in flight: flow/campaign_statements.py).
     with statements_unslotted():
         for listener in _listeners:
             listener(changes)

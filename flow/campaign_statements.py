@@ -24,10 +24,11 @@ one: a statement that waits for a row lock while holding a slot can hold the oth
 no longer than that, and a lock directory that cannot be written never stops a campaign.
 
 The appends a round's announcement makes in its open transaction (status webhook and
-analytics events, `statements_unslotted`) take no slot: the round has already written
-and holds its rows' locks, so queueing there would hold those locks for the wait, and
-the short inserts would queue behind whole statements for what is the round's last
-step.
+analytics events, `statements_unslotted`) take no slot while no login code is in flight:
+the round has already written and holds its rows' locks, so queueing there would hold
+those locks for the wait, and the short inserts would queue behind whole statements for
+what is the round's last step. While one is in flight they take slots like the rest, so
+what a login code finds on the database is still at most the slots' statements.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ _unslotted = threading.local()  # `on`: this thread's statements take no slot fo
 
 @contextmanager
 def statements_unslotted() -> Iterator[None]:
-    """Inside: this thread's campaign statements run without taking a slot."""
+    """Inside: this thread's campaign statements run without taking a slot while no
+    login code is in flight."""
     before = getattr(_unslotted, "on", False)
     _unslotted.on = True
     try:
@@ -168,7 +170,9 @@ def _campaign_statement(
 ) -> Any:
     """Django execute wrapper: one of the host's campaign statement slots around it."""
     size = settings.NOTIFY_CAMPAIGN_DB_CONCURRENCY
-    if size <= 0 or getattr(_unslotted, "on", False):
+    if size <= 0:
+        return execute(sql, params, many, context)
+    if getattr(_unslotted, "on", False) and not high_work_now(fresh=BUSY_READING_SECONDS):
         return execute(sql, params, many, context)
     slot = _slots.take(
         size, until=time.monotonic() + settings.NOTIFY_CAMPAIGN_DB_WAIT, usable=_usable_slots

@@ -187,6 +187,21 @@ def test_a_rounds_announcement_writes_without_waiting_for_a_slot(holder, setting
     assert backend_running_pid(pid)  # it ran while the slot was held
 
 
+def test_while_a_login_code_is_in_flight_the_announcements_appends_take_slots_too(holder, settings):
+    settings.NOTIFY_CAMPAIGN_DB_CONCURRENCY = 1
+    settings.NOTIFY_CAMPAIGN_DB_WAIT = 0.5
+    settings.NOTIFY_CAMPAIGN_YIELD_WINDOW = 0.2  # the production default (the tests' is 0)
+    priority.high_work_mark()
+    get_redis_connection("default").pexpire(priority.busy_key(), 60_000)  # a long one
+    campaign_statements.campaign_statements_limited()
+    started = time.monotonic()
+    with campaign_statements.statements_unslotted(), connection.cursor() as cursor:
+        cursor.execute("SELECT 42")  # waits its 0.5 s for the slot, then runs
+    waited = time.monotonic() - started
+    campaign_statements.campaign_statements_free()
+    assert waited >= 0.5  # it queued for the held slot, as any campaign statement
+
+
 def test_a_holder_killed_mid_statement_frees_its_slot(holder, settings):
     settings.NOTIFY_CAMPAIGN_DB_CONCURRENCY = 1
     run, pid = holder
