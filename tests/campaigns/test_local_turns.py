@@ -86,10 +86,14 @@ def test_a_later_zone_waits_for_the_turns_of_an_earlier_one_only_when_they_overl
     promo_data, settings
 ):
     settings.NOTIFY_CAMPAIGN_TIME_SCALE = 1
-    seed_recipients(40, prefix="paris", timezone="Europe/Paris")  # 10:00 here, and
+    seed_recipients(40, prefix="paris", timezone="Europe/Paris")  # the hour here, and
     seed_recipients(40, prefix="london", timezone="Europe/London")  # an hour later here
     campaign = launch()
-    Campaign.objects.filter(pk=campaign.pk).update(local_time=time(10, 0), send_rate=2)
+    # An hour still ahead in both zones today (a fixed 10:00 had passed in Paris but not
+    # in London between 09:00 and 10:00 UTC, and Paris's came a day later).
+    paris_now = timezone.now().astimezone(ZoneInfo("Europe/Paris"))
+    hour = time((paris_now.hour + 2) % 24, 0)
+    Campaign.objects.filter(pk=campaign.pk).update(local_time=hour, send_rate=2)
     fan_out_all(campaign, batch_size=25)
     dues = due_times(campaign)
     paris, london = dues[:40], dues[40:]
