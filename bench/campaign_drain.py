@@ -140,6 +140,7 @@ def report_runs(bench: Bench, drains: list[CampaignDrain], loops: list[Loop], ad
         + costs_text(costs, sql_target=S7_SQL_TARGET, broker_target=S7_BROKER_TARGET)
     )
     report_store_lag(drains)
+    report_process_cpu(drains)
     for drain in drains:
         warn_statuses("S7", drain)
 
@@ -162,6 +163,19 @@ def report_store_lag(drains: list[CampaignDrain]) -> None:
         f"{len(lags)} runs (the oldest queued event's age, read every 0.25 s; "
         f"{verdict(worst, S7_LAG_TARGET, at_least=False, unit=' s')}); every event in the "
         f"store after the last delivery was final: {after}"
+    )
+
+
+def report_process_cpu(drains: list[CampaignDrain]) -> None:
+    """Where the drain's CPU went: each Procfile process's CPU per notification."""
+    names = sorted({name for d in drains for name in d.process_cpu})
+    shares = ", ".join(
+        f"{name} {statistics.median(d.process_cpu.get(name, 0.0) / d.n for d in drains) * 1000:.2f}"
+        for name in names
+    )
+    print(
+        f"S7 processes' CPU per notification, ms (launch -> every delivery final; medians): "
+        f"{shares}"
     )
 
 

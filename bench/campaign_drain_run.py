@@ -53,6 +53,7 @@ class CampaignDrain:
     statuses: dict[str, int]  # "channel status" -> deliveries, warm-up left out
     extra_emails: int  # received beyond n (duplicates), by the end
     store_lag: StoreLag | None  # the analytics store's lag (None: no analytics process)
+    process_cpu: dict[str, float]  # Procfile name -> CPU seconds, launch -> every event final
 
     @property
     def rate(self) -> float:
@@ -172,6 +173,7 @@ def campaign_run(bench: Bench, sink: Sink, n: int, label: str) -> CampaignDrain:
         time.sleep(flush_wait)
         before = read_tally(f"bench:count:{stamp}")
         with PgCpu(bench.places, bench.config.pg_cpu_interval) as cpu:
+            cpu_before = {proc.name: proc.cpu_seconds() for proc in procs}
             start_count = sink.status().count
             # The lag is read only while a shipper runs: no polling load on a run without.
             watch = LagWatch(bench.places.database_url) if shipping else nullcontext()
@@ -184,6 +186,10 @@ def campaign_run(bench: Bench, sink: Sink, n: int, label: str) -> CampaignDrain:
                 wait_final(bench, n, procs, label="S7")
                 final = time.time()
                 store_lag = lag.finish() if lag is not None else None
+            process_cpu = {
+                proc.name.removeprefix("s7-"): proc.cpu_seconds() - cpu_before[proc.name]
+                for proc in procs
+            }
             time.sleep(flush_wait)
             counted = read_tally(f"bench:count:{stamp}").since(before)
         extra = sink.status().count - start_count - n
@@ -199,5 +205,5 @@ def campaign_run(bench: Bench, sink: Sink, n: int, label: str) -> CampaignDrain:
         cpu.seconds() + launch_cpu.seconds(bench=True),
     )
     return CampaignDrain(
-        n, last_email - launched, final - launched, costs, by_status, extra, store_lag
+        n, last_email - launched, final - launched, costs, by_status, extra, store_lag, process_cpu
     )

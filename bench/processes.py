@@ -61,6 +61,11 @@ class Proc:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user and system) used so far by the processes of its session
+        (a worker's pool children included) that are still running."""
+        return session_cpu_seconds(self.popen.pid)
+
     def check(self) -> None:
         """Raise, with the end of its log, if the process has exited."""
         if not self.alive():
@@ -120,6 +125,27 @@ class Stack:
         """Stop every process still running, the last started first."""
         while self._procs:
             self._procs.pop().stop()
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def session_cpu_seconds(session: int) -> float:
+    """CPU seconds (user and system) of the running processes in session `session`,
+    read from /proc (0 where there is no /proc)."""
+    total = 0
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # it ended meanwhile
+        # After the command's ")": state, ppid, pgrp, session, ..., utime (12), stime (13).
+        if int(fields[3]) == session:
+            total += int(fields[11]) + int(fields[12])
+    return total / _TICKS
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:

@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 
 from deliveries.models import Delivery
+from notify.models import Notification
 from tests.conftest import ARTIFACTS, ROOT
 from tests.pressure.test_pressure_e2e import accept_many
 from tests.waiting import wait_for
@@ -66,6 +67,16 @@ def rabbitmq_restart() -> None:
     subprocess.run(["rabbitmqctl", "await_startup"], check=True, capture_output=True, timeout=60)
 
 
+def pipeline_state(smtp) -> str:
+    """What was left where, for a failure's message."""
+    statuses = Counter(Delivery.objects.filter(channel="email").values_list("status", flat=True))
+    routed = Notification.objects.filter(deliveries__isnull=False).distinct().count()
+    return (
+        f"email deliveries by status {dict(statuses)}, notifications {Notification.objects.count()}"
+        f" ({routed} routed), emails received {len(smtp.received)}"
+    )
+
+
 def pool_children(pid: int) -> list[int]:
     found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
     return [int(line) for line in found.stdout.split()]
@@ -91,7 +102,10 @@ def test_kill_9_and_a_broker_restart_lose_nothing(workers_with, pipeline, demo_d
     def all_delivered():
         return Delivery.objects.filter(channel="email", status="delivered").count() == 500
 
-    wait_for(all_delivered, timeout=180, what="all 500 delivered")
+    try:
+        wait_for(all_delivered, timeout=180, what="all 500 delivered")
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}; {pipeline_state(smtp)}") from None
     time.sleep(2)  # room for a late duplicate to show up
     per_address = Counter(mail.rcpt_tos[0] for mail in smtp.received)
     assert len(per_address) == 500  # none lost
