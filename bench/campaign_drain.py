@@ -22,6 +22,7 @@ campaign notification: SQL statements, broker messages and PostgreSQL CPU over l
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bench.campaign_drain_run import (
@@ -167,15 +168,21 @@ def report_store_lag(drains: list[CampaignDrain]) -> None:
 
 
 def report_process_cpu(drains: list[CampaignDrain]) -> None:
-    """Where the drain's CPU went: each Procfile process's CPU per notification."""
+    """Where the drain's CPU went: each Procfile process's CPU per notification, and its
+    PostgreSQL backends' beside it."""
+
+    def each_ms(seconds_of: Callable[[CampaignDrain], float]) -> float:
+        return statistics.median(seconds_of(d) / d.n for d in drains) * 1000
+
     names = sorted({name for d in drains for name in d.process_cpu})
     shares = ", ".join(
-        f"{name} {statistics.median(d.process_cpu.get(name, 0.0) / d.n for d in drains) * 1000:.2f}"
+        f"{name} {each_ms(lambda d, name=name: d.process_cpu.get(name, 0.0)):.3f}"
+        f" (database {each_ms(lambda d, name=name: d.database_cpu.get(name, 0.0)):.3f})"
         for name in names
     )
     print(
-        f"S7 processes' CPU per notification, ms (launch -> every delivery final; medians): "
-        f"{shares}"
+        "S7 CPU per notification by process, ms (launch -> every delivery final; medians; "
+        f"its PostgreSQL backends' in brackets): {shares}"
     )
 
 

@@ -54,6 +54,7 @@ class CampaignDrain:
     extra_emails: int  # received beyond n (duplicates), by the end
     store_lag: StoreLag | None  # the analytics store's lag (None: no analytics process)
     process_cpu: dict[str, float]  # Procfile name -> CPU seconds, launch -> every event final
+    database_cpu: dict[str, float]  # Procfile name -> its PostgreSQL backends' CPU seconds
 
     @property
     def rate(self) -> float:
@@ -205,5 +206,17 @@ def campaign_run(bench: Bench, sink: Sink, n: int, label: str) -> CampaignDrain:
         cpu.seconds() + launch_cpu.seconds(bench=True),
     )
     return CampaignDrain(
-        n, last_email - launched, final - launched, costs, by_status, extra, store_lag, process_cpu
+        n,
+        last_email - launched,
+        final - launched,
+        costs,
+        by_status,
+        extra,
+        store_lag,
+        process_cpu,
+        {
+            app.removeprefix("bench:s7-"): seconds
+            for app, seconds in cpu.by_app().items()
+            if app.startswith("bench:s7-")
+        },
     )
