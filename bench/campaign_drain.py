@@ -13,7 +13,9 @@ counts these people. The daily marketing cap (3) is emptied before each run
 Baseline: smtplib, one connection, n sendmail calls of a campaign-sized email into the
 same sink, timed from connect to the n-th message received by the sink.
 
-BENCH_S7_RUNS runs of each, alternating, baseline first; medians. Then, unless
+BENCH_S7_RUNS runs of each, alternating, baseline first; medians. With analytics on
+(and BENCH_S7_ANALYTICS_OFF left at 1), each campaign is followed by its twin with
+analytics off, and on / off is printed pair by pair. Then, unless
 BENCH_S7_LARGE_RECIPIENTS=0, one campaign to that many (100,000) end to end. Per
 campaign notification: SQL statements, broker messages and PostgreSQL CPU over launch
 -> every delivery final (bench/costs.py).
@@ -34,7 +36,13 @@ from bench.campaign_drain_run import (
     procfile_entries,
 )
 from bench.campaign_seed import campaign_reset, seed_recipients
-from bench.config import S7_BROKER_TARGET, S7_LAG_TARGET, S7_SQL_TARGET, S7_TARGET
+from bench.config import (
+    S7_ANALYTICS_TARGET,
+    S7_BROKER_TARGET,
+    S7_LAG_TARGET,
+    S7_SQL_TARGET,
+    S7_TARGET,
+)
 from bench.costs import costs_text, median_costs
 from bench.report import phase, ratio, verdict
 from bench.smtp_sink import Loop, Sink, smtp_loop
@@ -99,12 +107,17 @@ def scenario_s7(bench: Bench) -> None:
     try:
         loops: list[Loop] = []
         drains: list[CampaignDrain] = []
+        unshipped: list[CampaignDrain] = []  # the same campaign with analytics off
+        pairing = config.s7_analytics_off and analytics_in_runs(bench)
         for run in range(config.s7_runs):
             with phase(f"S7 run {run + 1} of {config.s7_runs}: smtplib loop, then campaign"):
                 loops.append(smtp_loop(sink, n, config.s7_timeout))
                 drains.append(campaign_run(bench, sink, n, f"run{run}"))
+                if pairing:
+                    unshipped.append(campaign_run(bench, sink, n, f"run{run}-off", analytics=False))
         baseline = statistics.median(loop.rate for loop in loops)
         report_runs(bench, drains, loops, added)
+        report_analytics_off(drains, unshipped, loops, pairing)
         if config.s7_large:
             with phase(f"S7 large: a campaign to {config.s7_large}"):
                 large = campaign_run(bench, sink, config.s7_large, "large")
@@ -167,7 +180,44 @@ def report_store_lag(drains: list[CampaignDrain]) -> None:
     )
 
 
-def report_process_cpu(drains: list[CampaignDrain]) -> None:
+def analytics_in_runs(bench: Bench) -> bool:
+    """Whether S7's runs have analytics on: the setting, and a shipper among the processes."""
+    from django.conf import settings
+
+    names = [name for name, _ in procfile_entries(bench.config.s7_processes)]
+    return bool(settings.NOTIFY_ANALYTICS_ENABLED) and "analytics" in names
+
+
+def report_analytics_off(
+    drains: list[CampaignDrain], unshipped: list[CampaignDrain], loops: list[Loop], paired: bool
+) -> None:
+    """The same campaign with analytics off, each run right after its analytics-on twin:
+    its ratio, and on / off pair by pair (the bound: analytics costs at most 5 %)."""
+    if not paired:
+        print(
+            "S7 with analytics off: not run (BENCH_S7_ANALYTICS_OFF=0, analytics off "
+            "already, or no analytics process in BENCH_S7_PROCESSES)"
+        )
+        return
+    baseline = statistics.median(loop.rate for loop in loops)
+    off = statistics.median(d.rate for d in unshipped)
+    pairs = [on.rate / twin.rate for on, twin in zip(drains, unshipped, strict=True)]
+    both = statistics.median(d.rate for d in drains) / off
+    costs = median_costs([d.costs for d in unshipped])
+    print(
+        f"S7 with analytics off (NOTIFY_ANALYTICS_ENABLED=0, no shipper; each run right "
+        f"after its analytics-on twin): {ratio(off, baseline):.3g}x ({off:.0f} emails/s); "
+        f"{costs_text(costs)} per notification"
+    )
+    print(
+        f"S7 analytics on / off: {both:.3f} on the medians; pair by pair "
+        + ", ".join(f"{p:.3f}" for p in pairs)
+        + f" ({verdict(both, S7_ANALYTICS_TARGET, at_least=True)})"
+    )
+    report_process_cpu(unshipped, label="S7 analytics off")
+
+
+def report_process_cpu(drains: list[CampaignDrain], *, label: str = "S7") -> None:
     """Where the drain's CPU went: each Procfile process's CPU per notification, and its
     PostgreSQL backends' beside it."""
 
@@ -181,7 +231,7 @@ def report_process_cpu(drains: list[CampaignDrain]) -> None:
         for name in names
     )
     print(
-        "S7 CPU per notification by process, ms (launch -> every delivery final; medians; "
+        f"{label} CPU per notification by process, ms (launch -> every delivery final; medians; "
         f"its PostgreSQL backends' in brackets): {shares}"
     )
 

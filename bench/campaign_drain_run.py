@@ -74,13 +74,24 @@ def procfile_entries(patterns: tuple[str, ...]) -> list[tuple[str, list[str]]]:
     return entries
 
 
-def start_processes(bench: Bench, env: dict[str, str], stamp: str) -> tuple[list[Proc], list[str]]:
-    """Start the matching Procfile processes, counting; (processes, workers' ready keys)."""
+# What a run with analytics off changes in every process it starts (and the bench's own
+# settings while it launches): no events written, and no shipper started.
+ANALYTICS_OFF = {"NOTIFY_ANALYTICS_ENABLED": "0"}
+
+
+def start_processes(
+    bench: Bench, env: dict[str, str], stamp: str, *, analytics: bool = True
+) -> tuple[list[Proc], list[str]]:
+    """Start the matching Procfile processes, counting; (processes, workers' ready keys).
+    Without `analytics`, the shipper is left out and no process writes events."""
     procs, ready_keys = [], []
     for name, argv in procfile_entries(bench.config.s7_processes):
+        if name == "analytics" and not analytics:
+            continue
         ready_key = f"bench:ready:{stamp}:{name}"
         child_env = {
             **env,
+            **({} if analytics else ANALYTICS_OFF),
             **counting_env(f"bench:count:{stamp}", bench.config.count_flush),
             "BENCH_READY_KEY": ready_key,
             **(store_env() if name == "analytics" else {}),
@@ -151,10 +162,28 @@ def statuses() -> dict[str, int]:
     return {f"{row['channel']} {row['status']}": row["n"] for row in rows}
 
 
-def campaign_run(bench: Bench, sink: Sink, n: int, label: str) -> CampaignDrain:
+def campaign_run(
+    bench: Bench, sink: Sink, n: int, label: str, *, analytics: bool = True
+) -> CampaignDrain:
     """Start the processes, warm up, launch the campaign to recipients 1..n, time it to
     its last email; stop everything. The tables and the cap's counters are emptied
-    first (campaign_reset), so every run meets the gate as the first of the day."""
+    first (campaign_reset), so every run meets the gate as the first of the day.
+    Without `analytics`, nothing writes or ships delivery events (ANALYTICS_OFF)."""
+    from django.test import override_settings
+
+    with override_settings(NOTIFY_ANALYTICS_ENABLED=analytics and _analytics_configured()):
+        return _campaign_run(bench, sink, n, label, analytics=analytics)
+
+
+def _analytics_configured() -> bool:
+    from django.conf import settings
+
+    return bool(settings.NOTIFY_ANALYTICS_ENABLED)
+
+
+def _campaign_run(
+    bench: Bench, sink: Sink, n: int, label: str, *, analytics: bool
+) -> CampaignDrain:
     from django.test import Client
 
     campaign_reset(bench)
@@ -162,8 +191,8 @@ def campaign_run(bench: Bench, sink: Sink, n: int, label: str) -> CampaignDrain:
     flush_wait = 2 * bench.config.count_flush  # every process has written its counts
     client = Client(HTTP_AUTHORIZATION=f"Bearer {bench.api_key}")
     members = [user_id(number, PREFIX) for number in range(1, n + 1)]
-    procs, ready_keys = start_processes(bench, sink.env, stamp)
-    shipping = any(name == "analytics" for name, _ in procfile_entries(bench.config.s7_processes))
+    procs, ready_keys = start_processes(bench, sink.env, stamp, analytics=analytics)
+    shipping = any(proc.name == "s7-analytics" for proc in procs)
     store_lag = None
     try:
         wait_ready(ready_keys, procs)
