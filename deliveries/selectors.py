@@ -3,6 +3,7 @@ support's timeline of a recipient."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,6 +20,11 @@ from pgarrays import array_literal
 _SUBSCRIBED = {
     DeviceKind.WEBPUSH: ~Q(endpoint="") & ~Q(p256dh="") & ~Q(auth=""),
     DeviceKind.FCM: ~Q(token=""),
+}
+# The same, for the statements written as SQL (alias `dv`).
+_SUBSCRIBED_SQL = {
+    DeviceKind.WEBPUSH: "dv.endpoint <> '' AND dv.p256dh <> '' AND dv.auth <> ''",
+    DeviceKind.FCM: "dv.token <> ''",
 }
 
 
@@ -42,19 +48,30 @@ def push_targets_by_recipient(
     recipients = list(dict.fromkeys(recipient_ids))
     if not wanted or not recipients:
         return {}
-    subscribed = Q()
-    for channel in wanted:
-        subscribed |= Q(kind=channel) & _SUBSCRIBED[channel]
     targets: dict[int, dict[str, list[str]]] = {}
-    rows = (
-        Device.objects.filter(subscribed, recipient_id__in=recipients, active=True)
-        .order_by("pk")
-        .values_list("recipient_id", "kind", "pk")
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_push_targets_sql(tuple(sorted(wanted))),
+                       {"ids": array_literal(recipients)})  # fmt: skip
+        rows = cursor.fetchall()
     for recipient_id, kind, pk in rows:
         by_channel = targets.setdefault(recipient_id, {channel: [] for channel in wanted})
         by_channel[kind].append(str(pk))
     return targets
+
+
+@functools.cache
+def _push_targets_sql(kinds: tuple[str, ...]) -> str:
+    """`push_targets_by_recipient`'s statement for these kinds, written once (see
+    notify/rows.py): every route reads its recipients' devices, and building the query
+    cost the router more than running it. The conditions are `_SUBSCRIBED`'s."""
+    subscribed = " OR ".join(
+        f"(dv.kind = '{DeviceKind(kind).value}' AND {_SUBSCRIBED_SQL[kind]})" for kind in kinds
+    )
+    return f"""
+    SELECT dv.recipient_id, dv.kind, dv.id FROM deliveries_device dv
+     WHERE dv.recipient_id = ANY(%(ids)s::bigint[]) AND dv.active AND ({subscribed})
+     ORDER BY dv.id
+"""
 
 
 def push_targets(*, recipient: Recipient, channel: str) -> list[str]:
@@ -86,10 +103,7 @@ _DEVICES_SQL = {
     SELECT {_DEVICE.sql} FROM deliveries_device dv
      WHERE dv.id = ANY(%(ids)s::bigint[]) AND dv.kind = %(kind)s AND dv.active AND {subscribed}
 """
-    for kind, subscribed in {
-        DeviceKind.WEBPUSH: "dv.endpoint <> '' AND dv.p256dh <> '' AND dv.auth <> ''",
-        DeviceKind.FCM: "dv.token <> ''",
-    }.items()
+    for kind, subscribed in _SUBSCRIBED_SQL.items()
 }
 
 

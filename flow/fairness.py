@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from django.conf import settings
 from django_redis import get_redis_connection
@@ -81,26 +82,53 @@ def push_slot_take(
     nobody released frees itself. `device`, when given, has its turn recorded with the
     slot (see `push_turn_order`).
     """
-    now = time.time()
-    lease_end = now + hold_for + settings.NOTIFY_SEND_CLAIM_TIMEOUT
+    return push_slots_take(takes=[SlotTake(recipient_id, member, hold_for, device)])[0]
+
+
+class SlotTake(NamedTuple):
+    """One job's push slot to take (see `push_slot_take`)."""
+
+    recipient_id: int
+    member: str
+    hold_for: float = 0.0
+    device: str = ""
+
+
+def push_slots_take(*, takes: Sequence[SlotTake]) -> list[bool]:
+    """`push_slot_take` for each of `takes`, in one Redis round trip whatever their
+    number; one answer each, in order. The scripts run one after another in the order
+    given, as separate calls would, so earlier jobs take a recipient's slots first."""
+    if not takes:
+        return []
+    limit = settings.NOTIFY_PUSH_PER_RECIPIENT_LIMIT
+    memory = settings.NOTIFY_PUSH_TURN_MEMORY_SECONDS
+    now = 0.0
     try:
-        taken = _redis().eval(
-            _TAKE,
-            2,
-            push_slots_key(recipient_id),
-            push_turns_key(recipient_id),
-            now,
-            lease_end,
-            settings.NOTIFY_PUSH_PER_RECIPIENT_LIMIT,
-            member,
-            device,
-            settings.NOTIFY_PUSH_TURN_MEMORY_SECONDS,
-        )
+        pipe = _redis().pipeline(transaction=False)
+        for take in takes:
+            # Each take its own moment, later than the one before: a device's turn is
+            # that time, and the turns keep the order the devices were served in.
+            now = max(time.time(), now + 1e-6)
+            lease_end = now + take.hold_for + settings.NOTIFY_SEND_CLAIM_TIMEOUT
+            pipe.eval(
+                _TAKE,
+                2,
+                push_slots_key(take.recipient_id),
+                push_turns_key(take.recipient_id),
+                now,
+                lease_end,
+                limit,
+                take.member,
+                take.device,
+                memory,
+            )
+        answers = pipe.execute(raise_on_error=False)
     except RedisError:
+        answers = [RedisError()] * len(takes)
+    if any(isinstance(answer, Exception) for answer in answers):
         # Fairness is a guard, not a gate: without Redis, pushes still go out.
         logger.warning("push fairness: Redis unavailable; slot not enforced")
-        return True
-    return bool(taken)
+    return [isinstance(answer, Exception) or bool(answer) for answer in answers]
 
 
 def push_turn_order(*, devices: Mapping[int, list[str]]) -> dict[int, list[str]]:
@@ -138,8 +166,18 @@ def push_turn_order(*, devices: Mapping[int, list[str]]) -> dict[int, list[str]]
 
 def push_slot_release(*, recipient_id: int, member: str) -> None:
     """The job is over (delivered, failed, expired, or waiting for a retry)."""
+    push_slots_release(slots=[(recipient_id, member)])
+
+
+def push_slots_release(*, slots: Sequence[tuple[int, str]]) -> None:
+    """`push_slot_release` for each (recipient id, member), in one Redis round trip."""
+    if not slots:
+        return
     try:
-        _redis().zrem(push_slots_key(recipient_id), member)
+        pipe = _redis().pipeline(transaction=False)
+        for recipient_id, member in slots:
+            pipe.zrem(push_slots_key(recipient_id), member)
+        pipe.execute()
     except RedisError:
         logger.warning("push fairness: could not release a slot; its lease will lapse")
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any, Generic, TypeVar
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import Model, signals
 from django.db.models.base import ModelState
 from django.db.models.expressions import Col
@@ -77,14 +77,16 @@ class ModelColumns(Generic[M]):
             for converter in converters:
                 row[index] = converter(row[index], column, connection)
         if not self._plain:
-            return self.model.from_db(connection.alias, self._attnames, row)
+            return self.model.from_db(DEFAULT_DB_ALIAS, self._attnames, row)
         # What `from_db` ends with, without `__init__`'s per-field work: on the route
         # and send paths this was a large share of the worker's CPU per row.
         instance = self.model.__new__(self.model)
         attributes = instance.__dict__
         attributes.update(zip(self._attnames, row, strict=True))
         state = attributes["_state"] = ModelState()
-        state.adding, state.db = False, connection.alias
+        # `connection` is the default database's: its alias, without the proxy's
+        # per-thread lookup at every row.
+        state.adding, state.db = False, DEFAULT_DB_ALIAS
         return instance
 
 
@@ -97,7 +99,7 @@ def instance_as_saved(model: type[M], values: dict[str, Any]) -> M:
     for field in model._meta.concrete_fields:
         attributes[field.attname] = values[field.attname]
     state = attributes["_state"] = ModelState()
-    state.adding, state.db = False, connection.alias
+    state.adding, state.db = False, DEFAULT_DB_ALIAS
     return instance
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from django.conf import settings
 from django.utils import timezone
 
 from deliveries.models import CLAIMABLE_STATUSES, Delivery, DeliveryStatus, Reason
-from flow.fairness import push_drop_record, push_slot_member, push_slot_take
+from flow.fairness import SlotTake, push_drop_record, push_slot_member, push_slots_take
 from notify.broker import batch_size_for, chunked, publish_task
 from notify.models import PUSH_CHANNELS
 
@@ -96,16 +97,24 @@ def deliveries_enqueue(
     fails, it is cleared for that batch so the sweeper picks it up soon.
     """
     push_devices = push_devices or {}
+    pushes = [
+        PushJob(
+            delivery_id, channel, push_owners.get(delivery_id), push_devices.get(delivery_id, "")
+        )
+        for delivery_id, channel, _ in started
+        if channel in PUSH_CHANNELS
+    ]
+    # Every push's slot in one Redis round trip, taken in the order given.
+    refused = {
+        job.delivery_id
+        for job, admitted in zip(
+            pushes, _push_slots_admit(pushes, countdown=None, retry=False), strict=True
+        )
+        if not admitted
+    }
     lanes: dict[tuple[str, str], list[int]] = {}
     for delivery_id, channel, queue in started:
-        if channel in PUSH_CHANNELS and not _push_slot_admits(
-            delivery_id=delivery_id,
-            channel=channel,
-            countdown=None,
-            retry=False,
-            owner=push_owners.get(delivery_id),
-            device=push_devices.get(delivery_id, ""),
-        ):
+        if delivery_id in refused:
             continue
         lanes.setdefault((channel, queue), []).append(delivery_id)
     sent = 0
@@ -171,6 +180,17 @@ def delivery_dead_letter(*, delivery_id: int, queue: str) -> None:
         logger.exception("delivery %s: could not publish its dead letter", delivery_id)
 
 
+class PushJob(NamedTuple):
+    """A push delivery to admit: its owner, (recipient id, notification id), when the
+    caller knows it (None: looked up), and its Web Push device, whose turn is recorded
+    when it gets a slot ('' for none)."""
+
+    delivery_id: int
+    channel: str
+    owner: tuple[int, object] | None
+    device: str = ""
+
+
 def _push_slot_admits(
     *,
     delivery_id: int,
@@ -180,35 +200,55 @@ def _push_slot_admits(
     owner: tuple[int, object] | None,
     device: str = "",
 ) -> bool:
-    """Per-recipient push fairness: may this push job be queued now?
+    """Per-recipient push fairness for one job (see `_push_slots_admit`)."""
+    job = PushJob(delivery_id, channel, owner, device)
+    return _push_slots_admit([job], countdown=countdown, retry=retry)[0]
+
+
+def _push_slots_admit(
+    jobs: Sequence[PushJob], *, countdown: float | None, retry: bool
+) -> list[bool]:
+    """Per-recipient push fairness: may these push jobs be queued now? One answer each,
+    in order; their slots are taken in one Redis round trip, in the order given.
 
     A first attempt without a free slot is dropped at once (suppressed, counted) and
     never reaches a sender; a retry without one is left to the sweeper, which offers it
-    again later — a retry slows down rather than disappears. `device` (a routed Web Push
-    delivery's) has its turn recorded when it gets the slot.
+    again later — a retry slows down rather than disappears. A routed Web Push
+    delivery's device has its turn recorded when it gets the slot.
     """
-    if owner is None:
-        row = (
-            Delivery.objects.filter(pk=delivery_id)
-            .values_list("notification__recipient_id", "notification_id")
-            .first()
+    admitted = [True] * len(jobs)
+    takes: list[SlotTake] = []
+    taking: list[int] = []  # the index in `jobs` of each take
+    for index, job in enumerate(jobs):
+        owner = job.owner
+        if owner is None:
+            owner = (
+                Delivery.objects.filter(pk=job.delivery_id)
+                .values_list("notification__recipient_id", "notification_id")
+                .first()
+            )
+            if owner is None:
+                continue  # gone: the sender will find nothing to do
+        recipient_id, notification_id = owner
+        member = push_slot_member(
+            channel=job.channel, delivery_id=job.delivery_id, notification_id=notification_id
         )
-        if row is None:
-            return True  # gone: the sender will find nothing to do
-        owner = row
-    recipient_id, notification_id = owner
-    member = push_slot_member(
-        channel=channel, delivery_id=delivery_id, notification_id=notification_id
-    )
-    if push_slot_take(
-        recipient_id=recipient_id, member=member, hold_for=countdown or 0, device=device
-    ):
-        return True
+        takes.append(SlotTake(recipient_id, member, countdown or 0, job.device))
+        taking.append(index)
+    for index, taken in zip(taking, push_slots_take(takes=takes), strict=True):
+        if not taken:
+            admitted[index] = False
+            _push_slot_refused(jobs[index], retry=retry)
+    return admitted
+
+
+def _push_slot_refused(job: PushJob, *, retry: bool) -> None:
+    """No free slot: a retry waits for the sweeper; a first attempt is dropped."""
     now = timezone.now()
     if retry:
-        Delivery.objects.filter(pk=delivery_id).update(enqueued_at=None, updated_at=now)
-        return False
-    dropped = Delivery.objects.filter(pk=delivery_id, status=DeliveryStatus.QUEUED).update(
+        Delivery.objects.filter(pk=job.delivery_id).update(enqueued_at=None, updated_at=now)
+        return
+    dropped = Delivery.objects.filter(pk=job.delivery_id, status=DeliveryStatus.QUEUED).update(
         status=DeliveryStatus.SUPPRESSED,
         reason=Reason.PUSH_LIMIT,
         next_attempt_at=None,
@@ -217,5 +257,4 @@ def _push_slot_admits(
         updated_at=now,
     )
     if dropped:
-        push_drop_record(channel=channel, count=dropped)
-    return False
+        push_drop_record(channel=job.channel, count=dropped)

@@ -25,7 +25,7 @@ from deliveries.pipeline.ordering import WAKE_HELD_SQL, successors_enqueue
 from deliveries.pipeline.outcome_log import delivery_outcomes_log
 from deliveries.pipeline.retry import RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
-from flow.fairness import push_slot_member, push_slot_release
+from flow.fairness import push_slot_member, push_slots_release
 from notify.models import PUSH_CHANNELS
 from pgarrays import array_literal
 
@@ -158,14 +158,21 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
 
 
 def _push_slots_release(deliveries: Sequence[Delivery]) -> None:
-    """These push jobs are over; a retry takes a slot again when it is queued."""
-    for delivery in deliveries:
-        member = push_slot_member(
-            channel=delivery.channel,
-            delivery_id=delivery.pk,
-            notification_id=delivery.notification_id,
-        )
-        push_slot_release(recipient_id=delivery.notification.recipient_id, member=member)
+    """These push jobs are over; a retry takes a slot again when it is queued. One
+    Redis round trip for the round, not one per delivery."""
+    push_slots_release(
+        slots=[
+            (
+                delivery.notification.recipient_id,
+                push_slot_member(
+                    channel=delivery.channel,
+                    delivery_id=delivery.pk,
+                    notification_id=delivery.notification_id,
+                ),
+            )
+            for delivery in deliveries
+        ]
+    )
 
 
 def _retry_enqueue(delivery: Delivery, countdown: float) -> None:
