@@ -171,14 +171,8 @@ def campaign_run(
     Without `analytics`, nothing writes or ships delivery events (ANALYTICS_OFF)."""
     from django.test import override_settings
 
-    with override_settings(NOTIFY_ANALYTICS_ENABLED=analytics and _analytics_configured()):
+    with override_settings(NOTIFY_ANALYTICS_ENABLED=False) if not analytics else nullcontext():
         return _campaign_run(bench, sink, n, label, analytics=analytics)
-
-
-def _analytics_configured() -> bool:
-    from django.conf import settings
-
-    return bool(settings.NOTIFY_ANALYTICS_ENABLED)
 
 
 def _campaign_run(

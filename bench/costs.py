@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import statistics
 import threading
 from collections.abc import Callable, Iterator
@@ -27,10 +26,10 @@ import psycopg
 
 from bench.config import BenchError
 from bench.places import Places
+from bench.processes import cpu_seconds_of, process_stat
 from bench.report import verdict
 
 BENCH_APP = "bench"  # the bench process's application_name (bench.runner)
-_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def counting_env(key: str, flush_seconds: float) -> dict[str, str]:
@@ -109,17 +108,12 @@ def counted_here() -> Iterator[Here]:
 
 
 def _cpu_seconds(pid: int) -> float | None:
-    """utime + stime of a PostgreSQL process, from /proc/PID/stat; None once it is gone
-    (or when PID here is not PostgreSQL's: a server on another machine)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            head, _, tail = stat.read().rpartition(")")
-    except OSError:
+    """utime + stime of a PostgreSQL process; None once it is gone (or when PID here is
+    not PostgreSQL's: a server on another machine)."""
+    stat = process_stat(pid)
+    if stat is None or stat[0] != "postgres":
         return None
-    fields = tail.split()
-    if head.partition("(")[2] != "postgres" or len(fields) < 13:
-        return None
-    return (int(fields[11]) + int(fields[12])) / _TICKS  # fields 14 and 15 of stat(5)
+    return cpu_seconds_of(stat[1])
 
 
 class PgCpu:

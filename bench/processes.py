@@ -127,25 +127,34 @@ class Stack:
             self._procs.pop().stop()
 
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_stat(pid: int | str) -> tuple[str, list[str]] | None:
+    """(command name, the fields after it) of /proc/PID/stat, None once it is gone. In
+    the fields: state 0, ppid 1, pgrp 2, session 3, ..., utime 11, stime 12 (ticks)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            head, _, tail = stat.read().rpartition(")")
+    except OSError:
+        return None
+    fields = tail.split()
+    return (head.partition("(")[2], fields) if len(fields) >= 13 else None
+
+
+def cpu_seconds_of(fields: list[str]) -> float:
+    """User and system CPU seconds of a process_stat's fields."""
+    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def session_cpu_seconds(session: int) -> float:
-    """CPU seconds (user and system) of the running processes in session `session`,
-    read from /proc (0 where there is no /proc)."""
-    total = 0
-    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue  # it ended meanwhile
-        # After the command's ")": state, ppid, pgrp, session, ..., utime (12), stime (13).
-        if int(fields[3]) == session:
-            total += int(fields[11]) + int(fields[12])
-    return total / _TICKS
+    """CPU seconds (user and system) of the running processes in session `session`."""
+    total = 0.0
+    for entry in os.scandir("/proc"):
+        stat = process_stat(entry.name) if entry.name.isdigit() else None
+        if stat is not None and int(stat[1][3]) == session:
+            total += cpu_seconds_of(stat[1])
+    return total
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
