@@ -27,6 +27,9 @@ test: bootstrap services
 	$(VENV)/bin/pytest -n $(TEST_PROCESSES) --dist loadgroup -m "not alone" --durations=15 \
 		--junitxml=artifacts/junit-tests.xml || rc=$$?; \
 	$(VENV)/bin/pytest -m alone --durations=5 --junitxml=artifacts/junit-alone.xml || rc=$$?; \
+	if [ $$rc -ne 0 ]; then \
+		$(VENV)/bin/python scripts/test_failures.py artifacts/junit-tests.xml artifacts/junit-alone.xml; \
+	fi; \
 	exit $$rc
 
 ## lint: ruff, and the import-linter contract (.importlinter): imports run one way
