@@ -32,7 +32,7 @@ from bench.campaign_seed import (
     user_id,
 )
 from bench.config import DEMO_USER, BenchError
-from bench.pipeline_drains import ready_at
+from bench.pipeline_drains import READY_TIMEOUT, ready_at  # also for the campaign's first email
 from bench.processes import Proc, start_smtp_sink
 from bench.report import phase, ratio, verdict
 
@@ -43,7 +43,6 @@ if TYPE_CHECKING:  # Django is set up only after the bench has prepared its plac
 
 LOGIN_CATEGORY = "security.login_code"
 INTERVAL = 0.1  # seconds between two login codes
-READY_TIMEOUT = 90.0  # for a worker to start, or the campaign's first email
 
 
 @dataclass(frozen=True)

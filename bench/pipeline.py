@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from bench.config import S2_SQL_TARGET, S2_TARGET, SMALL_POOL_DEFAULT, env_int
 from bench.costs import costs_text, median_costs
-from bench.pipeline_drains import Drain, noop_run, pipeline_run
+from bench.pipeline_drains import Drain, noop_run, pipeline_run, worker_cpu_line
 from bench.processes import start_smtp_sink
 from bench.report import ratio, verdict
 
@@ -64,6 +64,8 @@ def scenario_s2(bench: Bench) -> None:
             + costs_text(total, sql_target=S2_SQL_TARGET)
             + f"; of which the intake (in-process API): {costs_text(intake)}"
         )
+    if line := worker_cpu_line("S2", "notification", pipelines):
+        print(line)
     worker_pool = env_int("DATABASE_POOL_MAX_SIZE", env_int("WORKER_CONCURRENCY", 8) + 2)
     budget = worker_pool + (SMALL_POOL_DEFAULT + 1 if has_relay else 0)
     print(

@@ -12,6 +12,7 @@ so neither the start-up nor the bench's polling is inside either figure.
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -39,11 +40,19 @@ class Drain:
     costs: Costs | None = None  # intake + drain, every process (pipeline only)
     intake: Costs | None = None  # of which the API's part, in-process (pipeline only)
     peak_backends: int = 0  # PostgreSQL backends on the bench database, at most
+    # The worker process's own CPU seconds from its worker_ready to the last delivery
+    # final: its start-up (imports, pools) is not in it (pipeline only).
+    worker_cpu: float | None = None
 
     @property
     def rate(self) -> float:
         """Per second from the first message to the last: start-up is not in it."""
         return self.n / (self.finished - self.first)
+
+    @property
+    def worker_cpu_ms(self) -> float | None:
+        """The worker's CPU per message or event (ms), start-up excluded."""
+        return None if self.worker_cpu is None else self.worker_cpu * 1000 / self.n
 
     @property
     def startup(self) -> float:
@@ -188,7 +197,9 @@ def pipeline_run(
             BackendSampler(bench.places) as sampler,
             PgCpu(bench.places, bench.config.pg_cpu_interval) as cpu,
         ):
+            worker_at_ready = worker_cpu_when_ready(procs[0], ready_key)
             wait_final(bench, n, procs, label=label, broker_url=broker_url)
+            worker_cpu = procs[0].cpu_seconds() - worker_at_ready
     finally:
         for proc in procs:
             bench.stack.stop(proc)  # a warm shutdown: the counts are written at exit
@@ -201,7 +212,39 @@ def pipeline_run(
         intake.published + tally.published,
         intake.pg_cpu + cpu.seconds(),
     )
-    return Drain(n, started, first, finished, ready_at(ready_key), costs, intake, sampler.peak)
+    return Drain(
+        n, started, first, finished, ready_at(ready_key), costs, intake, sampler.peak, worker_cpu
+    )
+
+
+def worker_cpu_line(label: str, unit: str, drains: list[Drain]) -> str:
+    """The line that reports the worker process's own CPU per `unit` (median of the
+    drains'), start-up excluded; empty when no drain measured it."""
+    measured = [d.worker_cpu_ms for d in drains if d.worker_cpu_ms is not None]
+    if not measured:
+        return ""
+    return (
+        f"{label} worker process CPU per {unit} (from its worker_ready to the last delivery "
+        f"final, start-up excluded; its PostgreSQL backends not included): "
+        f"{statistics.median(measured):.2f} ms"
+    )
+
+
+# How often the worker is looked at for its ready mark: its CPU is read within this of it.
+READY_POLL_SECONDS = 0.02
+READY_TIMEOUT = 90.0  # for a worker to start
+
+
+def worker_cpu_when_ready(worker: Proc, ready_key: str) -> float:
+    """The worker's CPU seconds as soon as it marked itself ready (bench.apps), read
+    within READY_POLL_SECONDS of it: what its start-up cost, to leave out of its share."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    while ready_at(ready_key) is None:
+        if time.monotonic() > deadline:
+            raise BenchError(f"{worker.name}: not ready after {READY_TIMEOUT:.0f} s")
+        worker.check()
+        time.sleep(READY_POLL_SECONDS)
+    return worker.cpu_seconds()
 
 
 def routed_span() -> tuple[float, float]:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.config import ROOT, S10_TARGET, BenchError, env_float, env_int
 from bench.costs import costs_text, median_costs
-from bench.pipeline_drains import Drain, pipeline_run
+from bench.pipeline_drains import Drain, pipeline_run, worker_cpu_line
 from bench.processes import LOG_DIR, python
 from bench.report import phase, ratio, verdict
 
@@ -176,6 +176,8 @@ def _report(
         print(
             f"S10 {channel} per push (intake + worker + relay): {costs_text(median_costs(costs))}"
         )
+    if line := worker_cpu_line(f"S10 {channel}", "push", drains):
+        print(line)
     for b in bares:
         if set(b.statuses) - {"200", "201"}:
             print(f"S10 {channel}: WARNING the bare client got {b.statuses}")

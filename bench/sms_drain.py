@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from bench.config import S11_TARGET, env_float, env_int
 from bench.costs import costs_text, median_costs
-from bench.pipeline_drains import Drain, pipeline_run
+from bench.pipeline_drains import Drain, pipeline_run, worker_cpu_line
 from bench.push_drain import Bare, bare_client_run
 from bench.report import phase, ratio, verdict
 
@@ -133,6 +133,8 @@ def _report(
     costs = [d.costs for d in drains if d.costs]
     if costs:
         print(f"S11 per SMS (intake + worker + relay): {costs_text(median_costs(costs))}")
+    if line := worker_cpu_line("S11", "SMS", drains):
+        print(line)
     for b in bares:
         if set(b.statuses) != {"0"}:
             print(f"S11: WARNING the bare client got command statuses {b.statuses}")
