@@ -1,6 +1,10 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 
 from notify import checks  # noqa: F401 - registers the `check --deploy` secret key check
+from pgtypes import install_on
 
 
 class NotifyConfig(AppConfig):
@@ -10,3 +14,10 @@ class NotifyConfig(AppConfig):
     def ready(self) -> None:
         # Reads ApiKey rows, so it can only be imported once the models are loaded.
         from notify import key_checks  # noqa: F401 - registers the `check --deploy` key warning
+
+        # Every process's connections read timestamps through psycopg's C loader (pgtypes).
+        connection_created.connect(_timestamps_in_c, dispatch_uid="pgtypes-timestamps")
+
+
+def _timestamps_in_c(sender: object, connection: Any, **kwargs: Any) -> None:
+    install_on(connection)
