@@ -44,6 +44,10 @@ class ModelColumns(Generic[M]):
         return len(self._fields)
 
     @cached_property
+    def _pk_index(self) -> int:
+        return self._fields.index(self.model._meta.pk)
+
+    @cached_property
     def _attnames(self) -> list[str]:
         return [field.attname for field in self._fields]
 
@@ -89,6 +93,17 @@ class ModelColumns(Generic[M]):
         state.adding, state.db = False, DEFAULT_DB_ALIAS
         return instance
 
+    def build_shared(self, values: Sequence[Any], built: dict[Any, M]) -> M:
+        """`build`, once per primary key among the rows of one statement: a row whose
+        instance is in `built` already gets that instance (the same row of the same
+        snapshot), unconverted. For a model many rows of a batch share (their category),
+        whose JSON columns would otherwise be decoded again for each row."""
+        key = values[self._pk_index]
+        instance = built.get(key)
+        if instance is None:
+            instance = built[key] = self.build(values)
+        return instance
+
 
 def instance_as_saved(model: type[M], values: dict[str, Any]) -> M:
     """An instance of a row just written, from every concrete field's value by attname
@@ -103,14 +118,23 @@ def instance_as_saved(model: type[M], values: dict[str, Any]) -> M:
     return instance
 
 
+# Per ModelColumns, the instances a statement's earlier rows made, by primary key.
+SharedInstances = dict[ModelColumns[Any], dict[Any, Model]]
+
+
 def instances_split(
-    row: Sequence[Any], *columns: ModelColumns[Any]
+    row: Sequence[Any],
+    *columns: ModelColumns[Any],
+    shared: SharedInstances | None = None,
 ) -> tuple[list[Model], Sequence[Any]]:
     """A row that selected `columns` one after the other, then other values: the
-    instances, and the values after them."""
+    instances, and the values after them. `shared` maps some of the columns to the
+    instances already built from the statement's earlier rows (`build_shared`)."""
     instances, at = [], 0
     for part in columns:
-        instances.append(part.build(row[at : at + part.width]))
+        values = row[at : at + part.width]
+        built = shared.get(part) if shared else None
+        instances.append(part.build(values) if built is None else part.build_shared(values, built))
         at += part.width
     return instances, row[at:]
 

@@ -27,7 +27,7 @@ from deliveries.pipeline.live import device_is_live, devices_live, feed_entry_se
 from deliveries.pipeline.ordering import ORDER_CLEAR_SQL, order_wait_since
 from flow.fairness import push_slot_member, push_slot_release
 from notify.models import PUSH_CHANNELS, Category, FeedEntry, Notification, Recipient
-from notify.rows import ModelColumns, instances_split, related_cache
+from notify.rows import ModelColumns, SharedInstances, instances_split, related_cache
 from pgarrays import array_literal
 from templates_admin.models import TemplateVersion
 from templates_admin.selectors import (
@@ -72,8 +72,10 @@ def deliveries_load(*, delivery_ids: Sequence[int]) -> dict[int, Loaded]:
         cursor.execute(LOAD_SQL, {"ids": array_literal(delivery_ids)})
         rows = cursor.fetchall()
     loaded: dict[int, Loaded] = {}
+    # A batch is mostly one category: its row (and JSON columns) is made into one instance.
+    shared: SharedInstances = {_CATEGORY: {}}
     for row in rows:
-        delivery, published = _loaded_rows(row)
+        delivery, published = _loaded_rows(row, shared)
         if delivery.template_version_id is not None:
             version = template_version_cached(delivery.template_version_id)
         else:
@@ -88,10 +90,13 @@ def delivery_load(*, delivery_id: int) -> Loaded | None:
     return deliveries_load(delivery_ids=[delivery_id]).get(delivery_id)
 
 
-def _loaded_rows(row: tuple) -> tuple[Delivery, list]:
+def _loaded_rows(row: tuple, shared: SharedInstances) -> tuple[Delivery, list]:
     """LOAD_SQL's row: the delivery with its notification, recipient and category, as
-    select_related would have them, and the published versions' [[locale, id], …]."""
-    built, (published,) = instances_split(row, _DELIVERY, _NOTIFICATION, _RECIPIENT, _CATEGORY)
+    select_related would have them, and the published versions' [[locale, id], …];
+    `shared`: for `instances_split`."""
+    built, (published,) = instances_split(
+        row, _DELIVERY, _NOTIFICATION, _RECIPIENT, _CATEGORY, shared=shared
+    )
     delivery, notification, recipient, category = built
     related_cache(notification, "recipient", recipient)
     related_cache(notification, "category", category)

@@ -14,7 +14,7 @@ from django.db import connection
 
 from deliveries.pipeline.suppression import suppressed_addresses_raw_sql
 from notify.models import Category, Channel, Notification, Recipient
-from notify.rows import ModelColumns, instances_split, related_cache
+from notify.rows import ModelColumns, SharedInstances, instances_split, related_cache
 from pgarrays import array_literal
 from templates_admin.selectors import published_choices_sql
 
@@ -53,9 +53,11 @@ def notifications_lock(*, notification_ids: Sequence[object]) -> list[Notificati
         cursor.execute(LOCK_SQL, {"ids": array_literal(notification_ids)})
         rows = cursor.fetchall()
     locked = []
+    # A batch is mostly one category: its row (and JSON columns) is made into one instance.
+    shared: SharedInstances = {_CATEGORY: {}}
     for row in rows:
         (notification, recipient, category), rest = instances_split(
-            row, _NOTIFICATION, _RECIPIENT, _CATEGORY
+            row, _NOTIFICATION, _RECIPIENT, _CATEGORY, shared=shared
         )
         related_cache(notification, "recipient", recipient)
         related_cache(notification, "category", category)

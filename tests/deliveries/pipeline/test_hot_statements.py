@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
-from deliveries.pipeline.claim import delivery_load
-from deliveries.pipeline.route_lock import notification_lock
+from deliveries.pipeline.claim import deliveries_load, delivery_load
+from deliveries.pipeline.route_lock import notification_lock, notifications_lock
 from deliveries.pipeline.routing import notification_route
 from deliveries.pipeline.suppression import address_suppress
 from notify.models import Category, Notification, Producer, Recipient
@@ -57,6 +57,26 @@ def test_the_senders_load_is_the_orms_row_with_its_relations_in_one_statement(de
     assert recipient.user_id == "hot-1" and category.key == "order.shipped"
     assert loaded.version is not None and loaded.version.template.channel == "email"
     assert delivery_load(delivery_id=email.pk + 10_000) is None
+
+
+def test_a_batch_loads_its_category_once_for_all_its_rows(demo_data):
+    # A batch is mostly one category: its JSON columns (schema, sample payloads, labels)
+    # are decoded once, and every row of the batch gets that one instance.
+    for number in range(3):
+        Recipient.objects.create(user_id=f"hot-b{number}", email=f"b{number}@example.com")
+    notifications = [accepted(f"hot-b{number}", ["email"]) for number in range(3)]
+    locked = notifications_lock(notification_ids=[n.pk for n in notifications])
+    categories = [n.category for n in locked]
+    assert len({id(category) for category in categories}) == 1
+    assert fields(categories[0]) == fields(Category.objects.get(key="order.shipped"))
+
+    for notification in notifications:
+        notification_route(notification_id=notification.pk)
+    emails = Delivery.objects.filter(notification__in=notifications, channel="email")
+    loaded = deliveries_load(delivery_ids=[email.pk for email in emails])
+    categories = [item.delivery.notification.category for item in loaded.values()]
+    assert len(categories) == 3 and len({id(category) for category in categories}) == 1
+    assert fields(categories[0]) == fields(Category.objects.get(key="order.shipped"))
 
 
 def test_the_routes_lock_reads_the_recipients_bounced_addresses(demo_data):
