@@ -43,6 +43,8 @@ class Drain:
     # The worker process's own CPU seconds from its worker_ready to the last delivery
     # final: its start-up (imports, pools) is not in it (pipeline only).
     worker_cpu: float | None = None
+    # The first routed event of all, the warm-up's when there is one (else `first`).
+    startup_first: float | None = None
 
     @property
     def rate(self) -> float:
@@ -56,8 +58,9 @@ class Drain:
 
     @property
     def startup(self) -> float:
-        """Worker start -> its first message (for the pipeline: the first routed event)."""
-        return self.first - self.started
+        """Worker start -> its first message (for the pipeline: the first routed event,
+        the warm-up's)."""
+        return (self.startup_first or self.first) - self.started
 
     @property
     def ready_after(self) -> float | None:
@@ -162,23 +165,33 @@ def pipeline_run(
     label: str = "S2",
 ) -> Drain:
     """Preload n events through the API in-process (worker stopped), then start the
-    worker (and relay) and time them from the first routed event until every delivery
-    is final. Counts the intake's and the processes' statements, publishes and
-    PostgreSQL CPU. `broker_url`: where the worker's env points, when not the bench's
-    own broker (the intake does not publish: the relay does, in `worker_env`).
-    `channels`, `users` (round robin; S2's recipients when None) and `queue` (the
-    category's class, whose worker is started): what S10 and S11 drain instead."""
+    worker (and relay) and time them from the first routed event until every delivery is
+    final. With a relay, the preloaded rows are held back (due far ahead) until one
+    warm-up event of the same kind went through: what a process pays on a channel's
+    first use (a provider SDK's import, its client, a token, a connection) is start-up,
+    not part of the drain, as the bare clients fetch theirs before their first post.
+    Counts the intake's and the processes' statements, publishes and PostgreSQL CPU.
+    `broker_url`: where the worker's env points, when not the bench's own broker (the
+    intake does not publish: the relay does, in `worker_env`). `channels`, `users`
+    (round robin; S2's recipients when None) and `queue` (the category's class, whose
+    worker is started): what S10 and S11 drain instead."""
     from django.test import Client
 
     bench.reset_data()
     users = users or event_recipients(bench.config.event_recipients)
     client = Client(HTTP_AUTHORIZATION=f"Bearer {bench.api_key}")
     stamp = f"{label.lower()}-{os.getpid()}-{time.time_ns()}"
+    if has_relay:
+        # Posted first: a person's later events wait for their earlier ones (routed or
+        # not) to go, so the warm-up must be nobody's later event.
+        post_event(client, f"{stamp}:warm", 0, users[0], category, channels)
     with PgCpu(bench.places, bench.config.pg_cpu_interval) as intake_cpu, counted_here() as here:
         for number in range(n):
             user = users[number % len(users)]
             post_event(client, stamp, number, user, category, channels)
     intake = Costs(n, here.sql, here.published, intake_cpu.seconds(bench=True))
+    if has_relay:
+        preloaded_hold(stamp)
     bench.close_db()
 
     count_key, ready_key = f"bench:count:{stamp}", f"bench:ready:{stamp}"
@@ -198,12 +211,17 @@ def pipeline_run(
             PgCpu(bench.places, bench.config.pg_cpu_interval) as cpu,
         ):
             worker_at_ready = worker_cpu_when_ready(procs[0], ready_key)
+            if has_relay:
+                warm_up_wait(f"{stamp}:warm-0", procs)  # post_event's id: the stamp, -number
+                worker_at_ready = procs[0].cpu_seconds()
+                preloaded_release(stamp)
             wait_final(bench, n, procs, label=label, broker_url=broker_url)
             worker_cpu = procs[0].cpu_seconds() - worker_at_ready
     finally:
         for proc in procs:
             bench.stack.stop(proc)  # a warm shutdown: the counts are written at exit
-    first, finished = routed_span()
+    first, finished = routed_span(f"{stamp}-")
+    startup_first, _ = routed_span(stamp)  # the warm-up's route, when there is one
     bench.close_db()
     tally = read_tally(count_key)
     costs = Costs(
@@ -213,7 +231,56 @@ def pipeline_run(
         intake.pg_cpu + cpu.seconds(),
     )
     return Drain(
-        n, started, first, finished, ready_at(ready_key), costs, intake, sampler.peak, worker_cpu
+        n,
+        started,
+        first,
+        finished,
+        ready_at(ready_key),
+        costs,
+        intake,
+        sampler.peak,
+        worker_cpu,
+        startup_first,
+    )
+
+
+def warm_up_wait(event_id: str, procs: list[Proc]) -> None:
+    """Return once the warm-up event is routed and every delivery of it is final."""
+    from deliveries.models import FINAL_STATUSES, Delivery
+
+    of_it = Delivery.objects.filter(notification__event_id=event_id)
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not of_it.exists() or of_it.exclude(status__in=FINAL_STATUSES).exists():
+        if time.monotonic() > deadline:
+            raise BenchError(f"the warm-up event {event_id} not final after {READY_TIMEOUT:.0f} s")
+        for proc in procs:
+            proc.check()
+        time.sleep(READY_POLL_SECONDS)
+
+
+# Far enough that the relay never finds a held row due (a scheduled notification's row
+# waits the same way, for its send_at).
+HOLD_FOR = 365 * 24 * 3600
+
+
+def preloaded_hold(stamp: str) -> None:
+    """Keep the relay off the preloaded rows: due a year from now."""
+    _preloaded_due(stamp, time.time() + HOLD_FOR)
+
+
+def preloaded_release(stamp: str) -> None:
+    """Make the preloaded rows due now; the relay finds them at its next round (it polls
+    every NOTIFY_OUTBOX_POLL_INTERVAL) and publishes them all, as it would have at start."""
+    _preloaded_due(stamp, time.time())
+
+
+def _preloaded_due(stamp: str, due: float) -> None:
+    from datetime import UTC, datetime
+
+    from notify.outbox_models import Outbox
+
+    Outbox.objects.filter(notification__event_id__startswith=f"{stamp}-").update(
+        due_at=datetime.fromtimestamp(due, UTC)
     )
 
 
@@ -247,14 +314,17 @@ def worker_cpu_when_ready(worker: Proc, ready_key: str) -> float:
     return worker.cpu_seconds()
 
 
-def routed_span() -> tuple[float, float]:
-    """(first routed event, last delivery final) as time.time(), from the deliveries:
-    routing creates them, and each final one has its finished_at."""
+def routed_span(prefix: str) -> tuple[float, float]:
+    """(first routed event, last delivery final) as time.time() of the events whose id
+    starts with `prefix`, from their deliveries: routing creates them, and each final one
+    has its finished_at."""
     from django.apps import apps
     from django.db.models import Max, Min
 
     delivery = apps.get_model("deliveries", "Delivery")
-    span = delivery.objects.aggregate(first=Min("created_at"), last=Max("finished_at"))
+    span = delivery.objects.filter(notification__event_id__startswith=prefix).aggregate(
+        first=Min("created_at"), last=Max("finished_at")
+    )
     if span["first"] is None or span["last"] is None:
         raise BenchError(f"no routed event or no finished delivery: {span}")
     return span["first"].timestamp(), span["last"].timestamp()
