@@ -6,7 +6,9 @@ worker started to the last it finished (bench.apps notes both in the worker itse
 `pipeline_run` drains events posted through the API (inapp + email), with the outbox
 relay when there is one, from the first routed event (the earliest delivery row: routing
 creates them) to the last delivery final (the latest finished_at), read in the database,
-so neither the start-up nor the bench's polling is inside either figure.
+so neither the start-up nor the bench's polling is inside either figure. With a relay,
+one warm-up event goes through first and the preloaded events are held back until it is
+final: a channel's first use in the process (an SDK's import, a token) is start-up too.
 """
 
 from __future__ import annotations
