@@ -32,7 +32,10 @@ from bench.campaign_seed import (
     user_id,
 )
 from bench.config import DEMO_USER, BenchError
-from bench.pipeline_drains import READY_TIMEOUT, ready_at  # also for the campaign's first email
+from bench.pipeline_drains import (  # READY_TIMEOUT also bounds the campaign's first email
+    READY_TIMEOUT,
+    wait_ready,
+)
 from bench.processes import Proc, start_smtp_sink
 from bench.report import phase, ratio, verdict
 
@@ -301,17 +304,6 @@ def code_stages(bench: Bench, prefix: str) -> dict[str, list[float]] | None:
         stages["published->claimed"].append((times[3] - enqueued).total_seconds())
         stages["at"].append((times[0] - first).total_seconds())
     return stages
-
-
-def wait_ready(keys: list[str], procs: list[Proc]) -> None:
-    """Return once every worker wrote its ready time (bench.apps), or fail."""
-    deadline = time.monotonic() + READY_TIMEOUT
-    while not all(ready_at(key) for key in keys):
-        if time.monotonic() > deadline:
-            raise BenchError(f"workers not ready after {READY_TIMEOUT:.0f} s")
-        for proc in procs:
-            proc.check()
-        time.sleep(0.2)
 
 
 def post_code(client: Client, event_id: str, number: int, user_id: str) -> None:

@@ -304,15 +304,22 @@ READY_POLL_SECONDS = 0.02
 READY_TIMEOUT = 90.0  # for a worker to start
 
 
+def wait_ready(keys: list[str], procs: list[Proc], *, poll: float = 0.2) -> None:
+    """Return once every worker wrote its ready time (bench.apps), looking every `poll`
+    seconds, or fail."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not all(ready_at(key) for key in keys):
+        if time.monotonic() > deadline:
+            raise BenchError(f"workers not ready after {READY_TIMEOUT:.0f} s")
+        for proc in procs:
+            proc.check()
+        time.sleep(poll)
+
+
 def worker_cpu_when_ready(worker: Proc, ready_key: str) -> float:
     """The worker's CPU seconds as soon as it marked itself ready (bench.apps), read
     within READY_POLL_SECONDS of it: what its start-up cost, to leave out of its share."""
-    deadline = time.monotonic() + READY_TIMEOUT
-    while ready_at(ready_key) is None:
-        if time.monotonic() > deadline:
-            raise BenchError(f"{worker.name}: not ready after {READY_TIMEOUT:.0f} s")
-        worker.check()
-        time.sleep(READY_POLL_SECONDS)
+    wait_ready([ready_key], [worker], poll=READY_POLL_SECONDS)
     return worker.cpu_seconds()
 
 
