@@ -60,10 +60,18 @@ NEW_DELIVERY = {
     "pinned_provider": "",
 }
 
-_ROUTED_SQL = (
-    f"UPDATE {Notification._meta.db_table} SET routed_at = %(now)s"
-    " WHERE (id, created_at) IN"
-    " (SELECT * FROM unnest(%(routed_ids)s::uuid[], %(routed_months)s::timestamptz[]))"
+# Each notification is found by one primary-key probe (LATERAL, kept apart by OFFSET 0)
+# and updated where that probe found it (its partition and row address). Written as a
+# join on (id, created_at), a partition without statistics yet (a new month's, a
+# campaign's first minutes) was planned as a scan of the whole partition per batch: a
+# campaign's route read all its notifications for every 200 it routed.
+ROUTED_SQL = (
+    f"UPDATE {Notification._meta.db_table} n SET routed_at = %(now)s"
+    " FROM (SELECT f.tableoid, f.ctid"
+    " FROM unnest(%(routed_ids)s::uuid[], %(routed_months)s::timestamptz[]) AS v(id, month)"
+    " CROSS JOIN LATERAL (SELECT tableoid, ctid"
+    f" FROM {Notification._meta.db_table} WHERE id = v.id AND created_at = v.month OFFSET 0) f"
+    ") found WHERE n.tableoid = found.tableoid AND n.ctid = found.ctid"
 )
 
 
@@ -83,7 +91,7 @@ def _write_sql() -> str:
         " created_at, updated_at, held_since)"
         f" SELECT v.*, 0, NULL, NULL, '', 0, '', %(now)s, %(now)s, NULL FROM unnest({arrays}) v"
         " RETURNING id, notification_id, channel, target)"
-        f", r AS ({_ROUTED_SQL}) SELECT id, notification_id, channel, target FROM d"
+        f", r AS ({ROUTED_SQL}) SELECT id, notification_id, channel, target FROM d"
     )
 
 
@@ -103,7 +111,7 @@ def routed_write(
         notification.routed_at = now
     if not rows:  # nothing to deliver on any channel
         with connection.cursor() as cursor:
-            cursor.execute(_ROUTED_SQL, params)
+            cursor.execute(ROUTED_SQL, params)
         return []
     for index, column in enumerate(zip(*rows, strict=True)):
         params[f"c{index}"] = array_literal(list(column))

@@ -7,10 +7,12 @@ import uuid
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
 from deliveries.pipeline.claim import LOAD_SQL, deliveries_load, delivery_load
 from deliveries.pipeline.route_lock import notification_lock, notifications_lock
+from deliveries.pipeline.route_write import ROUTED_SQL
 from deliveries.pipeline.routing import notification_route
 from deliveries.pipeline.suppression import address_suppress
 from notify.models import Category, Notification, Producer, Recipient
@@ -142,13 +144,9 @@ def _rows_read(plan: dict) -> int:
     return here + sum(_rows_read(child) for child in plan.get("Plans", []))
 
 
-def test_the_senders_load_of_a_campaign_batch_reads_its_own_rows_on_a_young_partition(
-    demo_data,
-):
-    # A campaign's fan-out gives thousands of notifications one created_at. With no
-    # statistics the planner once matched a batch's deliveries to their notifications
-    # by that time alone, or scanned whole tables: each batch read them all (here some
-    # 8,000 rows for 20 deliveries; now a few hundred).
+def _young_campaign_fan_out() -> None:
+    """2,000 notifications of one campaign batch (one created_at, in-app and email each)
+    in a month whose partitions were never analyzed."""
     category = Category.objects.get(key="order.shipped")
     producer = Producer.objects.get_or_create(name="young")[0]
     with connection.cursor() as cursor:
@@ -182,6 +180,16 @@ def test_the_senders_load_of_a_campaign_batch_reads_its_own_rows_on_a_young_part
             """,
             {"producer": producer.pk, "category": category.pk, "month": YOUNG_MONTH},
         )
+
+
+def test_the_senders_load_of_a_campaign_batch_reads_its_own_rows_on_a_young_partition(
+    demo_data,
+):
+    # A campaign's fan-out gives thousands of notifications one created_at. With no
+    # statistics the planner once matched a batch's deliveries to their notifications
+    # by that time alone, or scanned whole tables: each batch read them all (here some
+    # 8,000 rows for 20 deliveries; now a few hundred).
+    _young_campaign_fan_out()
     batch = list(
         Delivery.objects.filter(accepted_at=YOUNG_MONTH, channel="email")
         .order_by("pk")
@@ -196,3 +204,26 @@ def test_the_senders_load_of_a_campaign_batch_reads_its_own_rows_on_a_young_part
         )
         plan = cursor.fetchone()[0][0]["Plan"]
     assert _rows_read(plan) < 40 * len(batch)
+
+
+def test_the_routes_routed_mark_reads_its_own_rows_on_a_young_partition(demo_data):
+    # As a join on (id, created_at), a partition with no statistics was scanned whole
+    # for each routed batch: a campaign's route read every one of its notifications
+    # for every 200 it routed.
+    _young_campaign_fan_out()
+    batch = list(
+        Notification.objects.filter(created_at=YOUNG_MONTH)
+        .order_by("pk")
+        .values_list("pk", "created_at")[1000:1020]
+    )
+    params = {
+        "now": timezone.now(),
+        "routed_ids": array_literal([pk for pk, _ in batch]),
+        "routed_months": array_literal([month for _, month in batch]),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {ROUTED_SQL}", params)
+        plan = cursor.fetchone()[0][0]["Plan"]
+    assert _rows_read(plan) < 40 * len(batch)
+    routed = Notification.objects.filter(created_at=YOUNG_MONTH, routed_at__isnull=False)
+    assert sorted(routed.values_list("pk", flat=True)) == sorted(pk for pk, _ in batch)
