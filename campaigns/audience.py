@@ -71,12 +71,14 @@ def _segment_problem(spec: dict[str, Any]) -> AudienceProblem | None:
     return None
 
 
-def audience_sql(campaign: Campaign) -> tuple[str, dict[str, Any]]:
+def audience_sql(campaign: Campaign, *, batch: int | None = None) -> tuple[str, dict[str, Any]]:
     """A WHERE condition on recipient `r` that selects the campaign's audience.
 
     A user-id list is read from the campaign row inside the statement, so a long list
     is not sent to the database with every batch. Recipients whose event id would not
-    fit the column are left out (it would fail the whole batch).
+    fit the column are left out (it would fail the whole batch). `batch`: the condition
+    picks the fan-out's next `batch` recipients by id, which decides how a long list is
+    matched (`_list_hashed`).
     """
     params: dict[str, Any] = {
         "a_campaign": campaign.pk,
@@ -90,11 +92,14 @@ def audience_sql(campaign: Campaign) -> tuple[str, dict[str, Any]]:
         params["a_user_ids"] = list(spec.get("user_ids") or [])
         conditions.append("r.user_id = ANY(%(a_user_ids)s)")
     elif campaign.audience_kind == AudienceKind.USER_IDS:
-        conditions.append(
-            f"""r.user_id IN (
+        listed = f"""r.user_id IN (
                 SELECT jsonb_array_elements_text(c.audience_spec -> 'user_ids')
                   FROM {Campaign._meta.db_table} c WHERE c.id = %(a_campaign)s)"""
-        )
+        # `IS TRUE` keeps the list a set, hashed once, that the recipients of the
+        # batch's id range are looked up in; a bare IN becomes a join that PostgreSQL
+        # (guessing 100 listed ids) drives from the list, probing the recipients once
+        # per listed id.
+        conditions.append(f"({listed}) IS TRUE" if _list_hashed(campaign, batch) else listed)
     elif campaign.audience_kind == AudienceKind.UPLOAD and campaign.pk is None:
         # An upload not launched yet (an estimate): its staged rows (campaigns/upload.py).
         params["a_staged"] = _staged_id(spec.get("staged_upload"))
@@ -121,6 +126,31 @@ def audience_sql(campaign: Campaign) -> tuple[str, dict[str, Any]]:
     elif campaign.audience_kind == AudienceKind.ALL:
         conditions.append(_consent_sql())
     return " AND ".join(conditions), params
+
+
+def _list_hashed(campaign: Campaign, batch: int | None) -> bool:
+    """`list_matched_as_set` for a fan-out batch of `campaign` (the join before the first
+    batch has fixed the audience, and outside the fan-out)."""
+    until = campaign.audience_until
+    if batch is None or not until:
+        return False
+    listed = len((campaign.audience_spec or {}).get("user_ids") or [])
+    return list_matched_as_set(listed=listed, batch=batch, until=until)
+
+
+def list_matched_as_set(*, listed: int, batch: int, until: int) -> bool:
+    """Whether fan-out batches of `batch` match a list of `listed` user ids as a hashed
+    set rather than as a join, for an audience whose highest recipient id is `until`.
+
+    The join probes the recipients once per listed id in every batch: L ids in batches
+    of B cost L * L / B probes over the campaign (a 100,000-id list, 5 million). The set
+    reads the recipients in id order from where the last batch ended until the batch is
+    full: over the campaign, at most each recipient up to the audience's highest id,
+    once. So the set is chosen when L * L / B is the larger; a short list on a large
+    install keeps the join (3,000 ids among 10 million people: 4,500 probes rather than
+    a read of 10 million rows).
+    """
+    return listed * listed > batch * until
 
 
 def _staged_id(value: object) -> uuid.UUID | None:

@@ -222,7 +222,7 @@ def _batch_insert(campaign: Campaign, batch_size: int, now: datetime) -> tuple[i
     The fingerprint is computed in SQL exactly as `request_fingerprint` does in Python:
     its canonical JSON ends with the user id, so only that part is built per row.
     """
-    condition, params = audience_sql(campaign)
+    condition, params = audience_sql(campaign, batch=batch_size)
     canonical_head = _fingerprint_head(campaign)
     due, due_params = _due_sql(campaign, batch_size, now)
     outbox_columns, outbox_values = _outbox_columns()

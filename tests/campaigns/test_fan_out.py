@@ -4,8 +4,9 @@ its checkpoint without duplicates. The service is called here as the task would.
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
+from campaigns.audience import list_matched_as_set
 from campaigns.fanout import campaign_fan_out
 from campaigns.models import CampaignStatus
 from notify.models import Outbox
@@ -135,6 +136,44 @@ def test_a_user_id_list_reaches_the_known_ones_once(promo_data):
     users = campaign_notifications(campaign).values_list("recipient__user_id", flat=True)
     assert sorted(users) == ["c-00001", "c-00003"]
     assert campaign.audience_size == 2
+
+
+def recipient_lookups() -> int:
+    """Index scans of the recipients table begun in this transaction so far."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_xact_user_tables"
+            " WHERE relname = 'notify_recipient'"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_a_long_user_id_list_is_not_looked_up_id_by_id_in_every_batch(promo_data):
+    # A list as long as the recipients: each batch takes its next recipients in id order
+    # and looks each up in the list, instead of probing the recipients once for every
+    # listed id (20,000 probes a batch here, 100,000 over the campaign; below about
+    # 10,000 recipients PostgreSQL reads them all instead, either way).
+    recipients = seed_recipients(20_000, consent=False)
+    with connection.cursor() as cursor:  # a long-lived table has its statistics
+        cursor.execute("ANALYZE notify_recipient")
+    campaign = launch(audience_kind="user_ids", spec={"user_ids": [r.user_id for r in recipients]})
+    before = recipient_lookups()
+    assert fan_out_all(campaign, batch_size=5000) == 5
+    assert recipient_lookups() - before < 1000
+    assert campaign_notifications(campaign).count() == 20_000
+
+
+@pytest.mark.parametrize(
+    ("listed", "until", "as_set"),
+    [
+        (20_000, 20_000, True),  # the bench's campaign: a list of everyone
+        (100_000, 10_000_000, False),  # 5 million probes, or a read of 10 million rows
+        (3_000, 10_000_000, False),  # a short list on a large install
+        (1_000, 1_000, False),  # one batch: its probes are the list, once
+    ],
+)
+def test_a_list_is_matched_as_a_set_when_probing_it_every_batch_costs_more(listed, until, as_set):
+    assert list_matched_as_set(listed=listed, batch=2000, until=until) is as_set
 
 
 def test_a_segment_selects_by_recipient_fields(promo_data):
