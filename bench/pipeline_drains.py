@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -251,13 +252,12 @@ def warm_up_wait(event_id: str, procs: list[Proc]) -> None:
     from deliveries.models import FINAL_STATUSES, Delivery
 
     of_it = Delivery.objects.filter(notification__event_id=event_id)
-    deadline = time.monotonic() + READY_TIMEOUT
-    while not of_it.exists() or of_it.exclude(status__in=FINAL_STATUSES).exists():
-        if time.monotonic() > deadline:
-            raise BenchError(f"the warm-up event {event_id} not final after {READY_TIMEOUT:.0f} s")
-        for proc in procs:
-            proc.check()
-        time.sleep(READY_POLL_SECONDS)
+    _wait_until(
+        lambda: of_it.exists() and not of_it.exclude(status__in=FINAL_STATUSES).exists(),
+        procs,
+        what=f"the warm-up event {event_id} not final",
+        poll=READY_POLL_SECONDS,
+    )
 
 
 # Far enough that the relay never finds a held row due (a scheduled notification's row
@@ -307,10 +307,18 @@ READY_TIMEOUT = 90.0  # for a worker to start
 def wait_ready(keys: list[str], procs: list[Proc], *, poll: float = 0.2) -> None:
     """Return once every worker wrote its ready time (bench.apps), looking every `poll`
     seconds, or fail."""
+    _wait_until(
+        lambda: all(ready_at(key) for key in keys), procs, what="workers not ready", poll=poll
+    )
+
+
+def _wait_until(done: Callable[[], bool], procs: list[Proc], *, what: str, poll: float) -> None:
+    """Look at `done` every `poll` seconds until it holds; fail when one of `procs` exited
+    or after READY_TIMEOUT (`what` says what was still not so)."""
     deadline = time.monotonic() + READY_TIMEOUT
-    while not all(ready_at(key) for key in keys):
+    while not done():
         if time.monotonic() > deadline:
-            raise BenchError(f"workers not ready after {READY_TIMEOUT:.0f} s")
+            raise BenchError(f"{what} after {READY_TIMEOUT:.0f} s")
         for proc in procs:
             proc.check()
         time.sleep(poll)

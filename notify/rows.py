@@ -143,3 +143,15 @@ def related_cache(instance: Model, name: str, related: Model | None) -> None:
     """Remember `related` as `instance.<name>`, as select_related would: reading the
     attribute then costs no query."""
     instance._meta.get_field(name).set_cached_value(instance, related)
+
+
+def row_probe(table: str, where: str, *, alias: str, columns: str = "*") -> str:
+    """`CROSS JOIN LATERAL (SELECT columns FROM table WHERE where OFFSET 0) alias`: the
+    row(s) of `table` that `where` (an equality on its key, naming the outer row) finds,
+    read by one index probe per outer row.
+
+    OFFSET 0 keeps the subquery apart, so the planner cannot merge it into a join it is
+    free to reorder. On tables with no statistics yet (a new month's partition, a fresh
+    install, a campaign's first minutes) such joins were planned as scans of whole tables
+    for every batch; a probe per row costs the same whatever the statistics say."""
+    return f"CROSS JOIN LATERAL (SELECT {columns} FROM {table} WHERE {where} OFFSET 0) {alias}"

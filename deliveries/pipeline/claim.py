@@ -27,7 +27,13 @@ from deliveries.pipeline.live import device_is_live, devices_live, feed_entry_se
 from deliveries.pipeline.ordering import ORDER_CLEAR_SQL, order_wait_since
 from flow.fairness import push_slot_member, push_slot_release
 from notify.models import PUSH_CHANNELS, Category, FeedEntry, Notification, Recipient
-from notify.rows import ModelColumns, SharedInstances, instances_split, related_cache
+from notify.rows import (
+    ModelColumns,
+    SharedInstances,
+    instances_split,
+    related_cache,
+    row_probe,
+)
 from pgarrays import array_literal
 from templates_admin.models import TemplateVersion
 from templates_admin.selectors import (
@@ -54,18 +60,15 @@ _CATEGORY = ModelColumns(Category, "c")
 # notification is joined in the delivery's month, so only that partition is read. One
 # statement loads a whole batch; its text does not depend on the batch's size, so it is
 # prepared once. Each delivery, its notification and its recipient are one primary-key
-# probe each (LATERAL, kept apart by OFFSET 0): as plain joins, tables without
-# statistics yet (a new month's partition, a campaign's first minutes, a fresh install)
-# were planned as scans of whole tables for every batch.
+# probe each (`row_probe`), whatever statistics the tables have.
+_IN_ITS_MONTH = "id = d.notification_id AND created_at = d.accepted_at"
 LOAD_SQL = f"""
     SELECT {_DELIVERY.sql}, {_NOTIFICATION.sql}, {_RECIPIENT.sql}, {_CATEGORY.sql},
            {published_choices_sql(category_column="n.category_id", channel_column="d.channel").sql}
       FROM unnest(%(ids)s::bigint[]) AS k(id)
-     CROSS JOIN LATERAL (SELECT * FROM deliveries_delivery d WHERE d.id = k.id OFFSET 0) d
-     CROSS JOIN LATERAL (
-           SELECT * FROM notify_notification n
-            WHERE n.id = d.notification_id AND n.created_at = d.accepted_at OFFSET 0) n
-     CROSS JOIN LATERAL (SELECT * FROM notify_recipient r WHERE r.id = n.recipient_id OFFSET 0) r
+     {row_probe("deliveries_delivery", "id = k.id", alias="d")}
+     {row_probe("notify_notification", _IN_ITS_MONTH, alias="n")}
+     {row_probe("notify_recipient", "id = n.recipient_id", alias="r")}
       JOIN notify_category c ON c.id = n.category_id
 """
 

@@ -18,6 +18,7 @@ from django.db import connection
 
 from deliveries.models import Delivery
 from notify.models import Notification
+from notify.rows import row_probe
 from pgarrays import array_literal
 
 
@@ -60,17 +61,17 @@ NEW_DELIVERY = {
     "pinned_provider": "",
 }
 
-# Each notification is found by one primary-key probe (LATERAL, kept apart by OFFSET 0)
-# and updated where that probe found it (its partition and row address). Written as a
-# join on (id, created_at), a partition without statistics yet (a new month's, a
-# campaign's first minutes) was planned as a scan of the whole partition per batch: a
-# campaign's route read all its notifications for every 200 it routed.
+# Each notification is found by one primary-key probe (`row_probe`) and updated where
+# that probe found it (its partition and row address). Written as a join on (id,
+# created_at), a partition without statistics yet was planned as a scan of the whole
+# partition per batch: a campaign's route read all its notifications for every 200.
+_NOTIFICATIONS = Notification._meta.db_table
+_KEYED = "id = v.id AND created_at = v.month"
 ROUTED_SQL = (
-    f"UPDATE {Notification._meta.db_table} n SET routed_at = %(now)s"
+    f"UPDATE {_NOTIFICATIONS} n SET routed_at = %(now)s"
     " FROM (SELECT f.tableoid, f.ctid"
     " FROM unnest(%(routed_ids)s::uuid[], %(routed_months)s::timestamptz[]) AS v(id, month)"
-    " CROSS JOIN LATERAL (SELECT tableoid, ctid"
-    f" FROM {Notification._meta.db_table} WHERE id = v.id AND created_at = v.month OFFSET 0) f"
+    f" {row_probe(_NOTIFICATIONS, _KEYED, alias='f', columns='tableoid, ctid')}"
     ") found WHERE n.tableoid = found.tableoid AND n.ctid = found.ctid"
 )
 
