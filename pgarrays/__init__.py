@@ -40,6 +40,22 @@ def _texts(values: list[str]) -> str:
     return f'"{joined}"'
 
 
+# Columns at least this long are written through a memo of their distinct values.
+DATETIME_MEMO_FROM = 16
+
+
+def _datetimes(values: list[datetime.datetime]) -> str:
+    # An aware datetime's isoformat costs about a microsecond, and a batch's datetime
+    # columns mostly repeat a few values (one `now`, a fan-out's one creation time):
+    # each distinct value is written once. When all differ, the memo costs about a
+    # tenth more than writing each. Equal instants in two zones are written as one: the
+    # statements cast these columns to timestamptz.
+    if len(values) < DATETIME_MEMO_FROM:
+        return ",".join(map(datetime.datetime.isoformat, values))
+    written = {value: value.isoformat() for value in set(values)}
+    return ",".join(map(written.__getitem__, values))
+
+
 def _booleans(values: list[bool]) -> str:
     return ",".join(["t" if value else "f" for value in values])
 
@@ -54,7 +70,7 @@ _COLUMNS: dict[type, Callable[[list[Any]], str]] = {
     float: lambda values: ",".join(map(float.__repr__, values)),
     uuid.UUID: lambda values: ",".join(map(str, values)),
     decimal.Decimal: lambda values: ",".join(map(str, values)),
-    datetime.datetime: lambda values: ",".join(map(datetime.datetime.isoformat, values)),
+    datetime.datetime: lambda values: _datetimes(values),
     datetime.date: lambda values: ",".join(map(datetime.date.isoformat, values)),
     datetime.time: lambda values: ",".join(map(datetime.time.isoformat, values)),
 }
