@@ -27,6 +27,7 @@ from deliveries.pipeline.retry import RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
 from flow.fairness import push_slot_member, push_slots_release
 from notify.models import PUSH_CHANNELS
+from notify.rows import row_probe
 from pgarrays import array_literal
 
 logger = logging.getLogger(__name__)
@@ -189,9 +190,19 @@ def _retry_enqueue(delivery: Delivery, countdown: float) -> None:
 # Every delivery's next state in one statement. A NULL keeps the column as it is (a
 # retry keeps its reason, a failure its provider message id); `clear_enqueued` drops
 # `enqueued_at` for a wait the sweeper owns; `bump` moves the attempt budget past an
-# uncharged probe.
-_OUTCOMES_SQL = f"""
-    UPDATE {Delivery._meta.db_table} AS d
+# uncharged probe. Written only where the claim still holds (`sending`, its claim's time).
+_OUTCOME_COLUMNS = (
+    "id", "month", "claimed_at", "status", "last_error", "reason", "provider_message_id",
+    "finished_at", "next_attempt_at", "clear_enqueued", "bump", "handovers", "pin",
+)  # fmt: skip
+_OUTCOME_TYPES = (
+    "bigint", "timestamptz", "timestamptz", "text", "text", "text", "text", "timestamptz",
+    "timestamptz", "boolean", "int", "int", "text",
+)  # fmt: skip
+_OUTCOME_ARRAYS = ", ".join(
+    f"%({name})s::{kind}[]" for name, kind in zip(_OUTCOME_COLUMNS, _OUTCOME_TYPES, strict=True)
+)
+_OUTCOME_SET = """
        SET status = v.status, updated_at = %(now)s, last_error = v.last_error,
            reason = COALESCE(v.reason, d.reason),
            provider_message_id = COALESCE(v.provider_message_id, d.provider_message_id),
@@ -201,22 +212,42 @@ _OUTCOMES_SQL = f"""
            attempts = d.attempts + v.handovers,
            attempt_budget_from = d.attempt_budget_from + v.bump + v.handovers,
            pinned_provider = COALESCE(v.pin, d.pinned_provider)
-      FROM unnest(%(id)s::bigint[], %(month)s::timestamptz[], %(claimed_at)s::timestamptz[],
-                  %(status)s::text[], %(last_error)s::text[], %(reason)s::text[],
-                  %(provider_message_id)s::text[], %(finished_at)s::timestamptz[],
-                  %(next_attempt_at)s::timestamptz[], %(clear_enqueued)s::boolean[],
-                  %(bump)s::int[], %(handovers)s::int[], %(pin)s::text[])
-           AS v(id, month, claimed_at, status, last_error, reason, provider_message_id,
-                finished_at, next_attempt_at, clear_enqueued, bump, handovers, pin)
+"""
+_SENDING = f"'{DeliveryStatus.SENDING.value}'"
+# Each row is found by a primary-key probe (`row_probe`) and updated where that probe
+# found it (a TID scan). Joined on its key instead, with no statistics yet, the planner
+# found the round's rows through the partial index of every delivery being sent, and a
+# campaign's record read all of them each round. For the same reason the claim is
+# checked against the probe's `claimed` column rather than a constant: a constant lets
+# the planner prove that index usable. A row that another transaction changed meanwhile
+# is left out here (PostgreSQL rechecks where it was found); it is written by key
+# (`OUTCOMES_BY_KEY_SQL`) in a statement of its own, which rechecks its claim.
+_FOUND = row_probe(
+    Delivery._meta.db_table,
+    "id = v.id AND accepted_at = v.month",
+    alias="f",
+    columns=f"tableoid, ctid, {_SENDING}::text AS claimed",
+)
+OUTCOMES_SQL = f"""
+    UPDATE {Delivery._meta.db_table} AS d {_OUTCOME_SET}
+      FROM (SELECT v.*, f.tableoid AS found_in, f.ctid AS found_at, f.claimed
+              FROM unnest({_OUTCOME_ARRAYS}) AS v({", ".join(_OUTCOME_COLUMNS)}) {_FOUND}) v
+     WHERE d.tableoid = v.found_in AND d.ctid = v.found_at
+       AND d.status = v.claimed AND d.claimed_at = v.claimed_at
+    RETURNING d.id
+"""
+OUTCOMES_BY_KEY_SQL = f"""
+    UPDATE {Delivery._meta.db_table} AS d {_OUTCOME_SET}
+      FROM unnest({_OUTCOME_ARRAYS}) AS v({", ".join(_OUTCOME_COLUMNS)})
      WHERE d.id = v.id AND d.accepted_at = v.month
-       AND d.status = '{DeliveryStatus.SENDING.value}' AND d.claimed_at = v.claimed_at
+       AND d.status = {_SENDING} AND d.claimed_at = v.claimed_at
     RETURNING d.id
 """
 
 
 # The attempt rows of a batch, the wake of what each one that is done with held (the
 # next held delivery of each order rank it may hold: deliveries/pipeline/ordering.py),
-# and every delivery's next state (`_OUTCOMES_SQL`), in one statement: per-recipient
+# and every delivery's next state (`OUTCOMES_SQL`), in one statement: per-recipient
 # order and the outcomes cost a round no round trip of their own. The woken rows are
 # held ones (`held_since` set), never the round's members (their claim cleared it), so
 # no row is updated twice; all parts see the rows as they were before the statement.
@@ -243,7 +274,7 @@ _RECORD_SQL = f"""
         UPDATE {Delivery._meta.db_table} SET enqueued_at = %(now)s
          WHERE id IN (SELECT w.id FROM done f CROSS JOIN LATERAL ({WAKE_HELD_SQL}) w)
         RETURNING queue, channel, id
-    ), outcome AS ({_OUTCOMES_SQL})
+    ), outcome AS ({OUTCOMES_SQL})
     SELECT queue, channel, id, false FROM woken
     UNION ALL SELECT '', '', id, true FROM outcome
 """
@@ -278,12 +309,7 @@ def _record(
         "w_notification": array_literal([d.notification_id for d in ordered]),
         "now": now,
     }
-    columns: dict[str, list] = {
-        name: []
-        for name in ("id", "month", "claimed_at", "status", "last_error", "reason",
-                     "provider_message_id", "finished_at", "next_attempt_at",
-                     "clear_enqueued", "bump", "handovers", "pin")
-    }  # fmt: skip
+    columns: dict[str, list] = {name: [] for name in _OUTCOME_COLUMNS}
     for tried, _, changes, _ in planned:
         columns["id"].append(tried.delivery.pk)
         columns["month"].append(tried.delivery.accepted_at)
@@ -305,6 +331,12 @@ def _record(
                 updated.add(pk)
             else:
                 woken.append((queue, channel, pk))
+        moved = [i for i, pk in enumerate(columns["id"]) if pk not in updated]
+        if moved:  # changed by another transaction since this statement began, or lost
+            by_key = {name: array_literal([values[i] for i in moved])
+                      for name, values in columns.items()}  # fmt: skip
+            cursor.execute(OUTCOMES_BY_KEY_SQL, {**by_key, "now": now})
+            updated.update(row[0] for row in cursor.fetchall())
     return woken, updated
 
 

@@ -3,14 +3,18 @@ the sender's load, the route's lock and the route's write."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 
-from django.db import connection
+import psycopg
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from deliveries.channels.base import SendResult
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
 from deliveries.pipeline.claim import LOAD_SQL, deliveries_load, delivery_load
+from deliveries.pipeline.outcome import OUTCOMES_SQL, AttemptResult, Tried, attempts_record
 from deliveries.pipeline.route_lock import notification_lock, notifications_lock
 from deliveries.pipeline.route_write import ROUTED_SQL
 from deliveries.pipeline.routing import notification_route
@@ -227,3 +231,79 @@ def test_the_routes_routed_mark_reads_its_own_rows_on_a_young_partition(demo_dat
     assert _rows_read(plan) < 40 * len(batch)
     routed = Notification.objects.filter(created_at=YOUNG_MONTH, routed_at__isnull=False)
     assert sorted(routed.values_list("pk", flat=True)) == sorted(pk for pk, _ in batch)
+
+
+def test_the_senders_record_finds_its_own_rows_on_a_young_partition(demo_data):
+    # The record writes each outcome where the claim still holds (`sending`, its claim's
+    # time). With no statistics the planner found them through the index of every
+    # delivery being sent, and a campaign's record read all of them for each round.
+    _young_campaign_fan_out()
+    claimed_at = timezone.now()
+    Delivery.objects.filter(accepted_at=YOUNG_MONTH).update(
+        status=DeliveryStatus.SENDING, claimed_at=claimed_at, attempts=1
+    )
+    batch = list(
+        Delivery.objects.filter(accepted_at=YOUNG_MONTH, channel="email")
+        .order_by("pk")
+        .values_list("pk", flat=True)[1000:1020]
+    )
+    n = len(batch)
+    params = {
+        "now": timezone.now(),
+        "id": array_literal(batch),
+        "month": array_literal([YOUNG_MONTH] * n),
+        "claimed_at": array_literal([claimed_at] * n),
+        "status": array_literal([DeliveryStatus.DELIVERED.value] * n),
+        "finished_at": array_literal([claimed_at] * n),
+        "last_error": array_literal([""] * n),
+        "clear_enqueued": array_literal([False] * n),
+        "bump": array_literal([0] * n),
+        "handovers": array_literal([0] * n),
+        **{name: array_literal([None] * n)
+           for name in ("reason", "provider_message_id", "next_attempt_at",
+                        "pin")},
+    }  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {OUTCOMES_SQL}", params)
+        plan = cursor.fetchone()[0][0]["Plan"]
+    assert _rows_read(plan) < 40 * n
+    delivered = Delivery.objects.filter(accepted_at=YOUNG_MONTH, status=DeliveryStatus.DELIVERED)
+    assert sorted(delivered.values_list("pk", flat=True)) == sorted(batch)
+
+
+def test_an_outcome_is_written_when_another_transaction_changed_its_row_meanwhile(
+    transactional_db, demo_data
+):
+    # The record updates each row where its probe found it. Another transaction that
+    # changes the row first (here while the record waits for its lock) moves it: the
+    # outcome must still be written, since the claim still holds.
+    Recipient.objects.create(user_id="moved-1", email="moved1@example.com")
+    notification = accepted("moved-1", ["email"])
+    notification_route(notification_id=notification.pk)
+    email = Delivery.objects.get(notification=notification, channel="email")
+    claimed_at = timezone.now()
+    Delivery.objects.filter(pk=email.pk).update(
+        status=DeliveryStatus.SENDING, claimed_at=claimed_at, attempts=1
+    )
+    loaded = delivery_load(delivery_id=email.pk)
+    tried = Tried(loaded.delivery, SendResult.delivered(provider_message_id="<m@x>"), "",
+                  claimed_at, claimed_at, duration=5)  # fmt: skip
+    other = psycopg.connect(
+        dbname=connection.settings_dict["NAME"], host="127.0.0.1", user="postgres",
+        autocommit=False,
+    )  # fmt: skip
+    try:
+        other.execute("UPDATE deliveries_delivery SET updated_at = now() WHERE id = %s", [email.pk])
+        reports: list = []
+        recording = threading.Thread(target=lambda: reports.extend(attempts_record([tried])))
+        recording.start()
+        recording.join(0.5)
+        assert recording.is_alive()  # waiting for the other transaction's row lock
+        other.commit()
+        recording.join(10)
+    finally:
+        other.close()
+        connections.close_all()
+    assert [report.result for report in reports] == [AttemptResult.DELIVERED]
+    email.refresh_from_db()
+    assert (email.status, email.provider_message_id) == (DeliveryStatus.DELIVERED, "<m@x>")
