@@ -31,6 +31,7 @@
   const DEFAULT_RETRY_MS = 3000; // until the server's `retry:` says otherwise
   const MAX_BACKOFF_MS = 60000; // network failures without advice double up to this
   const MAX_REST_RETRIES = 3; // a REST call refused with 429 is tried again this often
+  const COUNT_READS_MAX = 3; // an unread count read again while entries keep arriving
 
   const STYLE = `
     :host { position: relative; display: inline-block; font: 14px/1.4 system-ui, sans-serif;
@@ -308,6 +309,8 @@
       this._nextCursor = null;
       this._feedLoaded = false;
       this._unread = null;
+      this._countReads = 0; // unread-count reads in flight
+      this._countMissed = false; // an unread entry arrived during one
       this._lastEventId = null;
       this._retryMs = DEFAULT_RETRY_MS;
       this._streamState = "idle";
@@ -521,9 +524,23 @@
     }
 
     async _refreshCount() {
+      // An entry that arrives while the count is read may or may not be in it (a
+      // reconnect's replay races the read): such entries do not change the count, they
+      // make it read again, after them.
       const signal = this._run && this._run.signal;
-      const data = await this._api("/unread-count", { signal });
-      this._setUnread(data.available === false ? null : data.count);
+      this._countReads += 1;
+      try {
+        for (let tries = 1; ; tries++) {
+          this._countMissed = false;
+          const data = await this._api("/unread-count", { signal });
+          if (!this._countMissed || tries >= COUNT_READS_MAX) {
+            this._setUnread(data.available === false ? null : data.count);
+            return;
+          }
+        }
+      } finally {
+        this._countReads -= 1;
+      }
     }
 
     async _markRead(ids) {
@@ -659,7 +676,10 @@
       const added = this._upsert(entry);
       if (!added) return;
       this._feedLoaded = true;
-      if (!entry.read_at && this._unread !== null) this._setUnread(this._unread + 1);
+      if (!entry.read_at) {
+        if (this._countReads > 0) this._countMissed = true;
+        else if (this._unread !== null) this._setUnread(this._unread + 1);
+      }
       this._renderFeed();
       this._announce(this._t("newEntry", { title: entry.title }));
       this._emit("notification", { entry });
