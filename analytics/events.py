@@ -30,7 +30,7 @@ from django.db import connection
 from django.utils import timezone
 
 from analytics.models import AnalyticsEvent, EventKind
-from pgarrays import array_literal
+from pgarrays import array_literal, planned_once
 
 
 class Subject(Protocol):
@@ -281,7 +281,8 @@ def _carried(changes: RoundChanges, rows: Sequence[tuple]) -> bool:
 
 # The carried events, as they are: one INSERT of arrays, no table read, nothing to plan
 # beyond the insert itself (the route and every sender round take this one).
-_CARRIED_SQL = f"""
+_CARRIED_SQL = planned_once(
+    f"""
     INSERT INTO {AnalyticsEvent._meta.db_table} {EVENT_INSERT}
     SELECT v.kind, v.reason, v.latency_ms, %(now)s, v.producer_id, v.campaign_id,
            v.category, v.channel, v.provider, v.delivery_id, v.notification_id, v.person
@@ -292,6 +293,7 @@ _CARRIED_SQL = f"""
            AS v(kind, reason, latency_ms, producer_id, campaign_id, category, channel,
                 provider, delivery_id, notification_id, person)
 """
+)
 _COLUMNS = (
     "kind", "reason", "latency_ms", "producer_id", "campaign_id", "category", "channel",
     "provider", "delivery_id", "notification_id", "person",

@@ -10,7 +10,7 @@ from analytics.person_events import analytics_reads_write
 from notify.links import link_is_safe
 from notify.models import FeedEntry, Notification, Recipient
 from notify.unread import unread_decrement, unread_increment_many
-from pgarrays import array_literal
+from pgarrays import array_literal, planned_once
 
 
 def feed_entry_create(*, notification: Notification, title: str, body: str, url: str) -> FeedEntry:
@@ -25,7 +25,8 @@ def feed_entry_create(*, notification: Notification, title: str, body: str, url:
 
 
 # Many feed entries in one statement; arrays, so the text is the same for any count.
-_ENTRIES_SQL = f"""
+_ENTRIES_SQL = planned_once(
+    f"""
     INSERT INTO {FeedEntry._meta.db_table}
         (recipient_id, notification_id, category, title, body, url, created_at,
          occurred_at, accepted_at)
@@ -36,6 +37,7 @@ _ENTRIES_SQL = f"""
     ON CONFLICT (notification_id, accepted_at) DO NOTHING
     RETURNING id, notification_id
 """
+)
 
 
 def feed_entries_create(

@@ -34,7 +34,7 @@ from notify.models import (
     QueueClass,
     Recipient,
 )
-from pgarrays import array_literal
+from pgarrays import array_literal, planned_once
 
 logger = logging.getLogger(__name__)
 
@@ -201,6 +201,50 @@ class Event:
     subject: str = ""  # what it is about, e.g. order:A-1001
 
 
+# One statement for a batch of events (see `notifications_accept`).
+ACCEPT_SQL = planned_once(
+    f"""
+    WITH e AS (
+        SELECT * FROM unnest(
+            %(ids)s::uuid[], %(event_ids)s::text[], %(users)s::text[],
+            %(categories)s::bigint[], %(payloads)s::text[], %(channels)s::text[],
+            %(ttls)s::integer[], %(fingerprints)s::text[], %(queues)s::text[],
+            %(send_ats)s::timestamptz[], %(occurred_ats)s::timestamptz[],
+            %(subjects)s::text[]
+        ) WITH ORDINALITY AS e(id, event_id, user_id, category_id, payload, channels,
+                               ttl, fingerprint, queue, send_at, occurred_at, subject,
+                               ord)
+    ), known AS (
+        SELECT e.*, r.id AS recipient_id
+          FROM e JOIN {Recipient._meta.db_table} r ON r.user_id = e.user_id
+    ), k AS (
+        -- The event key first: the notifications are partitioned by month, so
+        -- (producer, event id) is unique in this table, not in theirs.
+        INSERT INTO {EventKey._meta.db_table} (notification_id, producer_id, event_id)
+        SELECT id, %(producer)s, event_id FROM known ORDER BY ord
+        ON CONFLICT (producer_id, event_id) DO NOTHING
+        RETURNING notification_id
+    ), n AS (
+        INSERT INTO {Notification._meta.db_table}
+            (id, producer_id, event_id, recipient_id, category_id, payload, channels,
+             ttl_seconds, send_at, fingerprint, created_at, occurred_at, subject)
+        SELECT e.id, %(producer)s, e.event_id, e.recipient_id, e.category_id,
+               e.payload::jsonb, e.channels::jsonb, e.ttl, e.send_at, e.fingerprint,
+               %(now)s, COALESCE(e.occurred_at, %(now)s), e.subject
+          FROM k JOIN known e ON e.id = k.notification_id
+         ORDER BY e.ord
+        RETURNING id
+    ), o AS (
+        INSERT INTO {Outbox._meta.db_table}
+            (notification_id, queue, created_at, due_at, publish_attempts, producer_id)
+        SELECT n.id, e.queue, %(now)s, GREATEST(%(now)s, e.send_at), 0, %(producer)s
+          FROM n JOIN e ON e.id = n.id
+    )
+    SELECT id FROM n
+    """
+)
+
+
 def notification_accept(
     *,
     producer: Producer,
@@ -262,45 +306,7 @@ def notifications_accept(
     ]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            WITH e AS (
-                SELECT * FROM unnest(
-                    %(ids)s::uuid[], %(event_ids)s::text[], %(users)s::text[],
-                    %(categories)s::bigint[], %(payloads)s::text[], %(channels)s::text[],
-                    %(ttls)s::integer[], %(fingerprints)s::text[], %(queues)s::text[],
-                    %(send_ats)s::timestamptz[], %(occurred_ats)s::timestamptz[],
-                    %(subjects)s::text[]
-                ) WITH ORDINALITY AS e(id, event_id, user_id, category_id, payload, channels,
-                                       ttl, fingerprint, queue, send_at, occurred_at, subject,
-                                       ord)
-            ), known AS (
-                SELECT e.*, r.id AS recipient_id
-                  FROM e JOIN {Recipient._meta.db_table} r ON r.user_id = e.user_id
-            ), k AS (
-                -- The event key first: the notifications are partitioned by month, so
-                -- (producer, event id) is unique in this table, not in theirs.
-                INSERT INTO {EventKey._meta.db_table} (notification_id, producer_id, event_id)
-                SELECT id, %(producer)s, event_id FROM known ORDER BY ord
-                ON CONFLICT (producer_id, event_id) DO NOTHING
-                RETURNING notification_id
-            ), n AS (
-                INSERT INTO {Notification._meta.db_table}
-                    (id, producer_id, event_id, recipient_id, category_id, payload, channels,
-                     ttl_seconds, send_at, fingerprint, created_at, occurred_at, subject)
-                SELECT e.id, %(producer)s, e.event_id, e.recipient_id, e.category_id,
-                       e.payload::jsonb, e.channels::jsonb, e.ttl, e.send_at, e.fingerprint,
-                       %(now)s, COALESCE(e.occurred_at, %(now)s), e.subject
-                  FROM k JOIN known e ON e.id = k.notification_id
-                 ORDER BY e.ord
-                RETURNING id
-            ), o AS (
-                INSERT INTO {Outbox._meta.db_table}
-                    (notification_id, queue, created_at, due_at, publish_attempts, producer_id)
-                SELECT n.id, e.queue, %(now)s, GREATEST(%(now)s, e.send_at), 0, %(producer)s
-                  FROM n JOIN e ON e.id = n.id
-            )
-            SELECT id FROM n
-            """,
+            ACCEPT_SQL,
             {
                 "ids": ids,
                 "event_ids": array_literal(e.event_id for e in events),

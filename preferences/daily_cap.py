@@ -8,7 +8,7 @@ from datetime import date
 from django.conf import settings
 from django.db import connection
 
-from pgarrays import array_literal
+from pgarrays import array_literal, planned_once
 
 
 def marketing_cap_take(*, recipient_id: int, local_date: date) -> bool:
@@ -38,7 +38,8 @@ def marketing_cap_take(*, recipient_id: int, local_date: date) -> bool:
 # `marketing_cap_take` for many (recipient, local day) pairs in one statement. Rows are
 # taken in a fixed order (sorted by the caller), so two batches never wait on each other
 # in a circle.
-_CAPS_TAKE_SQL = """
+_CAPS_TAKE_SQL = planned_once(
+    """
     INSERT INTO preferences_marketingdaycount (recipient_id, local_date, count)
     SELECT r, d, 1 FROM unnest(%(r)s::bigint[], %(d)s::date[]) AS v(r, d)
     ON CONFLICT (recipient_id, local_date)
@@ -46,6 +47,7 @@ _CAPS_TAKE_SQL = """
     WHERE preferences_marketingdaycount.count < %(cap)s
     RETURNING recipient_id, local_date
 """
+)
 
 
 def marketing_caps_take(*, requests: list[tuple[int, date]]) -> list[bool]:

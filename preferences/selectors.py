@@ -13,7 +13,7 @@ from django.db.models import Q
 
 from notify.category_labels import category_text
 from notify.models import Category, Channel, Recipient
-from pgarrays import array_literal
+from pgarrays import array_literal, planned_once
 from preferences.languages import person_language
 from preferences.models import (
     ConsentRecord,
@@ -64,7 +64,8 @@ def gate_inputs(*, recipient: Recipient, category: Category) -> GateInputs:
 
 # The gate's reads for many (recipient, category) pairs in one statement; a pair's reads
 # are index lookups on the recipient.
-_GATE_INPUTS_SQL = f"""
+_GATE_INPUTS_SQL = planned_once(
+    f"""
     SELECT v.r, v.c,
       (SELECT coalesce(json_agg(json_build_array(channel, enabled, source)), '[]')
          FROM {Preference._meta.db_table}
@@ -78,6 +79,7 @@ _GATE_INPUTS_SQL = f"""
         WHERE v.m AND recipient_id = v.r)
       FROM unnest(%(r)s::bigint[], %(c)s::bigint[], %(m)s::boolean[]) AS v(r, c, m)
 """
+)
 
 
 def gate_inputs_many(

@@ -27,7 +27,7 @@ from deliveries.changes import RoundChanges
 from deliveries.models import Delivery, DeliveryStatus, ProviderEventKind
 from notify.broker import chunked, publish_task
 from notify.models import Category, Notification, Recipient
-from pgarrays import array_literal
+from pgarrays import array_literal, planned_once
 from webhooks.models import (
     WebhookEndpoint,
     WebhookEvent,
@@ -97,7 +97,8 @@ def _common_data_sql() -> str:
 # rounds writing about one delivery number their events in the order they commit. One
 # happening is one number, shared by the copies for several endpoints; a routed event
 # is 0, before all of its deliveries' events.
-_EVENTS_SQL = f"""
+_EVENTS_SQL = planned_once(
+    f"""
     WITH v AS (
         SELECT * FROM unnest(%(d_id)s::bigint[], %(d_month)s::timestamptz[], %(d_type)s::text[],
                              %(d_reported)s::boolean[], %(d_reported_at)s::timestamptz[])
@@ -172,6 +173,7 @@ _EVENTS_SQL = f"""
       FROM written w
       JOIN {WebhookEndpoint._meta.db_table} e ON e.id = w.endpoint_id AND e.active
 """
+)
 
 
 def changes_heard(changes: RoundChanges) -> int:

@@ -21,7 +21,9 @@ DATABASE_POOL_MAX_SIZE = env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=1)
 DATABASE_POOL_TIMEOUT = env_float("DATABASE_POOL_TIMEOUT", 10.0, minimum=0.1)
 # Parameters sent apart from the SQL, so that psycopg can prepare a statement a
 # connection runs often and PostgreSQL plans it once per connection, not at every call:
-# planning dominates the hot path's statements over partitioned history. A statement is
+# planning dominates the hot path's statements over partitioned history (and the hot
+# statements hide their arrays' lengths so that a small batch does not plan afresh:
+# pgarrays.planned_once). A statement is
 # prepared at its DATABASE_PREPARE_THRESHOLD-th run on a connection (Django's default is
 # never; psycopg keeps the 100 most used per connection). Off behind PgBouncer in
 # transaction mode (DATABASE_SERVER_SIDE_BINDING=0 turns both off).

@@ -34,7 +34,7 @@ from notify.rows import (
     related_cache,
     row_probe,
 )
-from pgarrays import array_literal
+from pgarrays import array_literal, planned_once
 from templates_admin.models import TemplateVersion
 from templates_admin.selectors import (
     published_choices_sql,
@@ -62,7 +62,8 @@ _CATEGORY = ModelColumns(Category, "c")
 # prepared once. Each delivery, its notification and its recipient are one primary-key
 # probe each (`row_probe`), whatever statistics the tables have.
 _IN_ITS_MONTH = "id = d.notification_id AND created_at = d.accepted_at"
-LOAD_SQL = f"""
+LOAD_SQL = planned_once(
+    f"""
     SELECT {_DELIVERY.sql}, {_NOTIFICATION.sql}, {_RECIPIENT.sql}, {_CATEGORY.sql},
            {published_choices_sql(category_column="n.category_id", channel_column="d.channel").sql}
       FROM unnest(%(ids)s::bigint[]) AS k(id)
@@ -71,6 +72,7 @@ LOAD_SQL = f"""
      {row_probe("notify_recipient", "id = n.recipient_id", alias="r")}
       JOIN notify_category c ON c.id = n.category_id
 """
+)
 
 
 def deliveries_load(*, delivery_ids: Sequence[int]) -> dict[int, Loaded]:
@@ -119,7 +121,8 @@ def _loaded_rows(row: tuple, shared: SharedInstances) -> tuple[Delivery, list]:
 # PostgreSQL plans and updates one partition per row; the first claim pins the template
 # version (a retry keeps the pinned one). An earlier delivery to the same person that is
 # in the same batch does not hold a later one: the batch sends its members in order.
-CLAIM_SQL = f"""
+CLAIM_SQL = planned_once(
+    f"""
     UPDATE deliveries_delivery AS d
        SET status = '{DeliveryStatus.SENDING.value}', claimed_at = %(now)s, held_since = NULL,
            attempts = d.attempts + 1, updated_at = %(now)s,
@@ -132,6 +135,7 @@ CLAIM_SQL = f"""
        AND {ORDER_CLEAR_SQL}
     RETURNING d.id
 """
+)
 
 
 def deliveries_claim(*, loaded: Sequence[Loaded], now: datetime) -> set[int]:

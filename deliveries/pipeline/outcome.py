@@ -28,7 +28,7 @@ from deliveries.pipeline.suppression import address_suppress
 from flow.fairness import push_slot_member, push_slots_release
 from notify.models import PUSH_CHANNELS
 from notify.rows import row_probe
-from pgarrays import array_literal
+from pgarrays import array_literal, planned_once
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +228,8 @@ _FOUND = row_probe(
     alias="f",
     columns=f"tableoid, ctid, {_SENDING}::text AS claimed",
 )
-OUTCOMES_SQL = f"""
+OUTCOMES_SQL = planned_once(
+    f"""
     UPDATE {Delivery._meta.db_table} AS d {_OUTCOME_SET}
       FROM (SELECT v.*, f.tableoid AS found_in, f.ctid AS found_at, f.claimed
               FROM unnest({_OUTCOME_ARRAYS}) AS v({", ".join(_OUTCOME_COLUMNS)}) {_FOUND}) v
@@ -236,13 +237,16 @@ OUTCOMES_SQL = f"""
        AND d.status = v.claimed AND d.claimed_at = v.claimed_at
     RETURNING d.id
 """
-OUTCOMES_BY_KEY_SQL = f"""
+)
+OUTCOMES_BY_KEY_SQL = planned_once(
+    f"""
     UPDATE {Delivery._meta.db_table} AS d {_OUTCOME_SET}
       FROM unnest({_OUTCOME_ARRAYS}) AS v({", ".join(_OUTCOME_COLUMNS)})
      WHERE d.id = v.id AND d.accepted_at = v.month
        AND d.status = {_SENDING} AND d.claimed_at = v.claimed_at
     RETURNING d.id
 """
+)
 
 
 # The attempt rows of a batch, the wake of what each one that is done with held (the
@@ -253,7 +257,8 @@ OUTCOMES_BY_KEY_SQL = f"""
 # no row is updated twice; all parts see the rows as they were before the statement.
 # Arrays, not a VALUES list, so the text is the same for every batch size and is
 # prepared once. A data-modifying CTE runs whether or not the final SELECT reads it.
-_RECORD_SQL = f"""
+RECORD_SQL = planned_once(
+    f"""
     WITH attempt AS (
         INSERT INTO {DeliveryAttempt._meta.db_table}
             (delivery_id, number, started_at, duration_ms, outcome, status_code, response,
@@ -278,6 +283,7 @@ _RECORD_SQL = f"""
     SELECT queue, channel, id, false FROM woken
     UNION ALL SELECT '', '', id, true FROM outcome
 """
+)
 
 
 def _record(
@@ -325,7 +331,7 @@ def _record(
     woken: list[tuple] = []
     updated: set[int] = set()
     with connection.cursor() as cursor:
-        cursor.execute(_RECORD_SQL, params)
+        cursor.execute(RECORD_SQL, params)
         for queue, channel, pk, is_outcome in cursor.fetchall():
             if is_outcome:
                 updated.add(pk)

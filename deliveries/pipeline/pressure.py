@@ -40,7 +40,7 @@ from flow.breaker import (
     breaker_record_many,
 )
 from notify.ratelimit import BUCKET_TAKE_LUA
-from pgarrays import array_literal
+from pgarrays import array_literal, planned_once
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +77,12 @@ class Admission:
 
 
 # Written once rather than built by the ORM each round (see notify/rows.py).
-_PUSH_HOSTS_SQL = f"""
+_PUSH_HOSTS_SQL = planned_once(
+    f"""
     SELECT id, endpoint FROM deliveries_device
      WHERE id = ANY(%(ids)s::bigint[]) AND kind = '{DeviceKind.WEBPUSH.value}'
 """
+)
 
 
 def push_hosts(targets: Iterable[str]) -> dict[str, str]:

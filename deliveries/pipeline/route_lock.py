@@ -15,7 +15,7 @@ from django.db import connection
 from deliveries.pipeline.suppression import suppressed_addresses_raw_sql
 from notify.models import Category, Channel, Notification, Recipient
 from notify.rows import ModelColumns, SharedInstances, instances_split, related_cache
-from pgarrays import array_literal
+from pgarrays import array_literal, planned_once
 from templates_admin.selectors import published_choices_sql
 
 _NOTIFICATION = ModelColumns(Notification, "n")
@@ -24,7 +24,8 @@ _CATEGORY = ModelColumns(Category, "c")
 _INAPP_PUBLISHED = published_choices_sql(
     category_column="n.category_id", channel_column=f"'{Channel.INAPP.value}'"
 ).sql
-LOCK_SQL = f"""
+LOCK_SQL = planned_once(
+    f"""
     SELECT {_NOTIFICATION.sql}, {_RECIPIENT.sql}, {_CATEGORY.sql},
            {_INAPP_PUBLISHED}, {suppressed_addresses_raw_sql(recipient_alias="r")}
       FROM notify_notification n
@@ -34,6 +35,7 @@ LOCK_SQL = f"""
      ORDER BY n.id
        FOR UPDATE OF n
 """
+)
 
 
 def notification_lock(*, notification_id: object) -> Notification:

@@ -19,7 +19,7 @@ from django.db import connection
 from deliveries.models import Delivery
 from notify.models import Notification
 from notify.rows import row_probe
-from pgarrays import array_literal
+from pgarrays import array_literal, planned_once
 
 
 class DeliveryRow(NamedTuple):
@@ -44,7 +44,7 @@ class DeliveryRow(NamedTuple):
 
 
 # What a new delivery holds in the columns a DeliveryRow does not name (the route writes
-# these, see `_write_sql`, and the database fills the counted ones); created_at and
+# these, see `route_write_sql`, and the database fills the counted ones); created_at and
 # updated_at are the route's time.
 NEW_DELIVERY = {
     "counted_status": "",
@@ -67,7 +67,7 @@ NEW_DELIVERY = {
 # partition per batch: a campaign's route read all its notifications for every 200.
 _NOTIFICATIONS = Notification._meta.db_table
 _KEYED = "id = v.id AND created_at = v.month"
-ROUTED_SQL = (
+ROUTED_SQL = planned_once(
     f"UPDATE {_NOTIFICATIONS} n SET routed_at = %(now)s"
     " FROM (SELECT f.tableoid, f.ctid"
     " FROM unnest(%(routed_ids)s::uuid[], %(routed_months)s::timestamptz[]) AS v(id, month)"
@@ -77,7 +77,7 @@ ROUTED_SQL = (
 
 
 @cache
-def _write_sql() -> str:
+def route_write_sql() -> str:
     """The INSERT of a batch's rows (one array per column) and the routed mark, as one
     statement. Built on first use: the array types come from the connection."""
     meta = Delivery._meta
@@ -86,7 +86,7 @@ def _write_sql() -> str:
         for index, name in enumerate(DeliveryRow._fields)
     )
     named = ", ".join(f'"{meta.get_field(name).column}"' for name in DeliveryRow._fields)
-    return (
+    return planned_once(
         f"WITH d AS (INSERT INTO {meta.db_table} ({named}, attempts, claimed_at,"
         " template_version_id, provider_message_id, attempt_budget_from, last_error,"
         " created_at, updated_at, held_since)"
@@ -117,6 +117,6 @@ def routed_write(
     for index, column in enumerate(zip(*rows, strict=True)):
         params[f"c{index}"] = array_literal(list(column))
     with connection.cursor() as cursor:
-        cursor.execute(_write_sql(), params)
+        cursor.execute(route_write_sql(), params)
         found = {(str(n), c, t): pk for pk, n, c, t in cursor.fetchall()}
     return [found[(str(row.notification_id), row.channel, row.target)] for row in rows]

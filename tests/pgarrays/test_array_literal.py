@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from django.db import connection
 
-from pgarrays import DATETIME_MEMO_FROM, array_literal
+from pgarrays import DATETIME_MEMO_FROM, array_literal, planned_once
 
 pytestmark = pytest.mark.django_db
 
@@ -40,3 +40,23 @@ def test_a_long_column_of_one_instant_in_two_zones_reads_back_as_that_instant():
 def test_texts_with_quotes_backslashes_and_the_word_null_stay_text():
     values = ['say "hi"', "back\\slash", "NULL", "", "a,b", None] * 3
     assert as_postgres_reads_it(values, "text[]") == values
+
+
+def test_planned_once_hides_every_array_parameters_length_once_and_keeps_scalars():
+    sql = (
+        "SELECT * FROM unnest(%(ids)s::bigint[], %(codes)s::varchar(32)[]) v"
+        " WHERE v.at <= %(now)s AND v.id = ANY(%(ids)s::bigint[])"
+    )
+    hidden = planned_once(sql)
+    assert hidden == (
+        "SELECT * FROM unnest((SELECT %(ids)s::bigint[])::bigint[],"
+        " (SELECT %(codes)s::varchar(32)[])::varchar(32)[]) v"
+        " WHERE v.at <= %(now)s AND v.id = ANY((SELECT %(ids)s::bigint[])::bigint[])"
+    )
+    assert planned_once(hidden) == hidden
+    with connection.cursor() as cursor:  # and PostgreSQL reads it as before
+        cursor.execute(
+            planned_once("SELECT 2 = ANY(%(ids)s::bigint[]), cardinality(%(ids)s::bigint[])"),
+            {"ids": array_literal([1, 2, 3])},
+        )
+        assert cursor.fetchone() == (True, 3)
