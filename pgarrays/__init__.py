@@ -74,7 +74,7 @@ _COLUMNS: dict[type, Callable[[list[Any]], str]] = {
     float: lambda values: ",".join(map(float.__repr__, values)),
     uuid.UUID: lambda values: ",".join(map(str, values)),
     decimal.Decimal: lambda values: ",".join(map(str, values)),
-    datetime.datetime: lambda values: _datetimes(values),
+    datetime.datetime: _datetimes,
     datetime.date: lambda values: ",".join(map(datetime.date.isoformat, values)),
     datetime.time: lambda values: ",".join(map(datetime.time.isoformat, values)),
 }

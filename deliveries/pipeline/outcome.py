@@ -191,16 +191,15 @@ def _retry_enqueue(delivery: Delivery, countdown: float) -> None:
 # retry keeps its reason, a failure its provider message id); `clear_enqueued` drops
 # `enqueued_at` for a wait the sweeper owns; `bump` moves the attempt budget past an
 # uncharged probe. Written only where the claim still holds (`sending`, its claim's time).
-_OUTCOME_COLUMNS = (
-    "id", "month", "claimed_at", "status", "last_error", "reason", "provider_message_id",
-    "finished_at", "next_attempt_at", "clear_enqueued", "bump", "handovers", "pin",
-)  # fmt: skip
-_OUTCOME_TYPES = (
-    "bigint", "timestamptz", "timestamptz", "text", "text", "text", "text", "timestamptz",
-    "timestamptz", "boolean", "int", "int", "text",
-)  # fmt: skip
-_OUTCOME_ARRAYS = ", ".join(
-    f"%({name})s::{kind}[]" for name, kind in zip(_OUTCOME_COLUMNS, _OUTCOME_TYPES, strict=True)
+_OUTCOME_COLUMNS = {
+    "id": "bigint", "month": "timestamptz", "claimed_at": "timestamptz", "status": "text",
+    "last_error": "text", "reason": "text", "provider_message_id": "text",
+    "finished_at": "timestamptz", "next_attempt_at": "timestamptz", "clear_enqueued": "boolean",
+    "bump": "int", "handovers": "int", "pin": "text",
+}  # fmt: skip
+_OUTCOME_ROWS = (
+    f"unnest({', '.join(f'%({name})s::{kind}[]' for name, kind in _OUTCOME_COLUMNS.items())})"
+    f" AS v({', '.join(_OUTCOME_COLUMNS)})"
 )
 _OUTCOME_SET = """
        SET status = v.status, updated_at = %(now)s, last_error = v.last_error,
@@ -232,7 +231,7 @@ OUTCOMES_SQL = planned_once(
     f"""
     UPDATE {Delivery._meta.db_table} AS d {_OUTCOME_SET}
       FROM (SELECT v.*, f.tableoid AS found_in, f.ctid AS found_at, f.claimed
-              FROM unnest({_OUTCOME_ARRAYS}) AS v({", ".join(_OUTCOME_COLUMNS)}) {_FOUND}) v
+              FROM {_OUTCOME_ROWS} {_FOUND}) v
      WHERE d.tableoid = v.found_in AND d.ctid = v.found_at
        AND d.status = v.claimed AND d.claimed_at = v.claimed_at
     RETURNING d.id
@@ -241,7 +240,7 @@ OUTCOMES_SQL = planned_once(
 OUTCOMES_BY_KEY_SQL = planned_once(
     f"""
     UPDATE {Delivery._meta.db_table} AS d {_OUTCOME_SET}
-      FROM unnest({_OUTCOME_ARRAYS}) AS v({", ".join(_OUTCOME_COLUMNS)})
+      FROM {_OUTCOME_ROWS}
      WHERE d.id = v.id AND d.accepted_at = v.month
        AND d.status = {_SENDING} AND d.claimed_at = v.claimed_at
     RETURNING d.id
