@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from datetime import UTC, datetime
 
 import psycopg
 from django.db import connection, connections
@@ -146,9 +147,20 @@ def test_connections_compile_nothing_just_in_time(db):
     assert params["options"] == "-c jit=off"
 
 
-# A month no other test writes in: its partitions have never been analyzed, as a new
-# month's are in their first minute, or a fresh install's.
-YOUNG_MONTH = "2027-02-10 12:00:00+00"
+def _next_month_noon() -> datetime:
+    """The 10th of next month, at noon UTC."""
+    now = timezone.now()
+    year, month = divmod(now.year * 12 + now.month, 12)  # next month's, counted from 0
+    return datetime(year, month + 1, 10, 12, tzinfo=UTC)
+
+
+# Next month (its partitions are always made, one month ahead), which no other test
+# writes in: they have never been analyzed, as a new month's are in their first minute,
+# or a fresh install's.
+YOUNG_MONTH = _next_month_noon()
+YOUNG_PARTITIONS = [
+    f"{t}_p{YOUNG_MONTH:%Y_%m}" for t in ("notify_notification", "deliveries_delivery")
+]
 
 
 def _rows_read(plan: dict) -> int:
@@ -168,7 +180,7 @@ def _young_campaign_fan_out() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT c.reltuples FROM pg_class c WHERE c.relname = ANY(%s)",
-            [["notify_notification_p2027_02", "deliveries_delivery_p2027_02"]],
+            [YOUNG_PARTITIONS],
         )
         assert [row[0] for row in cursor.fetchall()] == [-1, -1]  # never analyzed
         cursor.execute(
