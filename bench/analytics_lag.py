@@ -22,8 +22,11 @@ from bench.config import ROOT
 
 LAG_INTERVAL = 0.25  # seconds between two readings of the queue's oldest event
 DRAINED_TIMEOUT = 120.0  # the longest the queue is waited for after the drain
-# The S7 store: the analytics process's own, emptied at each run's start.
+# The S7 store: the analytics process's own, emptied at each run's start (S2's beside it).
 STORE_DIR = ROOT / "var" / "bench" / "analytics-s7"
+# What a run with analytics off changes in every process it starts (and the bench's own
+# settings while it posts or launches): no events written, and no shipper started.
+ANALYTICS_OFF = {"NOTIFY_ANALYTICS_ENABLED": "0"}
 _OLDEST_AGE = (
     "SELECT extract(epoch FROM clock_timestamp() - occurred_at)"
     " FROM analytics_analyticsevent ORDER BY id LIMIT 1"
@@ -40,12 +43,12 @@ class StoreLag:
     readings: int
 
 
-def store_env() -> dict[str, str]:
+def store_env(directory: Path = STORE_DIR) -> dict[str, str]:
     """The analytics process's environment for one run: a fresh store of its own, and
     no reader (nothing asks it for reports here)."""
-    shutil.rmtree(STORE_DIR, ignore_errors=True)
-    Path(STORE_DIR).mkdir(parents=True)
-    return {"NOTIFY_ANALYTICS_DATA_DIR": str(STORE_DIR), "NOTIFY_ANALYTICS_READER_ADDRESS": ""}
+    shutil.rmtree(directory, ignore_errors=True)
+    Path(directory).mkdir(parents=True)
+    return {"NOTIFY_ANALYTICS_DATA_DIR": str(directory), "NOTIFY_ANALYTICS_READER_ADDRESS": ""}
 
 
 class LagWatch:

@@ -23,7 +23,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bench.analytics_lag import LagWatch, StoreLag, store_env
+from bench.analytics_lag import ANALYTICS_OFF, LagWatch, StoreLag, store_env
 from bench.campaign_seed import CAMPAIGN_PAYLOAD, campaign_reset, user_id
 from bench.config import ROOT, BenchError
 from bench.costs import Costs, PgCpu, counted_here, counting_env, read_tally
@@ -72,11 +72,6 @@ def procfile_entries(patterns: tuple[str, ...]) -> list[tuple[str, list[str]]]:
     if not entries:
         raise BenchError(f"no Procfile entry matches BENCH_S7_PROCESSES {patterns}")
     return entries
-
-
-# What a run with analytics off changes in every process it starts (and the bench's own
-# settings while it launches): no events written, and no shipper started.
-ANALYTICS_OFF = {"NOTIFY_ANALYTICS_ENABLED": "0"}
 
 
 def start_processes(

@@ -54,8 +54,9 @@ S2_SQL_TARGET = 15.0  # SQL statements per order.shipped event, end to end
 # Campaign emails/s / a bare smtplib loop's (raised from 0.5 with S2's).
 S7_TARGET = 0.7
 S7_PROCESSES = "worker*,relay*,analytics"  # BENCH_S7_PROCESSES' default
-# S7 with analytics on, against the same campaign with it off: at most 5 % slower.
-S7_ANALYTICS_TARGET = 0.95
+# S2 and S7 with analytics on, against the same drain with it off: at most 5 % slower.
+ANALYTICS_TARGET = 0.95
+S7_ANALYTICS_TARGET = ANALYTICS_TARGET
 S7_LAG_TARGET = 10.0  # seconds the analytics store may be behind during S7's drain
 S7_SQL_TARGET = 1.5  # SQL statements per campaign notification
 S7_BROKER_TARGET = 0.1  # broker messages per campaign notification
@@ -114,6 +115,7 @@ class Config:
     s7_timeout: float
     s7_processes: tuple[str, ...]
     s7_analytics_off: bool
+    s2_analytics_off: bool
     count_flush: float
     pg_cpu_interval: float
     only: tuple[str, ...]
@@ -172,6 +174,8 @@ class Config:
             # Each S7 campaign with analytics on is followed by its twin with analytics off
             # (no events written, no shipper), for the on / off ratio; 0 leaves them out.
             s7_analytics_off=env_int("BENCH_S7_ANALYTICS_OFF", 1) != 0,
+            # Likewise each S2 drain (with analytics on, the shipper runs beside the worker).
+            s2_analytics_off=env_int("BENCH_S2_ANALYTICS_OFF", 1) != 0,
             # How often a counting process writes its counts to Redis (bench.apps).
             count_flush=env_float("BENCH_COUNT_FLUSH_SECONDS", 0.25),
             # How often the PostgreSQL backends' CPU is read from /proc (bench.costs).

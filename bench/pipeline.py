@@ -5,6 +5,9 @@ command, scripts/worker.sh) and timed from its first message: the pipeline from 
 first routed event to its last delivery final, the no-op drain from its first task to
 its last. Worker start-up is printed on a line of its own, never inside the ratio.
 BENCH_RUNS times each, alternating; the timing itself is in bench/pipeline_drains.py.
+With analytics on, the analytics shipper runs beside the worker, as deployed, and each
+drain is followed by its twin with analytics off (no events written, no shipper), for
+the on / off ratio (BENCH_S2_ANALYTICS_OFF=0 leaves the twins out).
 """
 
 from __future__ import annotations
@@ -12,7 +15,16 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from bench.config import S2_SQL_TARGET, S2_TARGET, SMALL_POOL_DEFAULT, env_int
+from bench.analytics_lag import ANALYTICS_OFF, store_env
+from bench.campaign_drain_run import procfile_entries
+from bench.config import (
+    ANALYTICS_TARGET,
+    ROOT,
+    S2_SQL_TARGET,
+    S2_TARGET,
+    SMALL_POOL_DEFAULT,
+    env_int,
+)
 from bench.costs import costs_text, median_costs
 from bench.pipeline_drains import Drain, noop_run, pipeline_run, worker_cpu_line
 from bench.processes import start_smtp_sink
@@ -21,26 +33,40 @@ from bench.report import ratio, verdict
 if TYPE_CHECKING:  # bench.runner imports this module to run it
     from bench.runner import Bench
 
+# S2's analytics store (emptied before each drain).
+STORE_DIR = ROOT / "var" / "bench" / "analytics-s2"
+
 
 def scenario_s2(bench: Bench) -> None:
     """Time BENCH_EVENTS events and as many no-op tasks, BENCH_RUNS times; print the
     ratio, the start-ups, the costs per notification and the peak PostgreSQL backends."""
+    from django.conf import settings
     from django.core.management import get_commands
+    from django.test import override_settings
 
     n = bench.config.events
     sink, worker_env = start_smtp_sink(bench.stack, bench.env)
     has_relay = "outbox_relay" in get_commands()
+    analytics = bool(settings.NOTIFY_ANALYTICS_ENABLED) and "analytics_ship" in get_commands()
+    shipper = dict(procfile_entries(("analytics",)))["analytics"] if analytics else []
     noops: list[Drain] = []
     pipelines: list[Drain] = []
+    offs: list[Drain] = []
     for _ in range(bench.config.runs):
         noops.append(noop_run(bench, worker_env, n))
-        pipelines.append(pipeline_run(bench, worker_env, n, has_relay))
+        beside = (("analytics", shipper, store_env(STORE_DIR)),) if analytics else ()
+        pipelines.append(pipeline_run(bench, worker_env, n, has_relay, beside=beside))
+        if analytics and bench.config.s2_analytics_off:
+            with override_settings(NOTIFY_ANALYTICS_ENABLED=False):
+                off_env = {**worker_env, **ANALYTICS_OFF}
+                offs.append(pipeline_run(bench, off_env, n, has_relay, label="S2-off"))
     bench.stack.stop(sink)
 
     pipe_rate = statistics.median(d.rate for d in pipelines)
     noop_rate = statistics.median(d.rate for d in noops)
     value = ratio(pipe_rate, noop_rate)
     relay_note = "worker + outbox_relay" if has_relay else "worker alone (no outbox_relay yet)"
+    relay_note += " + analytics" if analytics else ""
     print(
         f"S2 pipeline: {value:.3g}x no-op ({pipe_rate:.0f} events/s, inapp + email to an "
         f"SMTP sink, {n} events over {bench.config.event_recipients} recipient(s), from "
@@ -66,13 +92,36 @@ def scenario_s2(bench: Bench) -> None:
         )
     if line := worker_cpu_line("S2", "notification", pipelines):
         print(line)
+    if offs:
+        analytics_lines(pipelines, offs, noops)
     worker_pool = env_int("DATABASE_POOL_MAX_SIZE", env_int("WORKER_CONCURRENCY", 8) + 2)
     budget = worker_pool + (SMALL_POOL_DEFAULT + 1 if has_relay else 0)
+    budget += SMALL_POOL_DEFAULT if analytics else 0
     print(
         f"S2 peak PostgreSQL backends: {max(d.peak_backends for d in pipelines)} (budget "
         f"{budget}: worker pool {worker_pool}"
         + (f" + relay pool {SMALL_POOL_DEFAULT} + its LISTEN connection" if has_relay else "")
+        + (f" + analytics pool {SMALL_POOL_DEFAULT}" if analytics else "")
         + "; the bench's own progress query adds 1)"
+    )
+
+
+def analytics_lines(ons: list[Drain], offs: list[Drain], noops: list[Drain]) -> None:
+    """Print S2 with analytics off and on / off, on the medians and pair by pair (each
+    drain with analytics on and its twin run right after it)."""
+    off_rate = statistics.median(d.rate for d in offs)
+    noop_rate = statistics.median(d.rate for d in noops)
+    on_off = ratio(statistics.median(d.rate for d in ons), off_rate)
+    pairs = ", ".join(f"{ratio(on.rate, off.rate):.3f}" for on, off in zip(ons, offs, strict=True))
+    costs = [d.costs for d in offs if d.costs]
+    print(
+        f"S2 with analytics off (NOTIFY_ANALYTICS_ENABLED=0, no shipper; each drain right "
+        f"after its analytics-on twin): {ratio(off_rate, noop_rate):.3g}x no-op "
+        f"({off_rate:.0f} events/s)" + (f"; {costs_text(median_costs(costs))}" if costs else "")
+    )
+    print(
+        f"S2 analytics on / off: {on_off:.3f} on the medians; pair by pair {pairs} "
+        f"({verdict(on_off, ANALYTICS_TARGET, at_least=True)})"
     )
 
 

@@ -172,6 +172,7 @@ def pipeline_run(
     users: list[str] | None = None,
     queue: str = "medium",
     label: str = "S2",
+    beside: tuple[tuple[str, list[str], dict[str, str]], ...] = (),
 ) -> Drain:
     """Preload n events through the API in-process (worker stopped), then start the
     worker (and relay) and time them from the first routed event until every delivery is
@@ -183,7 +184,8 @@ def pipeline_run(
     `broker_url`: where the worker's env points, when not the bench's own broker (the
     intake does not publish: the relay does, in `worker_env`). `channels`, `users`
     (round robin; S2's recipients when None) and `queue` (the category's class, whose
-    worker is started): what S10 and S11 drain instead."""
+    worker is started): what S10 and S11 drain instead. `beside`: (name, argv, env) of
+    more processes to run with the worker (S2's analytics shipper)."""
     from django.test import Client
 
     bench.reset_data()
@@ -214,6 +216,7 @@ def pipeline_run(
     procs = [bench.stack.start(f"worker-{label.lower()}", worker, env)]
     if has_relay:
         procs.append(bench.stack.start("relay", ["bash", "scripts/manage.sh", "outbox_relay"], env))
+    procs += [bench.stack.start(name, argv, {**env, **more}) for name, argv, more in beside]
     try:
         with (
             BackendSampler(bench.places) as sampler,
