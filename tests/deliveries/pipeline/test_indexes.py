@@ -49,3 +49,25 @@ def test_no_plain_index_of_a_hot_table_is_the_leading_part_of_another():
         and other_columns[: len(columns)] == columns
     ]
     assert redundant == []
+
+
+@pytest.mark.django_db
+def test_no_hot_column_has_two_plain_indexes_that_differ_only_in_operator_class():
+    """A pattern-ops B-tree (varchar_pattern_ops) serves equality as well as a prefix
+    match, so a plain B-tree of the default class on the same column beside it is an
+    index entry more for every row version, serving nothing the other does not."""
+    with connection.cursor() as cursor:
+        cursor.execute(INDEXES_SQL, [list(HOT_TABLES)])
+        indexes = cursor.fetchall()
+    plain = [
+        (table, name, [column.split()[0] for column in columns])
+        for table, name, unique, partial, columns in indexes
+        if not unique and not partial
+    ]
+    twins = [
+        (name, other)
+        for table, name, columns in plain
+        for other_table, other, other_columns in plain
+        if other_table == table and name < other and other_columns == columns
+    ]
+    assert twins == []
