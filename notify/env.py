@@ -135,7 +135,9 @@ def database_from_url(name: str, default: str) -> dict[str, object]:
     if not db_name:
         raise ImproperlyConfigured(f"{name} must name a database, got {url!r}")
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        # Django's PostgreSQL backend, whose pooled connections plan the hot statements
+        # before they serve (pgarrays.warm).
+        "ENGINE": "pgarrays.backend",
         "NAME": db_name,
         "USER": unquote(parts.username or ""),
         "PASSWORD": unquote(parts.password or ""),
