@@ -31,7 +31,6 @@ from django.utils import timezone
 
 from analytics.models import AnalyticsEvent, EventKind
 from pgarrays import array_literal, planned_once
-from pgarrays.warm import WARM_TIME, warmed
 
 
 class Subject(Protocol):
@@ -295,7 +294,6 @@ _CARRIED_SQL = planned_once(
                 provider, delivery_id, notification_id, person)
 """
 )
-warmed(_CARRIED_SQL, now=WARM_TIME)
 _COLUMNS = (
     "kind", "reason", "latency_ms", "producer_id", "campaign_id", "category", "channel",
     "provider", "delivery_id", "notification_id", "person",

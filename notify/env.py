@@ -135,9 +135,7 @@ def database_from_url(name: str, default: str) -> dict[str, object]:
     if not db_name:
         raise ImproperlyConfigured(f"{name} must name a database, got {url!r}")
     return {
-        # Django's PostgreSQL backend, whose pooled connections plan the hot statements
-        # before they serve (pgarrays.warm).
-        "ENGINE": "pgarrays.backend",
+        "ENGINE": "django.db.backends.postgresql",
         "NAME": db_name,
         "USER": unquote(parts.username or ""),
         "PASSWORD": unquote(parts.password or ""),

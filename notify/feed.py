@@ -11,7 +11,6 @@ from notify.links import link_is_safe
 from notify.models import FeedEntry, Notification, Recipient
 from notify.unread import unread_decrement, unread_increment_many
 from pgarrays import array_literal, planned_once
-from pgarrays.warm import warmed
 
 
 def feed_entry_create(*, notification: Notification, title: str, body: str, url: str) -> FeedEntry:
@@ -39,7 +38,6 @@ _ENTRIES_SQL = planned_once(
     RETURNING id, notification_id
 """
 )
-warmed(_ENTRIES_SQL)
 
 
 def feed_entries_create(

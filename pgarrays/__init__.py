@@ -122,10 +122,6 @@ def array_literal(values: Iterable[Any]) -> str:
 ARRAY_PARAMETER = re.compile(r"(?<!SELECT )%\((\w+)\)s::([\w (),]+?)\[\]")
 
 
-# An array parameter as `planned_once` wrote it; the group is its name.
-ARRAY_SUBQUERY = re.compile(r"\(SELECT %\((\w+)\)s::")
-
-
 def planned_once(sql: str) -> str:
     """`sql` with each array parameter (`%(name)s::type[]`) read through a scalar
     subquery, `(SELECT %(name)s::type[])::type[]`.

@@ -14,7 +14,6 @@ from django.db.models import Q
 from notify.category_labels import category_text
 from notify.models import Category, Channel, Recipient
 from pgarrays import array_literal, planned_once
-from pgarrays.warm import warmed
 from preferences.languages import person_language
 from preferences.models import (
     ConsentRecord,
@@ -81,7 +80,6 @@ _GATE_INPUTS_SQL = planned_once(
       FROM unnest(%(r)s::bigint[], %(c)s::bigint[], %(m)s::boolean[]) AS v(r, c, m)
 """
 )
-warmed(_GATE_INPUTS_SQL)
 
 
 def gate_inputs_many(

@@ -33,10 +33,6 @@ export PGAPPNAME=${PGAPPNAME:-notify-worker-$queue}
 
 export WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-8} # read back as NOTIFY_WORKER_THREADS
 export DATABASE_POOL_MAX_SIZE=${DATABASE_POOL_MAX_SIZE:-$((WORKER_CONCURRENCY + 2))}
-# A worker keeps its whole pool open: each connection is opened, and plans the hot
-# statements (pgarrays/warm.py), once, in the pool's own threads, rather than when a burst
-# or the first login code after a quiet spell needs one more.
-export DATABASE_POOL_MIN_SIZE=${DATABASE_POOL_MIN_SIZE:-$DATABASE_POOL_MAX_SIZE}
 if [ "$queue" = low ]; then
     processes=${WORKER_PROCESSES:-$(nproc 2>/dev/null || echo 1)}
 else

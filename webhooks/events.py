@@ -28,7 +28,6 @@ from deliveries.models import Delivery, DeliveryStatus, ProviderEventKind
 from notify.broker import chunked, publish_task
 from notify.models import Category, Notification, Recipient
 from pgarrays import array_literal, planned_once
-from pgarrays.warm import WARM_TIME, warmed
 from webhooks.models import (
     WebhookEndpoint,
     WebhookEvent,
@@ -175,7 +174,6 @@ _EVENTS_SQL = planned_once(
       JOIN {WebhookEndpoint._meta.db_table} e ON e.id = w.endpoint_id AND e.active
 """
 )
-warmed(_EVENTS_SQL, now=WARM_TIME)
 
 
 def changes_heard(changes: RoundChanges) -> int:

@@ -35,7 +35,6 @@ from notify.rows import (
     row_probe,
 )
 from pgarrays import array_literal, planned_once
-from pgarrays.warm import WARM_TIME, warmed
 from templates_admin.models import TemplateVersion
 from templates_admin.selectors import (
     published_choices_sql,
@@ -74,7 +73,6 @@ LOAD_SQL = planned_once(
       JOIN notify_category c ON c.id = n.category_id
 """
 )
-warmed(LOAD_SQL)
 
 
 def deliveries_load(*, delivery_ids: Sequence[int]) -> dict[int, Loaded]:
@@ -138,7 +136,6 @@ CLAIM_SQL = planned_once(
     RETURNING d.id
 """
 )
-warmed(CLAIM_SQL, now=WARM_TIME, waited_enough=WARM_TIME)
 
 
 def deliveries_claim(*, loaded: Sequence[Loaded], now: datetime) -> set[int]:

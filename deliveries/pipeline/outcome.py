@@ -29,7 +29,6 @@ from flow.fairness import push_slot_member, push_slots_release
 from notify.models import PUSH_CHANNELS
 from notify.rows import row_probe
 from pgarrays import array_literal, planned_once
-from pgarrays.warm import WARM_TIME, warmed
 
 logger = logging.getLogger(__name__)
 
@@ -284,7 +283,6 @@ RECORD_SQL = planned_once(
     UNION ALL SELECT '', '', id, true FROM outcome
 """
 )
-warmed(RECORD_SQL, now=WARM_TIME)
 
 
 def _record(

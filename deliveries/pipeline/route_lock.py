@@ -16,7 +16,6 @@ from deliveries.pipeline.suppression import suppressed_addresses_raw_sql
 from notify.models import Category, Channel, Notification, Recipient
 from notify.rows import ModelColumns, SharedInstances, instances_split, related_cache
 from pgarrays import array_literal, planned_once
-from pgarrays.warm import warmed
 from templates_admin.selectors import published_choices_sql
 
 _NOTIFICATION = ModelColumns(Notification, "n")
@@ -37,7 +36,6 @@ LOCK_SQL = planned_once(
        FOR UPDATE OF n
 """
 )
-warmed(LOCK_SQL)
 
 
 def notification_lock(*, notification_id: object) -> Notification:

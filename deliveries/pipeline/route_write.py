@@ -20,7 +20,6 @@ from deliveries.models import Delivery
 from notify.models import Notification
 from notify.rows import row_probe
 from pgarrays import array_literal, planned_once
-from pgarrays.warm import WARM_TIME, warmed
 
 
 class DeliveryRow(NamedTuple):
@@ -75,7 +74,6 @@ ROUTED_SQL = planned_once(
     f" {row_probe(_NOTIFICATIONS, _KEYED, alias='f', columns='tableoid, ctid')}"
     ") found WHERE n.tableoid = found.tableoid AND n.ctid = found.ctid"
 )
-warmed(ROUTED_SQL, now=WARM_TIME)
 
 
 @cache
@@ -96,9 +94,6 @@ def route_write_sql() -> str:
         " RETURNING id, notification_id, channel, target)"
         f", r AS ({ROUTED_SQL}) SELECT id, notification_id, channel, target FROM d"
     )
-
-
-warmed(route_write_sql, now=WARM_TIME)
 
 
 def routed_write(

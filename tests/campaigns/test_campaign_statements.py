@@ -102,16 +102,13 @@ def test_campaign_statements_of_two_processes_take_the_hosts_slots(
 
 
 def backend_running(application_name: str) -> int | None:
-    """The pid of the backend of that name running its statement (the script's
-    pg_sleep), if any: not a connection of the same process planning the hot statements
-    (pgarrays/warm.py), which its pool may open beside the first while that one does."""
+    """The pid of the backend of that name running a statement, if any."""
     with connection.cursor() as cursor:
         # Inside the test's transaction PostgreSQL would answer from its first snapshot.
         cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND state = 'active'"
-            " AND query LIKE %s",
-            [application_name, "%pg_sleep%"],
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND state = 'active'",
+            [application_name],
         )
         row = cursor.fetchone()
     return row[0] if row else None

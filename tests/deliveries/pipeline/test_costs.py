@@ -89,10 +89,7 @@ def test_an_order_shipped_event_costs_at_most_15_statements_and_one_smtp_session
 def test_workers_open_no_database_connection_per_task_after_warm_up(api, pipeline, workers_with):
     """A burst after a warm-up burst opens no new PostgreSQL session anywhere: the
     production worker shape (threads) borrows from its process's pool."""
-    # As scripts/worker.sh runs it: 8 threads, a pool of 10 kept open.
-    workers_with(
-        pool="threads", concurrency=8, DATABASE_POOL_MAX_SIZE="10", DATABASE_POOL_MIN_SIZE="10"
-    )
+    workers_with(pool="threads", concurrency=8)
     register(api, "cost-2", email="cost2@example.com", locale="en")
 
     def burst(size: int) -> None:
