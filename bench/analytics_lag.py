@@ -22,8 +22,9 @@ from bench.config import ROOT
 
 LAG_INTERVAL = 0.25  # seconds between two readings of the queue's oldest event
 DRAINED_TIMEOUT = 120.0  # the longest the queue is waited for after the drain
-# The S7 store: the analytics process's own, emptied at each run's start (S2's beside it).
+# The S7 and S2 stores: the analytics process's own, emptied at each run's start.
 STORE_DIR = ROOT / "var" / "bench" / "analytics-s7"
+S2_STORE_DIR = ROOT / "var" / "bench" / "analytics-s2"
 # What a run with analytics off changes in every process it starts (and the bench's own
 # settings while it posts or launches): no events written, and no shipper started.
 ANALYTICS_OFF = {"NOTIFY_ANALYTICS_ENABLED": "0"}

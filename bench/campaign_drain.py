@@ -37,7 +37,7 @@ from bench.campaign_drain_run import (
 )
 from bench.campaign_seed import campaign_reset, seed_recipients
 from bench.config import (
-    S7_ANALYTICS_TARGET,
+    ANALYTICS_TARGET,
     S7_BROKER_TARGET,
     S7_LAG_TARGET,
     S7_SQL_TARGET,
@@ -212,7 +212,7 @@ def report_analytics_off(
     print(
         f"S7 analytics on / off: {both:.3f} on the medians; pair by pair "
         + ", ".join(f"{p:.3f}" for p in pairs)
-        + f" ({verdict(both, S7_ANALYTICS_TARGET, at_least=True)})"
+        + f" ({verdict(both, ANALYTICS_TARGET, at_least=True)})"
     )
     report_process_cpu(unshipped, label="S7 analytics off")
 

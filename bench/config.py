@@ -56,7 +56,6 @@ S7_TARGET = 0.7
 S7_PROCESSES = "worker*,relay*,analytics"  # BENCH_S7_PROCESSES' default
 # S2 and S7 with analytics on, against the same drain with it off: at most 5 % slower.
 ANALYTICS_TARGET = 0.95
-S7_ANALYTICS_TARGET = ANALYTICS_TARGET
 S7_LAG_TARGET = 10.0  # seconds the analytics store may be behind during S7's drain
 S7_SQL_TARGET = 1.5  # SQL statements per campaign notification
 S7_BROKER_TARGET = 0.1  # broker messages per campaign notification

@@ -15,11 +15,10 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from bench.analytics_lag import ANALYTICS_OFF, store_env
+from bench.analytics_lag import ANALYTICS_OFF, S2_STORE_DIR, store_env
 from bench.campaign_drain_run import procfile_entries
 from bench.config import (
     ANALYTICS_TARGET,
-    ROOT,
     S2_SQL_TARGET,
     S2_TARGET,
     SMALL_POOL_DEFAULT,
@@ -32,9 +31,6 @@ from bench.report import ratio, verdict
 
 if TYPE_CHECKING:  # bench.runner imports this module to run it
     from bench.runner import Bench
-
-# S2's analytics store (emptied before each drain).
-STORE_DIR = ROOT / "var" / "bench" / "analytics-s2"
 
 
 def scenario_s2(bench: Bench) -> None:
@@ -54,7 +50,7 @@ def scenario_s2(bench: Bench) -> None:
     offs: list[Drain] = []
     for _ in range(bench.config.runs):
         noops.append(noop_run(bench, worker_env, n))
-        beside = (("analytics", shipper, store_env(STORE_DIR)),) if analytics else ()
+        beside = (("analytics", shipper, store_env(S2_STORE_DIR)),) if analytics else ()
         pipelines.append(pipeline_run(bench, worker_env, n, has_relay, beside=beside))
         if analytics and bench.config.s2_analytics_off:
             with override_settings(NOTIFY_ANALYTICS_ENABLED=False):
@@ -93,7 +89,7 @@ def scenario_s2(bench: Bench) -> None:
     if line := worker_cpu_line("S2", "notification", pipelines):
         print(line)
     if offs:
-        analytics_lines(pipelines, offs, noops)
+        analytics_lines(pipelines, offs, noop_rate)
     worker_pool = env_int("DATABASE_POOL_MAX_SIZE", env_int("WORKER_CONCURRENCY", 8) + 2)
     budget = worker_pool + (SMALL_POOL_DEFAULT + 1 if has_relay else 0)
     budget += SMALL_POOL_DEFAULT if analytics else 0
@@ -106,11 +102,10 @@ def scenario_s2(bench: Bench) -> None:
     )
 
 
-def analytics_lines(ons: list[Drain], offs: list[Drain], noops: list[Drain]) -> None:
+def analytics_lines(ons: list[Drain], offs: list[Drain], noop_rate: float) -> None:
     """Print S2 with analytics off and on / off, on the medians and pair by pair (each
     drain with analytics on and its twin run right after it)."""
     off_rate = statistics.median(d.rate for d in offs)
-    noop_rate = statistics.median(d.rate for d in noops)
     on_off = ratio(statistics.median(d.rate for d in ons), off_rate)
     pairs = ", ".join(f"{ratio(on.rate, off.rate):.3f}" for on, off in zip(ons, offs, strict=True))
     costs = [d.costs for d in offs if d.costs]

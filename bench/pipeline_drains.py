@@ -434,9 +434,9 @@ def wait_final(
                 problem = f"not done after {bench.config.pipeline_timeout:.0f} s"
             if problem:
                 raise BenchError(
-                    f"{problem}; of {n} notifications, {left} unrouted or deliveries not final; "
-                    f"deliveries "
-                    f"{status_summary()}; end of {procs[0].log_path}:\n"
+                    f"{problem}; {left} notifications unrouted or deliveries not final "
+                    f"(of {n} events); deliveries {status_summary()}; end of "
+                    f"{procs[0].log_path}:\n"
                     f"{procs[0].tail(8)}"
                 )
             for proc in procs:

@@ -32,11 +32,16 @@ INDEXES_SQL = """
 """
 
 
-@pytest.mark.django_db
-def test_no_plain_index_of_a_hot_table_is_the_leading_part_of_another():
+def hot_indexes() -> list[tuple[str, str, bool, bool, list[str]]]:
+    """(table, index, unique, partial, columns with their classes) of the hot tables."""
     with connection.cursor() as cursor:
         cursor.execute(INDEXES_SQL, [list(HOT_TABLES)])
-        indexes = cursor.fetchall()
+        return cursor.fetchall()
+
+
+@pytest.mark.django_db
+def test_no_plain_index_of_a_hot_table_is_the_leading_part_of_another():
+    indexes = hot_indexes()
     assert {table for table, *_ in indexes} == set(HOT_TABLES)
     redundant = [
         (name, other)
@@ -56,12 +61,9 @@ def test_no_hot_column_has_two_plain_indexes_that_differ_only_in_operator_class(
     """A pattern-ops B-tree (varchar_pattern_ops) serves equality as well as a prefix
     match, so a plain B-tree of the default class on the same column beside it is an
     index entry more for every row version, serving nothing the other does not."""
-    with connection.cursor() as cursor:
-        cursor.execute(INDEXES_SQL, [list(HOT_TABLES)])
-        indexes = cursor.fetchall()
     plain = [
         (table, name, [column.split()[0] for column in columns])
-        for table, name, unique, partial, columns in indexes
+        for table, name, unique, partial, columns in hot_indexes()
         if not unique and not partial
     ]
     twins = [
