@@ -44,6 +44,14 @@ class StoreLag:
     readings: int
 
 
+def queue_shipped() -> bool:
+    """The shipper has shipped every queued event (a warm-up's): it is up and steady, so
+    its start-up (the embedded engine's load) is not inside what the bench times next."""
+    from analytics.models import AnalyticsEvent
+
+    return not AnalyticsEvent.objects.exists()
+
+
 def store_env(directory: Path = STORE_DIR) -> dict[str, str]:
     """The analytics process's environment for one run: a fresh store of its own, and
     no reader (nothing asks it for reports here)."""

@@ -23,12 +23,12 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bench.analytics_lag import ANALYTICS_OFF, LagWatch, StoreLag, store_env
+from bench.analytics_lag import ANALYTICS_OFF, LagWatch, StoreLag, queue_shipped, store_env
 from bench.campaign_seed import CAMPAIGN_PAYLOAD, campaign_reset, user_id
 from bench.config import ROOT, BenchError
 from bench.costs import Costs, PgCpu, counted_here, counting_env, read_tally
 from bench.login_codes import check, wait_ready
-from bench.pipeline_drains import wait_final
+from bench.pipeline_drains import wait_final, wait_until
 from bench.processes import Proc
 from bench.smtp_sink import Sink
 
@@ -189,6 +189,8 @@ def _campaign_run(
         launch(client, f"bench s7 warm-up {stamp}", [user_id(WARM_UP, PREFIX)])
         wait_emails(bench, sink, before_warm + 1, procs)
         wait_final(bench, 1, procs, label="S7 warm-up")
+        if shipping:
+            wait_until(queue_shipped, procs, what="the warm-up's events not shipped", poll=0.05)
         time.sleep(flush_wait)
         before = read_tally(f"bench:count:{stamp}")
         with PgCpu(bench.places, bench.config.pg_cpu_interval) as cpu:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from bench.analytics_lag import ANALYTICS_OFF, S2_STORE_DIR, store_env
+from bench.analytics_lag import ANALYTICS_OFF, S2_STORE_DIR, queue_shipped, store_env
 from bench.campaign_drain_run import procfile_entries
 from bench.config import (
     ANALYTICS_TARGET,
@@ -48,14 +48,26 @@ def scenario_s2(bench: Bench) -> None:
     noops: list[Drain] = []
     pipelines: list[Drain] = []
     offs: list[Drain] = []
-    for _ in range(bench.config.runs):
-        noops.append(noop_run(bench, worker_env, n))
+    twins = analytics and bench.config.s2_analytics_off
+
+    def on() -> None:
         beside = (("analytics", shipper, store_env(S2_STORE_DIR)),) if analytics else ()
-        pipelines.append(pipeline_run(bench, worker_env, n, has_relay, beside=beside))
-        if analytics and bench.config.s2_analytics_off:
-            with override_settings(NOTIFY_ANALYTICS_ENABLED=False):
-                off_env = {**worker_env, **ANALYTICS_OFF}
-                offs.append(pipeline_run(bench, off_env, n, has_relay, label="S2-off"))
+        ready = queue_shipped if analytics else None
+        pipelines.append(
+            pipeline_run(bench, worker_env, n, has_relay, beside=beside, beside_ready=ready)
+        )
+
+    def off() -> None:
+        with override_settings(NOTIFY_ANALYTICS_ENABLED=False):
+            off_env = {**worker_env, **ANALYTICS_OFF}
+            offs.append(pipeline_run(bench, off_env, n, has_relay, label="S2-off"))
+
+    for run in range(bench.config.runs):
+        noops.append(noop_run(bench, worker_env, n))
+        # Twins take turns going first, so that neither has the place after the no-op
+        # drain (or the other's leftovers) every time.
+        for drain in ((on, off) if run % 2 == 0 else (off, on)) if twins else (on,):
+            drain()
     bench.stack.stop(sink)
 
     pipe_rate = statistics.median(d.rate for d in pipelines)
@@ -104,15 +116,16 @@ def scenario_s2(bench: Bench) -> None:
 
 def analytics_lines(ons: list[Drain], offs: list[Drain], noop_rate: float) -> None:
     """Print S2 with analytics off and on / off, on the medians and pair by pair (each
-    drain with analytics on and its twin run right after it)."""
+    drain with analytics on and its twin, run back to back, taking turns to go first)."""
     off_rate = statistics.median(d.rate for d in offs)
     on_off = ratio(statistics.median(d.rate for d in ons), off_rate)
     pairs = ", ".join(f"{ratio(on.rate, off.rate):.3f}" for on, off in zip(ons, offs, strict=True))
     costs = [d.costs for d in offs if d.costs]
     print(
-        f"S2 with analytics off (NOTIFY_ANALYTICS_ENABLED=0, no shipper; each drain right "
-        f"after its analytics-on twin): {ratio(off_rate, noop_rate):.3g}x no-op "
-        f"({off_rate:.0f} events/s)" + (f"; {costs_text(median_costs(costs))}" if costs else "")
+        f"S2 with analytics off (NOTIFY_ANALYTICS_ENABLED=0, no shipper; each drain beside "
+        f"its analytics-on twin, the two taking turns to go first): "
+        f"{ratio(off_rate, noop_rate):.3g}x no-op ({off_rate:.0f} events/s)"
+        + (f"; {costs_text(median_costs(costs))}" if costs else "")
     )
     print(
         f"S2 analytics on / off: {on_off:.3f} on the medians; pair by pair {pairs} "

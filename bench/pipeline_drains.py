@@ -173,6 +173,7 @@ def pipeline_run(
     queue: str = "medium",
     label: str = "S2",
     beside: tuple[tuple[str, list[str], dict[str, str]], ...] = (),
+    beside_ready: Callable[[], bool] | None = None,
 ) -> Drain:
     """Preload n events through the API in-process (worker stopped), then start the
     worker (and relay) and time them from the first routed event until every delivery is
@@ -185,7 +186,10 @@ def pipeline_run(
     intake does not publish: the relay does, in `worker_env`). `channels`, `users`
     (round robin; S2's recipients when None) and `queue` (the category's class, whose
     worker is started): what S10 and S11 drain instead. `beside`: (name, argv, env) of
-    more processes to run with the worker (S2's analytics shipper)."""
+    more processes to run with the worker (S2's analytics shipper); `beside_ready`, when
+    given, must hold after the warm-up before the preloaded events go (the shipper has
+    shipped the warm-up's events: its start-up, an embedded engine's load, is not in the
+    drain)."""
     from django.test import Client
 
     bench.reset_data()
@@ -225,6 +229,9 @@ def pipeline_run(
             worker_at_ready = worker_cpu_when_ready(procs[0], ready_key)
             if has_relay:
                 warm_up_wait(f"{stamp}:warm-0", procs)  # post_event's id: the stamp, -number
+                if beside_ready is not None:
+                    wait_until(beside_ready, procs, what="the processes beside the worker "
+                                "not ready", poll=READY_POLL_SECONDS)  # fmt: skip
                 worker_at_ready = procs[0].cpu_seconds()
                 preloaded_release(stamp)
             wait_final(bench, n, procs, label=label, broker_url=broker_url)
@@ -261,7 +268,7 @@ def warm_up_wait(event_id: str, procs: list[Proc]) -> None:
     from deliveries.models import FINAL_STATUSES, Delivery
 
     of_it = Delivery.objects.filter(notification__event_id=event_id)
-    _wait_until(
+    wait_until(
         lambda: of_it.exists() and not of_it.exclude(status__in=FINAL_STATUSES).exists(),
         procs,
         what=f"the warm-up event {event_id} not final",
@@ -316,12 +323,12 @@ READY_TIMEOUT = 90.0  # for a worker to start
 def wait_ready(keys: list[str], procs: list[Proc], *, poll: float = 0.2) -> None:
     """Return once every worker wrote its ready time (bench.apps), looking every `poll`
     seconds, or fail."""
-    _wait_until(
+    wait_until(
         lambda: all(ready_at(key) for key in keys), procs, what="workers not ready", poll=poll
     )
 
 
-def _wait_until(done: Callable[[], bool], procs: list[Proc], *, what: str, poll: float) -> None:
+def wait_until(done: Callable[[], bool], procs: list[Proc], *, what: str, poll: float) -> None:
     """Look at `done` every `poll` seconds until it holds; fail when one of `procs` exited
     or after READY_TIMEOUT (`what` says what was still not so)."""
     deadline = time.monotonic() + READY_TIMEOUT
