@@ -13,6 +13,7 @@ the on / off ratio (BENCH_S2_ANALYTICS_OFF=0 leaves the twins out).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bench.analytics_lag import ANALYTICS_OFF, S2_STORE_DIR, queue_shipped, store_env
@@ -131,6 +132,38 @@ def analytics_lines(ons: list[Drain], offs: list[Drain], noop_rate: float) -> No
         f"S2 analytics on / off: {on_off:.3f} on the medians; pair by pair {pairs} "
         f"({verdict(on_off, ANALYTICS_TARGET, at_least=True)})"
     )
+    on_cpu, off_cpu = _drain_cpu(ons), _drain_cpu(offs)
+    if on_cpu and off_cpu:
+        print(
+            "S2 CPU per event over the drain, ms (medians; worker + relay and shipper + "
+            f"database): analytics on {_cpu_text(on_cpu)}, off {_cpu_text(off_cpu)}; "
+            f"off / on {sum(off_cpu) / sum(on_cpu):.3f} (the share analytics costs, less "
+            "noisy than the rates on a shared machine; for reading, not the target)"
+        )
+
+
+def _drain_cpu(drains: list[Drain]) -> tuple[float, float, float] | None:
+    """Per event (ms, medians): the worker's CPU, the other processes', and the database
+    backends' over the drain (the intake's left out)."""
+    measured = [
+        d for d in drains if d.worker_cpu is not None and d.others_cpu is not None and d.costs
+    ]
+    if not measured:
+        return None
+
+    def each(seconds: Callable[[Drain], float]) -> float:
+        return statistics.median(seconds(d) * 1000 / d.n for d in measured)
+
+    return (
+        each(lambda d: d.worker_cpu or 0.0),
+        each(lambda d: d.others_cpu or 0.0),
+        each(lambda d: d.costs.pg_cpu - (d.intake.pg_cpu if d.intake else 0.0)),
+    )
+
+
+def _cpu_text(cpu: tuple[float, float, float]) -> str:
+    worker, others, database = cpu
+    return f"{sum(cpu):.2f} ({worker:.2f} + {others:.2f} + {database:.2f})"
 
 
 def median_or_nan(values: list[float | None]) -> float:

@@ -54,6 +54,9 @@ class Drain:
     worker_cpu: float | None = None
     # The first routed event of all, the warm-up's when there is one (else `first`).
     startup_first: float | None = None
+    # The other processes' CPU seconds over the same span (the relay, and what runs
+    # beside the worker), their start-up left out likewise (pipeline only).
+    others_cpu: float | None = None
 
     @property
     def rate(self) -> float:
@@ -227,15 +230,18 @@ def pipeline_run(
             PgCpu(bench.places, bench.config.pg_cpu_interval) as cpu,
         ):
             worker_at_ready = worker_cpu_when_ready(procs[0], ready_key)
+            others_at = _cpu_seconds(procs[1:])
             if has_relay:
                 warm_up_wait(f"{stamp}:warm-0", procs)  # post_event's id: the stamp, -number
                 if beside_ready is not None:
                     wait_until(beside_ready, procs, what="the processes beside the worker "
                                 "not ready", poll=READY_POLL_SECONDS)  # fmt: skip
                 worker_at_ready = procs[0].cpu_seconds()
+                others_at = _cpu_seconds(procs[1:])
                 preloaded_release(stamp)
             wait_final(bench, n, procs, label=label, broker_url=broker_url)
             worker_cpu = procs[0].cpu_seconds() - worker_at_ready
+            others_cpu = _cpu_seconds(procs[1:]) - others_at
     finally:
         for proc in procs:
             bench.stack.stop(proc)  # a warm shutdown: the counts are written at exit
@@ -260,7 +266,12 @@ def pipeline_run(
         sampler.peak,
         worker_cpu,
         startup_first,
+        others_cpu,
     )
+
+
+def _cpu_seconds(procs: list[Proc]) -> float:
+    return sum(proc.cpu_seconds() for proc in procs)
 
 
 def warm_up_wait(event_id: str, procs: list[Proc]) -> None:
