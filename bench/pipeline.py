@@ -137,8 +137,8 @@ def analytics_lines(ons: list[Drain], offs: list[Drain], noop_rate: float) -> No
         print(
             "S2 CPU per event over the drain, ms (medians; worker + relay and shipper + "
             f"database): analytics on {_cpu_text(on_cpu)}, off {_cpu_text(off_cpu)}; "
-            f"off / on {sum(off_cpu) / sum(on_cpu):.3f} (the share analytics costs, less "
-            "noisy than the rates on a shared machine; for reading, not the target)"
+            f"off / on {sum(off_cpu) / sum(on_cpu):.3f} (what analytics costs in CPU, for "
+            "reading, not the target: on a shared machine it moves as much as the rates)"
         )
 
 
