@@ -1,13 +1,14 @@
-"""Delivery events, written where the change is written: one statement per round.
+"""Delivery events, written where the change is written: one statement per round at most.
 
 A round that changes deliveries (routing, the quiet-hours release, the outcome step,
 provider news, an SMS receipt) announces its changes (`deliveries.changes`) inside its
 own transaction, and `analytics_events_write` hears them: one INSERT writes every
-event of the round, so the event exists exactly when the change does. The route and the
-senders' rounds carry what their events name (the notification, person and category
-they loaded), so theirs is a plain INSERT of arrays that reads no table; the other
-rounds' INSERT…SELECT reads the deliveries back. A person's own actions (reads,
-unsubscribes) write theirs likewise (analytics/person_events.py). With
+event of the round, so the event exists exactly when the change does. The senders'
+rounds take that INSERT into their record statement instead (`analytics_events_ride`).
+The route and the senders' rounds carry what their events name (the notification,
+person and category they loaded), so theirs is a plain INSERT of arrays that reads no
+table; the other rounds' INSERT…SELECT reads the deliveries back. A person's own actions
+(reads, unsubscribes) write theirs likewise (analytics/person_events.py). With
 NOTIFY_ANALYTICS_ENABLED off, or nothing to count, no statement runs. The `analytics`
 process ships the rows to the store (analytics/store/shipper.py).
 
@@ -22,6 +23,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Protocol
 
 from django.apps import apps
@@ -57,6 +59,7 @@ class RoundChanges(Protocol):
     providers: Mapping[int, str]
     created: list[tuple[int, datetime]] | None
     subjects: Mapping[int, Subject]
+    ridden: frozenset[int]
 
 
 # A delivery's status as written → what it counts (other statuses count nothing).
@@ -217,10 +220,13 @@ def analytics_events_write(changes: RoundChanges) -> int:
     `reported_at` when it said; a failure it reported as a hard bounce counts as
     `bounced`. A round that carries its deliveries' subjects and the deliveries it
     created writes them as they are (`_carried_write`); any other reads them back.
+    Events of `ridden` deliveries were written by `analytics_events_ride` already.
     """
     if not settings.NOTIFY_ANALYTICS_ENABLED:
         return 0
     rows = _event_rows(changes)
+    if changes.ridden:  # written already, inside the round's own statement
+        rows = [row for row in rows if row[0] not in changes.ridden]
     routed = changes.notifications
     if not rows and not routed:
         return 0
@@ -279,25 +285,44 @@ def _carried(changes: RoundChanges, rows: Sequence[tuple]) -> bool:
     )
 
 
-# The carried events, as they are: one INSERT of arrays, no table read, nothing to plan
-# beyond the insert itself (the route and every sender round take this one).
-_CARRIED_SQL = planned_once(
-    f"""
-    INSERT INTO {AnalyticsEvent._meta.db_table} {EVENT_INSERT}
-    SELECT v.kind, v.reason, v.latency_ms, %(now)s, v.producer_id, v.campaign_id,
-           v.category, v.channel, v.provider, v.delivery_id, v.notification_id, v.person
-      FROM unnest(%(kind)s::text[], %(reason)s::text[], %(latency_ms)s::bigint[],
-                  %(producer_id)s::bigint[], %(campaign_id)s::bigint[], %(category)s::text[],
-                  %(channel)s::text[], %(provider)s::text[], %(delivery_id)s::bigint[],
-                  %(notification_id)s::uuid[], %(person)s::text[])
-           AS v(kind, reason, latency_ms, producer_id, campaign_id, category, channel,
-                provider, delivery_id, notification_id, person)
-"""
-)
 _COLUMNS = (
     "kind", "reason", "latency_ms", "producer_id", "campaign_id", "category", "channel",
     "provider", "delivery_id", "notification_id", "person",
 )  # fmt: skip
+_TYPES = ("text", "text", "bigint", "bigint", "bigint", "text", "text", "text", "bigint",
+          "uuid", "text")  # fmt: skip
+
+
+def _carried_sql(prefix: str = "", written: str | None = None) -> str:
+    """The INSERT of carried events (one array parameter per column, each named with
+    `prefix`); with `written`, only those of the deliveries that CTE returns."""
+    arrays = ", ".join(
+        f"%({prefix}{name})s::{kind}[]" for name, kind in zip(_COLUMNS, _TYPES, strict=True)
+    )
+    only = f" WHERE v.delivery_id IN (SELECT id FROM {written})" if written else ""
+    return planned_once(
+        f"""
+    INSERT INTO {AnalyticsEvent._meta.db_table} {EVENT_INSERT}
+    SELECT v.kind, v.reason, v.latency_ms, %({prefix}now)s, v.producer_id, v.campaign_id,
+           v.category, v.channel, v.provider, v.delivery_id, v.notification_id, v.person
+      FROM unnest({arrays}) AS v({", ".join(_COLUMNS)}){only}
+"""
+    )
+
+
+# The carried events, as they are: one INSERT of arrays, no table read, nothing to plan
+# beyond the insert itself (the route and every sender round take this one).
+_CARRIED_SQL = _carried_sql()
+_RIDING_PREFIX = "analytics_"  # the riding INSERT's parameters, apart from the round's
+
+
+@cache
+def riding_sql(written: str) -> str:
+    """The INSERT of a round's carried events as a CTE of the round's own statement
+    (`analytics_events_ride`), for the deliveries its CTE `written` returns."""
+    return _carried_sql(_RIDING_PREFIX, written)
+
+
 # Kinds whose event names the delivery's reason (the others name none).
 _REASONED = frozenset({EventKind.SUPPRESSED.value, EventKind.FAILED.value})
 
@@ -310,8 +335,34 @@ def campaign_of(event_id: str) -> int | None:
     return int(named) if named.isdigit() else None
 
 
+def analytics_events_ride(changes: RoundChanges, *, written: str) -> tuple[str, dict] | None:
+    """The events of a round's delivery changes as a CTE of the round's own statement
+    (a rider of `deliveries.changes`, registered by `analytics.wiring`): only for the
+    deliveries the round's CTE `written` returns, so a change the round did not write
+    counts nothing. None when analytics is off, the round has no event, or it does not
+    carry what its events name (then its announcement writes them, reading them back)."""
+    if not settings.NOTIFY_ANALYTICS_ENABLED or changes.notifications or changes.created:
+        return None
+    rows = _event_rows(changes)
+    if not rows or not _carried(changes, rows):
+        return None
+    return riding_sql(written), _carried_params(changes, rows, prefix=_RIDING_PREFIX)
+
+
 def _carried_write(changes: RoundChanges, rows: Sequence[tuple]) -> int:
     """Write the round's events from what it carried, in one statement; how many."""
+    params = _carried_params(changes, rows)
+    if params is None:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(_CARRIED_SQL, params)
+        return cursor.rowcount
+
+
+def _carried_params(
+    changes: RoundChanges, rows: Sequence[tuple], *, prefix: str = ""
+) -> dict[str, object] | None:
+    """The carried events' parameters (named with `prefix`); None when there is none."""
     now = timezone.now()
     subjects = changes.subjects
     channel_providers = settings.NOTIFY_CHANNEL_PROVIDERS
@@ -340,10 +391,8 @@ def _carried_write(changes: RoundChanges, rows: Sequence[tuple]) -> int:
             person,
         ))  # fmt: skip
     if not values:
-        return 0
-    params: dict[str, object] = {"now": now}
+        return None
+    params: dict[str, object] = {f"{prefix}now": now}
     for name, column in zip(_COLUMNS, zip(*values, strict=True), strict=True):
-        params[name] = array_literal(list(column))
-    with connection.cursor() as cursor:
-        cursor.execute(_CARRIED_SQL, params)
-        return cursor.rowcount
+        params[prefix + name] = array_literal(list(column))
+    return params

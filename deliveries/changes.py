@@ -6,6 +6,12 @@ Apps above deliveries that keep their own record of those changes (the status we
 events) register a listener when they load, so the pipeline never names them. A
 listener writes in the caller's transaction: what it writes commits or rolls back with
 the change itself. With no listener, an announcement costs nothing.
+
+A listener may also ride: given a round's changes before the round writes them, it
+returns a data-modifying CTE that the round runs inside its own statement
+(`changes_ride`), so its write costs the round no round trip of its own. The round then
+announces as before, naming the deliveries whose events rode (`ridden`); a listener that
+rides leaves those out, and one that does not ignores them.
 """
 
 from __future__ import annotations
@@ -70,11 +76,68 @@ class RoundChanges:
     providers: Mapping[int, str] = field(default_factory=dict)
     created: list[tuple[int, datetime]] | None = None
     subjects: Mapping[int, Subject] = field(default_factory=dict)
+    # Deliveries whose changes the riders wrote in the round's own statement.
+    ridden: frozenset[int] = frozenset()
 
 
 ChangeListener = Callable[[RoundChanges], object]
+# (changes, the name of the round's CTE that returns the `id` of each delivery it wrote)
+# -> (a data-modifying statement to run as a CTE of the round's, its parameters), or
+# None when it has nothing to ride with. Its parameter names must be its own.
+ChangeRider = Callable[..., tuple[str, dict[str, Any]] | None]
 
 _listeners: list[ChangeListener] = []
+_riders: list[ChangeRider] = []
+
+
+@dataclass(frozen=True)
+class Ride:
+    """What rides in a round's statement: CTEs to add to its WITH (each starting with a
+    comma; empty: nothing rides), their parameters, and the deliveries they name (whose
+    changes they write where the round writes those deliveries)."""
+
+    ctes: str = ""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    ids: frozenset[int] = frozenset()
+
+
+NO_RIDE = Ride()
+
+
+def change_rider_add(rider: ChangeRider) -> None:
+    """Ride in every round that offers it from now on (once per rider)."""
+    if rider not in _riders:
+        _riders.append(rider)
+
+
+def changes_ride(
+    *,
+    deliveries: Iterable[tuple[int, datetime, str]],
+    providers: Mapping[int, str] | None = None,
+    subjects: Callable[[], Mapping[int, Subject]] | None = None,
+    written: str,
+) -> Ride:
+    """The riders' writes for a round's delivery changes (as `changes_announce` takes
+    them), to run in the round's own statement, whose CTE `written` returns the `id` of
+    each delivery it wrote: a rider writes only for those. Announce the round afterwards
+    as usual, with `ridden` the ids of `Ride.ids` that `written` returned."""
+    if not _riders:
+        return NO_RIDE
+    changes = RoundChanges(
+        list(deliveries), [], [], False, None, providers or {}, None,
+        subjects() if subjects is not None else {},
+    )  # fmt: skip
+    ctes: list[str] = []
+    params: dict[str, Any] = {}
+    for number, rider in enumerate(_riders):
+        offered = rider(changes, written=written)
+        if offered is not None:
+            sql, own = offered
+            ctes.append(f", ride_{number} AS ({sql})")
+            params.update(own)
+    if not ctes:
+        return NO_RIDE
+    return Ride("".join(ctes), params, frozenset(pk for pk, _, _ in changes.deliveries))
 
 
 def change_listener_add(listener: ChangeListener) -> None:
@@ -93,6 +156,7 @@ def changes_announce(
     providers: Mapping[int, str] | None = None,
     created: Iterable[tuple[int, datetime]] | None = None,
     subjects: Callable[[], Mapping[int, Subject]] | None = None,
+    ridden: Iterable[int] = (),
 ) -> None:
     """Tell every listener what this round changed. Call inside the round's transaction.
 
@@ -106,7 +170,8 @@ def changes_announce(
     named here was not tried in this round. `created`: (id, accepted_at) of every
     delivery the routed notifications got, when the round knows them. `subjects`: what the
     round has in memory about the deliveries it names (called only when someone listens):
-    a listener may describe those from it rather than read them back.
+    a listener may describe those from it rather than read them back. `ridden`: the
+    deliveries whose changes riders wrote in the round's statement (`changes_ride`).
     """
     if not _listeners:
         return
@@ -119,6 +184,7 @@ def changes_announce(
         providers or {},
         None if created is None else list(created),
         subjects() if subjects is not None else {},
+        frozenset(ridden),
     )
     # Appends in the round's open transaction: a campaign's round has its slot's work
     # done and holds its rows' locks, so they do not queue for another slot (unless a

@@ -16,19 +16,24 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from deliveries.changes import Subject, changes_announce, subject_loaded
+from deliveries.changes import Ride, Subject, changes_announce, changes_ride, subject_loaded
 from deliveries.channels.base import SendResult
-from deliveries.models import AttemptOutcome, Delivery, DeliveryAttempt, DeliveryStatus, Reason
+from deliveries.models import AttemptOutcome, Delivery, DeliveryStatus, Reason
 from deliveries.pipeline.devices import devices_gone_deactivate
 from deliveries.pipeline.enqueue import delivery_enqueue
-from deliveries.pipeline.ordering import WAKE_HELD_SQL, successors_enqueue
+from deliveries.pipeline.ordering import successors_enqueue
 from deliveries.pipeline.outcome_log import delivery_outcomes_log
+from deliveries.pipeline.record_sql import (
+    OUTCOME_COLUMNS,
+    OUTCOMES_BY_KEY_SQL,
+    RECORD_SELECT,
+    RECORD_WITH,
+)
 from deliveries.pipeline.retry import RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
 from flow.fairness import push_slot_member, push_slots_release
 from notify.models import PUSH_CHANNELS
-from notify.rows import row_probe
-from pgarrays import array_literal, planned_once
+from pgarrays import array_literal
 
 logger = logging.getLogger(__name__)
 
@@ -105,15 +110,28 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
     now = timezone.now()
     planned = [(tried, *_next_state(tried, now)) for tried in tries]
     _push_slots_release([t.delivery for t in tries if t.delivery.channel in PUSH_CHANNELS])
+    providers = {t.delivery.pk: t.provider for t in tries if t.provider}
+    subjects: list[dict[int, Subject]] = []  # what the round carries, worked out once
+
+    def carried() -> dict[int, Subject]:
+        if not subjects:
+            subjects.append(_subjects(planned))
+        return subjects[0]
+
+    # The analytics events ride in the record's statement, for the outcomes it writes.
+    ride = changes_ride(
+        deliveries=[(t.delivery.pk, t.delivery.accepted_at, changes["status"])
+                    for t, _, changes, _ in planned],
+        providers=providers, subjects=carried, written="outcome",
+    )  # fmt: skip
     with transaction.atomic():
-        woken, updated = _record(tries, planned, now)
+        woken, updated, ridden = _record(tries, planned, now, ride)
         # The round's final outcomes, announced (the status webhooks write their events in
         # one statement, none when nobody subscribes: webhooks/events.py).
         changes_announce(
             deliveries=[(t.delivery.pk, t.delivery.accepted_at, changes["status"])
                         for t, _, changes, _ in planned if t.delivery.pk in updated],
-            providers={t.delivery.pk: t.provider for t in tries if t.provider},
-            subjects=lambda: _subjects(planned, updated),
+            providers=providers, subjects=carried, ridden=ridden,
         )  # fmt: skip
         # A device the provider proved gone is deactivated whoever holds the claim now.
         devices_gone_deactivate(answers=[(t.delivery.channel, t.delivery.target, t.result)
@@ -187,111 +205,14 @@ def _retry_enqueue(delivery: Delivery, countdown: float) -> None:
     )
 
 
-# Every delivery's next state in one statement. A NULL keeps the column as it is (a
-# retry keeps its reason, a failure its provider message id); `clear_enqueued` drops
-# `enqueued_at` for a wait the sweeper owns; `bump` moves the attempt budget past an
-# uncharged probe. Written only where the claim still holds (`sending`, its claim's time).
-_OUTCOME_COLUMNS = {
-    "id": "bigint", "month": "timestamptz", "claimed_at": "timestamptz", "status": "text",
-    "last_error": "text", "reason": "text", "provider_message_id": "text",
-    "finished_at": "timestamptz", "next_attempt_at": "timestamptz", "clear_enqueued": "boolean",
-    "bump": "int", "handovers": "int", "pin": "text",
-}  # fmt: skip
-_OUTCOME_ROWS = (
-    f"unnest({', '.join(f'%({name})s::{kind}[]' for name, kind in _OUTCOME_COLUMNS.items())})"
-    f" AS v({', '.join(_OUTCOME_COLUMNS)})"
-)
-_OUTCOME_SET = """
-       SET status = v.status, updated_at = %(now)s, last_error = v.last_error,
-           reason = COALESCE(v.reason, d.reason),
-           provider_message_id = COALESCE(v.provider_message_id, d.provider_message_id),
-           finished_at = COALESCE(v.finished_at, d.finished_at),
-           next_attempt_at = COALESCE(v.next_attempt_at, d.next_attempt_at),
-           enqueued_at = CASE WHEN v.clear_enqueued THEN NULL ELSE d.enqueued_at END,
-           attempts = d.attempts + v.handovers,
-           attempt_budget_from = d.attempt_budget_from + v.bump + v.handovers,
-           pinned_provider = COALESCE(v.pin, d.pinned_provider)
-"""
-_SENDING = f"'{DeliveryStatus.SENDING.value}'"
-# Each row is found by a primary-key probe (`row_probe`) and updated where that probe
-# found it (a TID scan). Joined on its key instead, with no statistics yet, the planner
-# found the round's rows through the partial index of every delivery being sent, and a
-# campaign's record read all of them each round. For the same reason the claim is
-# checked against the probe's `claimed` column rather than a constant: a constant lets
-# the planner prove that index usable. A row that another transaction changed meanwhile
-# is left out here (PostgreSQL rechecks where it was found); it is written by key
-# (`OUTCOMES_BY_KEY_SQL`) in a statement of its own, which rechecks its claim.
-_FOUND = row_probe(
-    Delivery._meta.db_table,
-    "id = v.id AND accepted_at = v.month",
-    alias="f",
-    columns=f"tableoid, ctid, {_SENDING}::text AS claimed",
-)
-OUTCOMES_SQL = planned_once(
-    f"""
-    UPDATE {Delivery._meta.db_table} AS d {_OUTCOME_SET}
-      FROM (SELECT v.*, f.tableoid AS found_in, f.ctid AS found_at, f.claimed
-              FROM {_OUTCOME_ROWS} {_FOUND}) v
-     WHERE d.tableoid = v.found_in AND d.ctid = v.found_at
-       AND d.status = v.claimed AND d.claimed_at = v.claimed_at
-    RETURNING d.id
-"""
-)
-OUTCOMES_BY_KEY_SQL = planned_once(
-    f"""
-    UPDATE {Delivery._meta.db_table} AS d {_OUTCOME_SET}
-      FROM {_OUTCOME_ROWS}
-     WHERE d.id = v.id AND d.accepted_at = v.month
-       AND d.status = {_SENDING} AND d.claimed_at = v.claimed_at
-    RETURNING d.id
-"""
-)
-
-
-# The attempt rows of a batch, the wake of what each one that is done with held (the
-# next held delivery of each order rank it may hold: deliveries/pipeline/ordering.py),
-# and every delivery's next state (`OUTCOMES_SQL`), in one statement: per-recipient
-# order and the outcomes cost a round no round trip of their own. The woken rows are
-# held ones (`held_since` set), never the round's members (their claim cleared it), so
-# no row is updated twice; all parts see the rows as they were before the statement.
-# Arrays, not a VALUES list, so the text is the same for every batch size and is
-# prepared once. A data-modifying CTE runs whether or not the final SELECT reads it.
-RECORD_SQL = planned_once(
-    f"""
-    WITH attempt AS (
-        INSERT INTO {DeliveryAttempt._meta.db_table}
-            (delivery_id, number, started_at, duration_ms, outcome, status_code, response,
-             held_ms, accepted_at, provider_message_id, provider)
-        SELECT * FROM unnest(%(delivery)s::bigint[], %(number)s::int[],
-                             %(started_at)s::timestamptz[], %(duration)s::int[],
-                             %(outcome)s::text[], %(status_code)s::text[], %(response)s::text[],
-                             %(held)s::int[], %(accepted_at)s::timestamptz[],
-                             %(attempt_message_id)s::text[], %(provider)s::text[])
-        RETURNING 1
-    ), done AS (
-        SELECT * FROM unnest(%(w_recipient)s::bigint[], %(w_channel)s::text[],
-                             %(w_queue)s::text[], %(w_occurred)s::timestamptz[],
-                             %(w_accepted)s::timestamptz[], %(w_notification)s::uuid[])
-               AS f(recipient_id, channel, queue, occurred_at, accepted_at, notification_id)
-         WHERE f.recipient_id IS NOT NULL
-    ), woken AS (
-        UPDATE {Delivery._meta.db_table} SET enqueued_at = %(now)s
-         WHERE id IN (SELECT w.id FROM done f CROSS JOIN LATERAL ({WAKE_HELD_SQL}) w)
-        RETURNING queue, channel, id
-    ), outcome AS ({OUTCOMES_SQL})
-    SELECT queue, channel, id, false FROM woken
-    UNION ALL SELECT '', '', id, true FROM outcome
-"""
-)
-
-
 def _record(
-    tries: Sequence[Tried], planned: Sequence[tuple], now: datetime
-) -> tuple[list[tuple], set[int]]:
+    tries: Sequence[Tried], planned: Sequence[tuple], now: datetime, ride: Ride
+) -> tuple[list[tuple], set[int], frozenset[int]]:
     """Insert the attempt rows, write each delivery's next state (only where its claim
-    is still ours) and wake what was held behind them. Returns the woken (queue,
-    channel, id), whose messages are published after commit, when these deliveries'
-    outcomes are visible, and the ids whose outcome was written."""
+    is still ours) and wake what was held behind them, with what rides along. Returns
+    the woken (queue, channel, id), whose messages are published after commit, when
+    these deliveries' outcomes are visible, the ids whose outcome was written, and those
+    of them whose changes rode (written by the first statement, not the by-key one)."""
     ordered = [t.delivery for t in tries]  # rows from before per-recipient order: no wake
     rows = _attempt_rows(tries)
     params: dict[str, Any] = {
@@ -314,7 +235,7 @@ def _record(
         "w_notification": array_literal([d.notification_id for d in ordered]),
         "now": now,
     }
-    columns: dict[str, list] = {name: [] for name in _OUTCOME_COLUMNS}
+    columns: dict[str, list] = {name: [] for name in OUTCOME_COLUMNS}
     for tried, _, changes, _ in planned:
         columns["id"].append(tried.delivery.pk)
         columns["month"].append(tried.delivery.accepted_at)
@@ -329,20 +250,23 @@ def _record(
     params.update((name, array_literal(values)) for name, values in columns.items())
     woken: list[tuple] = []
     updated: set[int] = set()
+    if ride.ctes:
+        params.update(ride.params)
     with connection.cursor() as cursor:
-        cursor.execute(RECORD_SQL, params)
+        cursor.execute(RECORD_WITH + ride.ctes + RECORD_SELECT, params)
         for queue, channel, pk, is_outcome in cursor.fetchall():
             if is_outcome:
                 updated.add(pk)
             else:
                 woken.append((queue, channel, pk))
+        ridden = ride.ids.intersection(updated)
         moved = [i for i, pk in enumerate(columns["id"]) if pk not in updated]
         if moved:  # changed by another transaction since this statement began, or lost
             by_key = {name: array_literal([values[i] for i in moved])
                       for name, values in columns.items()}  # fmt: skip
             cursor.execute(OUTCOMES_BY_KEY_SQL, {**by_key, "now": now})
             updated.update(row[0] for row in cursor.fetchall())
-    return woken, updated
+    return woken, updated, ridden
 
 
 class _AttemptRow(NamedTuple):
@@ -423,16 +347,15 @@ def _next_state(tried: Tried, now: datetime) -> tuple[AttemptResult, dict[str, A
     return AttemptResult.EXPIRED, changes, None
 
 
-def _subjects(planned: Sequence[tuple], updated: set[int]) -> dict[int, Subject]:
+def _subjects(planned: Sequence[tuple]) -> dict[int, Subject]:
     """What the round's loaded deliveries are about, for the listeners (those a sweeper
     tried without loading their notification are left out: a listener reads them)."""
     subjects: dict[int, Subject] = {}
     for tried, _, changes, _ in planned:
         delivery = tried.delivery
-        if delivery.pk in updated:
-            subject = subject_loaded(delivery, reason=changes.get("reason"))
-            if subject is not None:
-                subjects[delivery.pk] = subject
+        subject = subject_loaded(delivery, reason=changes.get("reason"))
+        if subject is not None:
+            subjects[delivery.pk] = subject
     return subjects
 
 

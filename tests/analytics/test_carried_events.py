@@ -8,13 +8,19 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+from django.db import connection
 from django.test import TestCase
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from analytics.events import analytics_events_write, campaign_of
 from analytics.models import AnalyticsEvent
 from deliveries.changes import RoundChanges
+from deliveries.channels.base import SendResult
 from deliveries.models import Delivery, Device
 from deliveries.pipeline.attempt import deliveries_attempt
+from deliveries.pipeline.claim import delivery_load
+from deliveries.pipeline.outcome import Tried, attempts_record
 from deliveries.pipeline.routing import notifications_route
 from notify.models import Category, Notification, Producer, Recipient
 from notify.services import notification_accept
@@ -103,3 +109,52 @@ def test_a_campaigns_event_id_names_its_campaign():
     assert campaign_of("campaign:17") == 17
     assert campaign_of("order-17") is None
     assert campaign_of("campaign:estimate:person-3") is None
+
+
+def test_a_senders_round_writes_events_only_for_the_outcomes_it_wrote(
+    demo_data, settings, analytics_on
+):
+    # Two emails claimed by one round; before it records, the second's claim is taken
+    # over (a sweeper gave it to another sender). The round's events ride in its record
+    # statement, and only the first outcome is written: so only it counts.
+    ids = []
+    for n in range(2):
+        Recipient.objects.create(user_id=f"ride-{n}", email=f"ride{n}@example.com", locale="en")
+        ids.append(_accept_email(f"ride-{n}"))
+    notifications_route(notification_ids=ids)
+    claimed_at = timezone.now()
+    emails = list(Delivery.objects.filter(notification_id__in=ids).order_by("notification_id"))
+    Delivery.objects.filter(pk__in=[e.pk for e in emails]).update(
+        status="sending", claimed_at=claimed_at, attempts=1
+    )
+    tries = [
+        Tried(delivery_load(delivery_id=e.pk).delivery,
+              SendResult.delivered(provider_message_id=f"<{e.pk}@x>"), "", claimed_at,
+              claimed_at, duration=3)
+        for e in emails
+    ]  # fmt: skip
+    taken_over = emails[1]
+    Delivery.objects.filter(pk=taken_over.pk).update(claimed_at=timezone.now())
+    AnalyticsEvent.objects.all().delete()  # the route's `accepted` rows
+
+    with CaptureQueriesContext(connection) as queries:
+        attempts_record(tries)
+
+    written = Counter(AnalyticsEvent.objects.values_list("delivery_id", "kind"))
+    assert written == {(emails[0].pk, "delivered"): 1}
+    touching = [q["sql"] for q in queries if AnalyticsEvent._meta.db_table in q["sql"]]
+    assert len(touching) == 1 and "WITH attempt AS" in touching[0]  # rode along
+    taken_over.refresh_from_db()
+    assert taken_over.status == "sending"  # its outcome is the new holder's to write
+
+
+def _accept_email(user_id: str) -> uuid.UUID:
+    return notification_accept(
+        producer=Producer.objects.get_or_create(name="carried")[0],
+        event_id=str(uuid.uuid4()),
+        user_id=user_id,
+        category=Category.objects.get(key="order.shipped"),
+        payload=ORDER,
+        channels=["email"],
+        ttl_seconds=None,
+    ).notification_id

@@ -12,6 +12,8 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from analytics.events import riding_sql
+from analytics.models import AnalyticsEvent
 from deliveries.channels.base import SendResult
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
 from deliveries.pipeline.claim import (
@@ -22,12 +24,11 @@ from deliveries.pipeline.claim import (
     delivery_load,
 )
 from deliveries.pipeline.outcome import (
-    OUTCOMES_SQL,
-    RECORD_SQL,
     AttemptResult,
     Tried,
     attempts_record,
 )
+from deliveries.pipeline.record_sql import OUTCOMES_SQL, RECORD_SQL
 from deliveries.pipeline.route_lock import LOCK_SQL, notification_lock, notifications_lock
 from deliveries.pipeline.route_write import ROUTED_SQL, route_write_sql
 from deliveries.pipeline.routing import notification_route
@@ -296,11 +297,13 @@ def test_the_senders_record_finds_its_own_rows_on_a_young_partition(demo_data):
 
 
 def test_an_outcome_is_written_when_another_transaction_changed_its_row_meanwhile(
-    transactional_db, demo_data
+    transactional_db, demo_data, settings
 ):
     # The record updates each row where its probe found it. Another transaction that
     # changes the row first (here while the record waits for its lock) moves it: the
-    # outcome must still be written, since the claim still holds.
+    # outcome must still be written, since the claim still holds, and counted (its
+    # analytics event did not ride in the first statement: the announcement writes it).
+    settings.NOTIFY_ANALYTICS_ENABLED = True
     Recipient.objects.create(user_id="moved-1", email="moved1@example.com")
     notification = accepted("moved-1", ["email"])
     notification_route(notification_id=notification.pk)
@@ -331,6 +334,8 @@ def test_an_outcome_is_written_when_another_transaction_changed_its_row_meanwhil
     assert [report.result for report in reports] == [AttemptResult.DELIVERED]
     email.refresh_from_db()
     assert (email.status, email.provider_message_id) == (DeliveryStatus.DELIVERED, "<m@x>")
+    kinds = AnalyticsEvent.objects.filter(delivery_id=email.pk).values_list("kind", flat=True)
+    assert sorted(kinds) == ["accepted", "delivered"]
 
 
 def _plans(statement_start: str) -> tuple[int, int]:
@@ -362,5 +367,6 @@ def test_a_login_codes_claim_is_planned_once_per_connection_not_at_every_run(dem
 
 def test_no_hot_statement_shows_the_planner_its_arrays_lengths():
     for statement in (LOAD_SQL, CLAIM_SQL, RECORD_SQL, OUTCOMES_SQL, ROUTED_SQL,
-                      route_write_sql(), LOCK_SQL, ACCEPT_SQL):  # fmt: skip
+                      route_write_sql(), LOCK_SQL, ACCEPT_SQL,
+                      riding_sql("outcome")):  # fmt: skip
         assert ARRAY_PARAMETER.findall(statement) == []
