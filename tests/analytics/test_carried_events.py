@@ -30,14 +30,14 @@ from tests.deliveries.pipeline.test_send_at_route import send_messages
 PEOPLE = 6
 
 
-def _accept(user_id: str, event_id: str) -> uuid.UUID:
+def _accept(user_id: str, event_id: str, channels: tuple[str, ...] = ("fcm",)) -> uuid.UUID:
     return notification_accept(
         producer=Producer.objects.get_or_create(name="carried")[0],
         event_id=event_id,
         user_id=user_id,
         category=Category.objects.get(key="order.shipped"),
         payload=ORDER,
-        channels=["fcm"],
+        channels=list(channels),
         ttl_seconds=None,
     ).notification_id
 
@@ -120,7 +120,7 @@ def test_a_senders_round_writes_events_only_for_the_outcomes_it_wrote(
     ids = []
     for n in range(2):
         Recipient.objects.create(user_id=f"ride-{n}", email=f"ride{n}@example.com", locale="en")
-        ids.append(_accept_email(f"ride-{n}"))
+        ids.append(_accept(f"ride-{n}", str(uuid.uuid4()), channels=("email",)))
     notifications_route(notification_ids=ids)
     claimed_at = timezone.now()
     emails = list(Delivery.objects.filter(notification_id__in=ids).order_by("notification_id"))
@@ -146,15 +146,3 @@ def test_a_senders_round_writes_events_only_for_the_outcomes_it_wrote(
     assert len(touching) == 1 and "WITH attempt AS" in touching[0]  # rode along
     taken_over.refresh_from_db()
     assert taken_over.status == "sending"  # its outcome is the new holder's to write
-
-
-def _accept_email(user_id: str) -> uuid.UUID:
-    return notification_accept(
-        producer=Producer.objects.get_or_create(name="carried")[0],
-        event_id=str(uuid.uuid4()),
-        user_id=user_id,
-        category=Category.objects.get(key="order.shipped"),
-        payload=ORDER,
-        channels=["email"],
-        ttl_seconds=None,
-    ).notification_id
