@@ -23,7 +23,8 @@ import statistics
 from typing import TYPE_CHECKING
 
 from bench.config import BenchError
-from bench.pipeline_drains import Drain, noop_run, pipeline_run
+from bench.noop_drain import noop_run
+from bench.pipeline_drains import Drain, pipeline_run
 from bench.processes import start_smtp_sink
 from bench.report import median_of, phase, ratio, report_unexpected
 from bench.web_scenarios import start_web

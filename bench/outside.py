@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING
 from bench.campaign_drain_run import procfile_entries
 from bench.config import S2_TARGET, env_int
 from bench.costs import counting_env
+from bench.noop_drain import noops_drained, noops_queue
 from bench.pipeline_drains import (
     event_recipients,
-    noops_drained,
-    noops_queue,
     post_event,
     routed_span,
     wait_final,

@@ -26,7 +26,8 @@ from bench.config import (
     env_int,
 )
 from bench.costs import costs_text, median_costs
-from bench.pipeline_drains import Drain, noop_run, pipeline_run, worker_cpu_line
+from bench.noop_drain import noop_run
+from bench.pipeline_drains import Drain, pipeline_run, worker_cpu_line
 from bench.processes import start_smtp_sink
 from bench.report import ratio, verdict
 
