@@ -285,20 +285,18 @@ def _carried(changes: RoundChanges, rows: Sequence[tuple]) -> bool:
     )
 
 
-_COLUMNS = (
-    "kind", "reason", "latency_ms", "producer_id", "campaign_id", "category", "channel",
-    "provider", "delivery_id", "notification_id", "person",
-)  # fmt: skip
-_TYPES = ("text", "text", "bigint", "bigint", "bigint", "text", "text", "text", "bigint",
-          "uuid", "text")  # fmt: skip
+# The carried columns, each with its array's type.
+_COLUMNS = {
+    "kind": "text", "reason": "text", "latency_ms": "bigint", "producer_id": "bigint",
+    "campaign_id": "bigint", "category": "text", "channel": "text", "provider": "text",
+    "delivery_id": "bigint", "notification_id": "uuid", "person": "text",
+}  # fmt: skip
 
 
 def _carried_sql(prefix: str = "", written: str | None = None) -> str:
     """The INSERT of carried events (one array parameter per column, each named with
     `prefix`); with `written`, only those of the deliveries that CTE returns."""
-    arrays = ", ".join(
-        f"%({prefix}{name})s::{kind}[]" for name, kind in zip(_COLUMNS, _TYPES, strict=True)
-    )
+    arrays = ", ".join(f"%({prefix}{name})s::{kind}[]" for name, kind in _COLUMNS.items())
     only = f" WHERE v.delivery_id IN (SELECT id FROM {written})" if written else ""
     return planned_once(
         f"""
@@ -341,7 +339,7 @@ def analytics_events_ride(changes: RoundChanges, *, written: str) -> tuple[str, 
     deliveries the round's CTE `written` returns, so a change the round did not write
     counts nothing. None when analytics is off, the round has no event, or it does not
     carry what its events name (then its announcement writes them, reading them back)."""
-    if not settings.NOTIFY_ANALYTICS_ENABLED or changes.notifications or changes.created:
+    if not settings.NOTIFY_ANALYTICS_ENABLED:
         return None
     rows = _event_rows(changes)
     if not rows or not _carried(changes, rows):

@@ -93,12 +93,11 @@ _riders: list[ChangeRider] = []
 @dataclass(frozen=True)
 class Ride:
     """What rides in a round's statement: CTEs to add to its WITH (each starting with a
-    comma; empty: nothing rides), their parameters, and the deliveries they name (whose
-    changes they write where the round writes those deliveries)."""
+    comma; empty: nothing rides), and their parameters. When something rides, every
+    rider rode, for every delivery the round named."""
 
     ctes: str = ""
     params: Mapping[str, Any] = field(default_factory=dict)
-    ids: frozenset[int] = frozenset()
 
 
 NO_RIDE = Ride()
@@ -120,7 +119,8 @@ def changes_ride(
     """The riders' writes for a round's delivery changes (as `changes_announce` takes
     them), to run in the round's own statement, whose CTE `written` returns the `id` of
     each delivery it wrote: a rider writes only for those. Announce the round afterwards
-    as usual, with `ridden` the ids of `Ride.ids` that `written` returned."""
+    as usual, with `ridden` the ids `written` returned when something rode. When one
+    rider declines, none rides: `ridden` means the same to every listener."""
     if not _riders:
         return NO_RIDE
     changes = RoundChanges(
@@ -131,13 +131,12 @@ def changes_ride(
     params: dict[str, Any] = {}
     for number, rider in enumerate(_riders):
         offered = rider(changes, written=written)
-        if offered is not None:
-            sql, own = offered
-            ctes.append(f", ride_{number} AS ({sql})")
-            params.update(own)
-    if not ctes:
-        return NO_RIDE
-    return Ride("".join(ctes), params, frozenset(pk for pk, _, _ in changes.deliveries))
+        if offered is None:
+            return NO_RIDE
+        sql, own = offered
+        ctes.append(f", ride_{number} AS ({sql})")
+        params.update(own)
+    return Ride("".join(ctes), params)
 
 
 def change_listener_add(listener: ChangeListener) -> None:

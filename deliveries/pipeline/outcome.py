@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
+from functools import cache
 from typing import Any, NamedTuple
 
 from django.conf import settings
@@ -111,12 +112,7 @@ def attempts_record(tries: Sequence[Tried]) -> list[AttemptReport]:
     planned = [(tried, *_next_state(tried, now)) for tried in tries]
     _push_slots_release([t.delivery for t in tries if t.delivery.channel in PUSH_CHANNELS])
     providers = {t.delivery.pk: t.provider for t in tries if t.provider}
-    subjects: list[dict[int, Subject]] = []  # what the round carries, worked out once
-
-    def carried() -> dict[int, Subject]:
-        if not subjects:
-            subjects.append(_subjects(planned))
-        return subjects[0]
+    carried = cache(lambda: _subjects(planned))  # for the ride and the announcement
 
     # The analytics events ride in the record's statement, for the outcomes it writes.
     ride = changes_ride(
@@ -259,7 +255,7 @@ def _record(
                 updated.add(pk)
             else:
                 woken.append((queue, channel, pk))
-        ridden = ride.ids.intersection(updated)
+        ridden = frozenset(updated) if ride.ctes else frozenset()
         moved = [i for i, pk in enumerate(columns["id"]) if pk not in updated]
         if moved:  # changed by another transaction since this statement began, or lost
             by_key = {name: array_literal([values[i] for i in moved])
