@@ -15,7 +15,8 @@ same sink, timed from connect to the n-th message received by the sink.
 
 BENCH_S7_RUNS runs of each, alternating, baseline first; medians. With analytics on
 (and BENCH_S7_ANALYTICS_OFF left at 1), each campaign has a twin with analytics off, run
-beside it (the two take turns to go first), and on / off is printed pair by pair. Then, unless
+beside it (the two take turns to go first, over an even number of runs: BENCH_S7_RUNS
+rounded up), and on / off is printed pair by pair. Then, unless
 BENCH_S7_LARGE_RECIPIENTS=0, one campaign to that many (100,000) end to end. Per
 campaign notification: SQL statements, broker messages and PostgreSQL CPU over launch
 -> every delivery final (bench/costs.py).
@@ -44,7 +45,7 @@ from bench.config import (
     S7_TARGET,
 )
 from bench.costs import costs_text, median_costs
-from bench.report import phase, ratio, verdict
+from bench.report import phase, ratio, twin_runs, verdict
 from bench.smtp_sink import Loop, Sink, smtp_loop
 
 if TYPE_CHECKING:  # bench.runner imports this module to run it
@@ -109,8 +110,9 @@ def scenario_s7(bench: Bench) -> None:
         drains: list[CampaignDrain] = []
         unshipped: list[CampaignDrain] = []  # the same campaign with analytics off
         pairing = config.s7_analytics_off and analytics_in_runs(bench)
-        for run in range(config.s7_runs):
-            with phase(f"S7 run {run + 1} of {config.s7_runs}: smtplib loop, then campaign"):
+        runs = twin_runs(config.s7_runs, twins=pairing)
+        for run in range(runs):
+            with phase(f"S7 run {run + 1} of {runs}: smtplib loop, then campaign"):
                 loops.append(smtp_loop(sink, n, config.s7_timeout))
                 # Twins take turns going first (neither always follows the loop).
                 for analytics in (True, False) if run % 2 == 0 else (False, True):

@@ -7,7 +7,8 @@ its last. Worker start-up is printed on a line of its own, never inside the rati
 BENCH_RUNS times each, alternating; the timing itself is in bench/pipeline_drains.py.
 With analytics on, the analytics shipper runs beside the worker, as deployed, and each
 drain is followed by its twin with analytics off (no events written, no shipper), for
-the on / off ratio (BENCH_S2_ANALYTICS_OFF=0 leaves the twins out).
+the on / off ratio (BENCH_S2_ANALYTICS_OFF=0 leaves the twins out); the twins take turns
+going first, over an even number of runs (BENCH_RUNS rounded up).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from bench.costs import costs_text, median_costs
 from bench.noop_drain import noop_run
 from bench.pipeline_drains import Drain, pipeline_run, worker_cpu_line
 from bench.processes import start_smtp_sink
-from bench.report import ratio, verdict
+from bench.report import ratio, twin_runs, verdict
 
 if TYPE_CHECKING:  # bench.runner imports this module to run it
     from bench.runner import Bench
@@ -64,7 +65,7 @@ def scenario_s2(bench: Bench) -> None:
             off_env = {**worker_env, **ANALYTICS_OFF}
             offs.append(pipeline_run(bench, off_env, n, has_relay, label="S2-off"))
 
-    for run in range(bench.config.runs):
+    for run in range(twin_runs(bench.config.runs, twins=twins)):
         noops.append(noop_run(bench, worker_env, n))
         # Twins take turns going first, so that neither has the place after the no-op
         # drain (or the other's leftovers) every time.

@@ -68,3 +68,11 @@ def report_unexpected(name: str, results: list[LoadResult], status: int) -> None
     if bad:
         total = sum(r.requests for r in results)
         print(f"{name}: WARNING {bad} of {total} requests did not answer {status}")
+
+
+def twin_runs(runs: int, *, twins: bool) -> int:
+    """How many runs a scenario with analytics twins makes of `runs`: an even number, so
+    that each twin goes first in as many runs as the other (an odd count gave one of
+    them the first place once more, and the drain after the baseline ran faster or
+    slower with the machine's phase)."""
+    return runs + runs % 2 if twins else runs
