@@ -92,8 +92,10 @@ def attempt_in_a_sender_thread(delivery_id: int) -> None:
 
 
 def test_a_drip_feeding_push_endpoint_is_cut_off_at_the_calls_deadline(
-    transactional_db, demo_data, push_service, settings, clean_breakers
+    transactional_db, demo_data, push_service, settings, clean_breakers, session_worker_paused
 ):
+    # The timed-out push is published for its retry, and its row is committed: a running
+    # session worker would take that retry and try again before the row is read below.
     # A byte every 0.2 s: well inside the 5 s per-read timeout, and an answer of hours.
     drip = DripPeer(
         b"HTTP/1.1 201 Created\r\nX-Drip: " + b"a" * 100_000, every=0.2, reads_first=True
