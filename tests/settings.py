@@ -6,21 +6,15 @@ sees test data. Retry delays are shortened; their shape (growing, jittered) is k
 """
 
 import os
-import socket
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
+from tests.ports import unused_port
 
 # The local Web Push peer (tests/deliveries/push/peer.py) listens on this port, chosen once per run
 # and inherited by the worker processes, so its origin can be listed as allowed below.
-os.environ.setdefault("NOTIFY_TEST_PUSH_PORT", str(_free_port()))
+os.environ.setdefault("NOTIFY_TEST_PUSH_PORT", str(unused_port()))
 # The loopback webhook receiver (tests/peers/webhooks.py) likewise: its origin is the one
 # private address status webhooks may be posted to.
-os.environ.setdefault("NOTIFY_TEST_WEBHOOK_PORT", str(_free_port()))
+os.environ.setdefault("NOTIFY_TEST_WEBHOOK_PORT", str(unused_port()))
 
 _TEST_DEFAULTS = {
     "CELERY_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672/notify_test",
@@ -97,7 +91,7 @@ def _own_places_for_xdist_worker() -> None:
         ("NOTIFY_TEST_PUSH_PORT", "WEBPUSH_ALLOWED_ORIGINS"),
         ("NOTIFY_TEST_WEBHOOK_PORT", "NOTIFY_WEBHOOK_ALLOWED_PRIVATE_ORIGINS"),
     ):
-        port = str(_free_port())
+        port = str(unused_port())
         os.environ[allowed_name] = os.environ[allowed_name].replace(
             f"127.0.0.1:{os.environ[port_name]}", f"127.0.0.1:{port}"
         )

@@ -3,13 +3,12 @@ process (the Procfile's command) with a store of its own, read through its reade
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from tests.campaigns.conftest import promo_data  # noqa: F401 - a fixture, by name
 from tests.deliveries.ops.test_delivery_latency import ann  # noqa: F401 - likewise
 from tests.deliveries.pipeline.test_costs import fcm_peer, quiet_broker  # noqa: F401 - likewise
+from tests.ports import unused_port
 from tests.preferences.conftest import mail  # noqa: F401 - likewise
 from tests.processes import ScriptProcess
 
@@ -33,17 +32,11 @@ def store(settings, analytics_on):
     return opened
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class AnalyticsProcess(ScriptProcess):
     """`scripts/manage.sh analytics_ship`, its data directory and reader address."""
 
     def __init__(self, env: dict[str, str], *, data_dir: str) -> None:
-        self.address = f"127.0.0.1:{_free_port()}"
+        self.address = f"127.0.0.1:{unused_port()}"
         env = {
             **env,
             "NOTIFY_ANALYTICS_ENABLED": "true",

@@ -19,7 +19,7 @@ from analytics.charts.documents import (
 )
 from analytics.store.backend import stores_forget
 from notify.models import Producer
-from tests.analytics.conftest import _free_port
+from tests.ports import unused_port
 
 BASE = "/admin/analytics/deliveryreports/"
 
@@ -74,7 +74,7 @@ def test_a_window_past_366_days_or_backwards_is_refused_before_the_store_is_read
 
 
 def test_with_the_store_away_a_page_says_so_with_503(viewer_client, settings, analytics_on):
-    settings.NOTIFY_ANALYTICS_READER_ADDRESS = f"127.0.0.1:{_free_port()}"  # nobody listens
+    settings.NOTIFY_ANALYTICS_READER_ADDRESS = f"127.0.0.1:{unused_port()}"  # nobody listens
     stores_forget()
     try:
         response = viewer_client.get(f"{BASE}providers/")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import email
 import email.policy
-import socket
 import threading
 import time
 from collections import deque
@@ -13,6 +12,8 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 
 from aiosmtpd.controller import Controller
+
+from tests.ports import unused_port
 
 
 @dataclass(frozen=True)
@@ -105,16 +106,10 @@ class ScriptedHandler:
         return answer
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class SmtpPeer:
     def __init__(self) -> None:
         self.handler = ScriptedHandler()
-        self.port = free_port()
+        self.port = unused_port()
         self.controller = Controller(self.handler, hostname="127.0.0.1", port=self.port)
 
     def start(self) -> None:

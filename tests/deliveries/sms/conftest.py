@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 
 import pytest
@@ -11,21 +10,16 @@ from django.conf import settings as django_settings
 from django.db import transaction
 
 from tests.deliveries.sms.smsc import Smsc
+from tests.ports import unused_port
 
 SYSTEM_ID, PASSWORD = "notify-test", "s3cret"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 # The SMSC peer's port is chosen now, at collection, so the Celery worker the suite
 # starts later inherits it: a worker binds to this peer like a real one to its SMSC.
 # (Only where the SMSC is; SMS stays off in the worker's gate, so no other test's
 # notification grows an SMS delivery.)
-SMSC_PORT = _free_port()
+SMSC_PORT = unused_port()
 # SMPP_HOST in the environment turns SMS on; the worker keeps the channels this process
 # has (SMS off), so only a test that enables SMS itself routes a notification to it.
 os.environ.setdefault("NOTIFY_CHANNELS_ENABLED", ",".join(django_settings.NOTIFY_CHANNELS_ENABLED))

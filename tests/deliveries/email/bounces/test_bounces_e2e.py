@@ -19,7 +19,7 @@ from deliveries.models import (
 )
 from tests.deliveries.email.bounces.mail import arf, dsn, out_of_office
 from tests.deliveries.email.test_esp_e2e import PROMO, notify, settled
-from tests.peers.smtp import free_port
+from tests.ports import unused_port
 from tests.processes import ScriptProcess
 from tests.waiting import wait_for
 
@@ -34,7 +34,7 @@ def bounces(worker_env, pipeline, workers_with):
     a function that mails one returned message to the server."""
     verp = {"NOTIFY_BOUNCE_DOMAIN": DOMAIN}
     workers_with(**verp)
-    port = free_port()
+    port = unused_port()
     server = ScriptProcess(
         "manage.sh",
         "bounce_server",
