@@ -20,6 +20,7 @@ from types import FrameType
 from typing import IO
 
 from bench.config import LOOPBACK, ROOT, BenchError
+from scripts.ports import unused_port
 
 LOG_DIR = ROOT / "var" / "bench"
 
@@ -30,10 +31,9 @@ def python() -> str:
 
 
 def free_port() -> int:
-    """A TCP port nobody listens on right now, on loopback."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        return int(probe.getsockname()[1])
+    """A TCP port nobody listens on right now, on loopback, for a server started later
+    (scripts/ports.py says why not one the kernel picks)."""
+    return unused_port()
 
 
 class Proc:

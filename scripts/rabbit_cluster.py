@@ -19,13 +19,14 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from scripts.ports import unused_port
 
 # The server's own scripts, not the Debian wrapper in /usr/sbin, which switches to the
 # `rabbitmq` user and its HOME (and so to the machine node's cookie).
@@ -53,9 +54,9 @@ def side_by_side(action, nodes: list[RabbitNode]) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A loopback port for a node to listen on later (scripts/ports.py says why not one
+    the kernel picks)."""
+    return unused_port()
 
 
 @dataclass

@@ -7,7 +7,7 @@ sees test data. Retry delays are shortened; their shape (growing, jittered) is k
 
 import os
 
-from tests.ports import unused_port
+from scripts.ports import unused_port
 
 # The local Web Push peer (tests/deliveries/push/peer.py) listens on this port, chosen once per run
 # and inherited by the worker processes, so its origin can be listed as allowed below.

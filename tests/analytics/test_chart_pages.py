@@ -19,7 +19,7 @@ from analytics.charts.documents import (
 )
 from analytics.store.backend import stores_forget
 from notify.models import Producer
-from tests.ports import unused_port
+from scripts.ports import unused_port
 
 BASE = "/admin/analytics/deliveryreports/"
 

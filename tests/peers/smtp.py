@@ -13,7 +13,7 @@ from email.message import EmailMessage
 
 from aiosmtpd.controller import Controller
 
-from tests.ports import unused_port
+from scripts.ports import unused_port
 
 
 @dataclass(frozen=True)

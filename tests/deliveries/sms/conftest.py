@@ -9,8 +9,8 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import transaction
 
+from scripts.ports import unused_port
 from tests.deliveries.sms.smsc import Smsc
-from tests.ports import unused_port
 
 SYSTEM_ID, PASSWORD = "notify-test", "s3cret"
 

@@ -17,9 +17,9 @@ from deliveries.models import (
     DeliveryStatus,
     Reason,
 )
+from scripts.ports import unused_port
 from tests.deliveries.email.bounces.mail import arf, dsn, out_of_office
 from tests.deliveries.email.test_esp_e2e import PROMO, notify, settled
-from tests.ports import unused_port
 from tests.processes import ScriptProcess
 from tests.waiting import wait_for
 

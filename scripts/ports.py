@@ -1,4 +1,5 @@
-"""Ports for the tests' peers and processes that are chosen before they are bound.
+"""Ports chosen before they are bound: the tests' peers and processes, the test broker
+cluster's nodes, the bench's servers.
 
 A port taken from the kernel (`bind` to port 0) and bound again later comes from the
 ephemeral range, the same range every outgoing connection on the machine takes its
@@ -6,7 +7,8 @@ local port from: in between, a connection to PostgreSQL, RabbitMQ or a peer coul
 it, and the later bind fails with "Address already in use" (seen in CI, once in some
 1,400 tests). So the ports come from below that range, which connections never use,
 each test process (pytest-xdist's gw0, gw1, …) from a block of its own so two processes
-never pick the same one; each is checked free when chosen, and none is handed out twice.
+never pick the same one (a run without pytest-xdist, the bench among them, takes the last
+block); each is checked free when chosen, and none is handed out twice in a process.
 This module may not import Django: tests/settings.py uses it.
 """
 
