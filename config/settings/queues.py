@@ -251,9 +251,9 @@ NOTIFY_ORDER_RECHECK = env_float("NOTIFY_ORDER_RECHECK", 0.1, minimum=0.01)
 # (campaigns, which yield to the others) publish as before. Empty: off. The window is
 # about how long a newcomer waits behind a flood; a flood keeps its provider's full rate
 # while publish-to-sent takes less than the window, and drains slower past that (1.0
-# drains faster on a loaded box and puts the newcomer half a second further back).
+# drains faster on a loaded box and puts the newcomer 0.7 s further back).
 NOTIFY_OUTBOX_FAIR_QUEUES = env_list("NOTIFY_OUTBOX_FAIR_QUEUES", ["medium"])
-NOTIFY_OUTBOX_FAIR_WINDOW = env_float("NOTIFY_OUTBOX_FAIR_WINDOW", 0.5, minimum=0.05)
+NOTIFY_OUTBOX_FAIR_WINDOW = env_float("NOTIFY_OUTBOX_FAIR_WINDOW", 0.3, minimum=0.05)
 # While a fair class's rows wait for room, the relay looks again this often (seconds).
 NOTIFY_OUTBOX_FAIR_RECHECK = env_float("NOTIFY_OUTBOX_FAIR_RECHECK", 0.1, minimum=0.01)
 # What the relay reads to know how much of a class is routed but not sent: the
