@@ -20,10 +20,14 @@ def test_ports_come_from_below_the_ephemeral_range_each_free_and_never_twice(mon
 
 
 def test_a_port_something_listens_on_is_not_handed_out(monkeypatch):
-    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw3")
-    monkeypatch.setattr(ports, "BLOCK", 2)  # gw3's block is then two ports: 10006, 10007
+    # A block of two ports away from the suite's own blocks (another test process may be
+    # using those), the first of them taken by a listener here.
+    first = next(p for p in range(29_000, 30_000, 2) if ports._is_free(p) and ports._is_free(p + 1))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    monkeypatch.setattr(ports, "PORTS_FROM", first)
+    monkeypatch.setattr(ports, "BLOCK", 2)
     monkeypatch.setattr(ports, "_given", set())
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 10_006))
+        taken.bind(("127.0.0.1", first))
         taken.listen()
-        assert ports.unused_port() == 10_007
+        assert ports.unused_port() == first + 1
