@@ -21,6 +21,20 @@ import time
 import django
 
 
+def order_events(user_ids: list[str], *, tag: str) -> list[dict]:
+    """One order.shipped email event per person, its event id `tag`-user id."""
+    return [
+        {
+            "event_id": f"{tag}-{user_id}",
+            "user_id": user_id,
+            "category": "order.shipped",
+            "channels": ["email"],
+            "payload": {"order_number": user_id, "delivery_date": "2026-12-03", "items_count": 1},
+        }
+        for user_id in user_ids
+    ]
+
+
 def flood_post(*, key: str, prefix: str, count: int, batch: int) -> None:
     """Post `count` order.shipped emails to `prefix`-NNNN people, `batch` a request."""
     from rest_framework.test import APIClient
@@ -32,20 +46,7 @@ def flood_post(*, key: str, prefix: str, count: int, batch: int) -> None:
     client.post("/v1/notifications/batch", {"events": []}, format="json")
     print(time.time(), flush=True)
     for start in range(0, count, batch):
-        events = [
-            {
-                "event_id": f"flood-{user_id}",
-                "user_id": user_id,
-                "category": "order.shipped",
-                "channels": ["email"],
-                "payload": {
-                    "order_number": user_id,
-                    "delivery_date": "2026-12-03",
-                    "items_count": 1,
-                },
-            }
-            for user_id in user_ids[start : start + batch]
-        ]
+        events = order_events(user_ids[start : start + batch], tag="flood")
         response = client.post("/v1/notifications/batch", {"events": events}, format="json")
         accepted = response.status_code == 200 and all(
             result["status"] == 202 for result in response.json()["results"]

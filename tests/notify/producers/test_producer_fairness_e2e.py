@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 
 from notify.api_keys import api_key_issue
 from notify.models import Recipient
+from tests.notify.producers.flood_client import order_events
 from tests.processes import ROOT, stop_child
 from tests.waiting import wait_for
 
@@ -67,16 +68,7 @@ def people_create(prefix: str, count: int) -> list[str]:
 
 def post_batch(client: APIClient, user_ids: list[str], tag: str) -> float:
     """One batch of order.shipped emails, one per person; when it was accepted (epoch s)."""
-    events = [
-        {
-            "event_id": f"{tag}-{user_id}",
-            "user_id": user_id,
-            "category": "order.shipped",
-            "channels": ["email"],
-            "payload": {"order_number": user_id, "delivery_date": "2026-12-03", "items_count": 1},
-        }
-        for user_id in user_ids
-    ]
+    events = order_events(user_ids, tag=tag)
     response = client.post("/v1/notifications/batch", {"events": events}, format="json")
     assert response.status_code == 200, response.content
     assert {r["status"] for r in response.json()["results"]} == {202}
