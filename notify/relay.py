@@ -4,7 +4,8 @@ Intake writes a notification and its outbox row in one transaction and returns; 
 never waits for the broker. This long-running process (`manage.py outbox_relay`, the
 `relay` process type) is woken by PostgreSQL's NOTIFY when such a transaction commits,
 takes the unpublished rows with `FOR UPDATE SKIP LOCKED` (several relays can run),
-publishes each with publisher confirms, and marks the batch published in one UPDATE.
+publishes each with publisher confirms, and marks the batch published in the same
+transaction.
 
 No loss: a row is marked only after the broker confirmed its message, in the same
 transaction that locked it. A relay that dies between the confirm and the commit leaves
@@ -54,6 +55,11 @@ UNROUTED_FORGET_SECONDS = 30.0
 class RoundResult:
     published: int
     held_back: bool  # a fair class left due rows waiting for room
+    # Rows may be left that this round had no room for: a class published its whole
+    # limit, or a fair class published any (its budget, not the rows, ended its round).
+    # A class that published fewer than its limit took every due row it could see, and
+    # a row that commits later wakes the relay by its own NOTIFY.
+    more: bool = False
 
 
 @dataclass
@@ -98,27 +104,62 @@ def outbox_publish_round(
         "medium": settings.NOTIFY_OUTBOX_BATCH,
         "low": settings.NOTIFY_OUTBOX_LOW_BATCH,
     }
-    published, held_back = 0, False
+    published, held_back, more = 0, False, False
     for queue in queues:
         if queue in settings.NOTIFY_OUTBOX_FAIR_QUEUES:
             count, held = _publish_class_fair(queue, limits[queue], cutoff)
             held_back = held_back or held
+            more = more or count > 0
         else:
             count = _publish_class(queue, limits[queue], cutoff)
+            more = more or count >= limits[queue]
         published += count
-    return RoundResult(published, held_back)
+    return RoundResult(published, held_back, more)
+
+
+# One class's oldest due rows, locked (rows another relay holds are skipped) and marked
+# published, in one statement: the mark commits only after the broker confirmed their
+# messages (the relay publishes between this statement and its commit), and a publish
+# that fails takes its rows' mark back (_UNMARK_SQL) before the commit. The person is
+# looked up per row, as in _FAIR_ROWS_SQL; the rows are marked by primary-key probes
+# (the ids are taken first, so no estimate can turn the mark into a scan of the
+# table). Written once: a login code's relay step is this statement, its publish and
+# the commit.
+_TAKE_SQL = """
+UPDATE notify_outbox o
+   SET published_at = %(now)s, publish_attempts = o.publish_attempts + 1
+ WHERE o.id = ANY(ARRAY(
+    SELECT w.id FROM notify_outbox w
+     WHERE w.published_at IS NULL AND w.queue = %(queue)s AND w.due_at <= %(cutoff)s
+     ORDER BY w.due_at LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+ ))
+RETURNING o.id, o.notification_id,
+          (SELECT n.recipient_id FROM notify_notification n WHERE n.id = o.notification_id),
+          o.due_at
+"""
+_DUE_SQL = """
+SELECT 1 FROM notify_outbox
+ WHERE published_at IS NULL AND queue = %(queue)s AND due_at <= %(cutoff)s LIMIT 1
+"""
+_UNMARK_SQL = """
+UPDATE notify_outbox
+   SET published_at = NULL, publish_attempts = publish_attempts - 1
+ WHERE id = ANY(%(ids)s)
+"""
 
 
 def _publish_class(queue: str, limit: int, cutoff: datetime) -> int:
     """Publish up to `limit` due rows of one queue class, oldest first, and mark them."""
-    with transaction.atomic():
-        rows = list(
-            Outbox.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(published_at__isnull=True, queue=queue, due_at__lte=cutoff)
-            .order_by("due_at")
-            .values_list("pk", "notification_id", "notification__recipient_id")[:limit]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            _TAKE_SQL, {"now": timezone.now(), "queue": queue, "cutoff": cutoff, "limit": limit}
         )
-        published = _publish_rows(queue, rows)
+        rows = sorted(cursor.fetchall(), key=lambda row: (row[3], row[0]))  # due order
+        published = set(_publish_batches(queue, [row[:3] for row in rows]))
+        unpublished = [row[0] for row in rows if row[0] not in published]
+        if unpublished:  # the broker went away mid-round: those wait for the next round
+            cursor.execute(_UNMARK_SQL, {"ids": unpublished})
     return len(published)
 
 
@@ -173,9 +214,10 @@ def _publish_class_fair(queue: str, limit: int, cutoff: datetime) -> tuple[int, 
     state = _fair_states.setdefault(queue, _FairState())
     # Nothing due in the class (the relay's usual round: it wakes for every login code):
     # one probe of the waiting rows' index, and not the count of the class in flight.
-    waiting_due = Outbox.objects.filter(published_at__isnull=True, queue=queue, due_at__lte=cutoff)
-    if not waiting_due.exists():
-        return 0, False
+    with connection.cursor() as cursor:
+        cursor.execute(_DUE_SQL, {"queue": queue, "cutoff": cutoff})
+        if cursor.fetchone() is None:
+            return 0, False
     in_flight, rate, burst = _class_in_flight(queue, state)
     budget = fair_share_budget(
         window_seconds=settings.NOTIFY_OUTBOX_FAIR_WINDOW, rate=rate,
@@ -231,6 +273,20 @@ def _class_in_flight(queue: str, state: _FairState) -> tuple[int, float | None, 
 def _publish_rows(queue: str, rows: list[tuple]) -> list[int]:
     """Publish (pk, notification id, recipient id) rows as route batches and mark those
     the broker confirmed, inside the caller's transaction; the published pks."""
+    published = _publish_batches(queue, rows)
+    if published:
+        # A publish the broker never took is not counted: the count is what the sweeper
+        # reads to stop republishing a route that keeps dying, and a broker outage says
+        # nothing about the route.
+        Outbox.objects.filter(pk__in=published).update(
+            published_at=timezone.now(), publish_attempts=F("publish_attempts") + 1
+        )
+    return published
+
+
+def _publish_batches(queue: str, rows: list[tuple]) -> list[int]:
+    """Publish (pk, notification id, recipient id) rows (in due order) as route
+    batches; the pks the broker confirmed (all of them unless it went away)."""
     # One route message per batch of rows: what is queued together is routed together,
     # and a lone row goes at once as a batch of one. One person's rows are kept
     # together (in their order): their sends then go out in order inside one batch,
@@ -249,13 +305,6 @@ def _publish_rows(queue: str, rows: list[tuple]) -> list[int]:
             logger.exception("outbox relay: publish failed; retrying on the next round")
             break
         published.extend(pk for pk, _, _ in batch)
-    if published:
-        # A publish the broker never took is not counted: the count is what the sweeper
-        # reads to stop republishing a route that keeps dying, and a broker outage says
-        # nothing about the route.
-        Outbox.objects.filter(pk__in=published).update(
-            published_at=timezone.now(), publish_attempts=F("publish_attempts") + 1
-        )
     return published
 
 
@@ -272,7 +321,7 @@ def relay_forever(
             while True:
                 result = outbox_publish_round(queues=queues)
                 held_back = result.held_back
-                if not result.published or held_back:
+                if not result.more or held_back:
                     break  # nothing more now, or no room: wait (below)
         except Exception:  # the database is away: back off, then try again
             logger.exception("outbox relay: round failed")
