@@ -149,6 +149,16 @@ def routed_email_delivery(api, user_id: str) -> Delivery:
         },
         format="json",
     ).json()["notification_id"]
+    # The suite's relay publishes the route message: wait until it has (the mark commits
+    # after the broker's confirm), so the caller's purge loses it. Published after the
+    # purge, it reached the worker once consuming again and started the email itself,
+    # leaving the sweeper nothing to find.
+    wait_for(
+        lambda: Outbox.objects.filter(
+            notification_id=notification_id, published_at__isnull=False
+        ).exists(),
+        what="the relay to publish the route message",
+    )
     notification_route(notification_id=notification_id)
     return Delivery.objects.get(notification_id=notification_id, channel="email")
 
