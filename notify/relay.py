@@ -7,7 +7,7 @@ takes the unpublished rows with `FOR UPDATE SKIP LOCKED` (several relays can run
 publishes each with publisher confirms, and marks the batch published in the same
 transaction.
 
-No loss: a row is marked only after the broker confirmed its message, in the same
+No loss: a row's mark commits only after the broker confirmed its message, in the same
 transaction that locked it. A relay that dies between the confirm and the commit leaves
 the row unpublished, so it is published again — a duplicate route message, which
 routing ignores (it locks the notification and routes it once).

@@ -243,6 +243,12 @@ def outbox_relay(worker_env):
     relay.stop()
 
 
+def session_relay_running() -> bool:
+    """Whether the suite's relay process (started by an earlier test in this process)
+    is publishing the outbox now."""
+    return any(relay.process.poll() is None for relay in _session_relays)
+
+
 @contextmanager
 def session_pipeline_stopped():
     """The suite's own relay stopped and its worker not consuming, for tests that run a
