@@ -167,12 +167,24 @@ def test_a_bind_lost_mid_window_leaves_exactly_the_unanswered_sms_to_retry(
     settings.NOTIFY_BATCH_ROUND_START = 20  # one round: a full window when the bind goes
     smsc.submit_delay = 0.4
     deliveries = [sms_event(window_env, phone=f"7993{n:07d}", code="333333") for n in range(20)]
-    cut = threading.Timer(0.2, smsc.drop_connections)  # while the first window waits
+    done = threading.Event()
+
+    def cut_while_a_window_waits() -> None:
+        # As soon as the SMSC holds unanswered submits (each answered 0.4 s after it is
+        # read), not at a fixed moment: on a loaded box the round may start later than
+        # any fixed delay, and a cut before the first submit leaves nothing in flight.
+        while not done.wait(0.005):
+            if smsc.outstanding:
+                smsc.drop_connections()
+                return
+
+    cut = threading.Thread(target=cut_while_a_window_waits, daemon=True)
     cut.start()
     try:
         deliveries_attempt(delivery_ids=[d.pk for d in deliveries])
     finally:
-        cut.cancel()
+        done.set()
+        cut.join(5)
 
     rows = list(Delivery.objects.filter(pk__in=[d.pk for d in deliveries]))
     delivered = [row for row in rows if row.status == DeliveryStatus.DELIVERED]
