@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bench.config import LOOPBACK, env_int
-from bench.processes import Proc, free_port, python, wait_http
+from bench.processes import Proc, python, wait_http
+from scripts.ports import unused_port
 
 if TYPE_CHECKING:  # bench.runner imports the scenarios that use this module
     from bench.runner import Bench
@@ -37,7 +38,7 @@ def bare_server_argv(port: int, processes: int) -> list[str]:
 def start_bare_server(bench: Bench) -> tuple[Proc, int, str]:
     """Start the bare baselines' server once /healthz answers; (process, port, what)."""
     processes = env_int("WEB_CONCURRENCY", 2)
-    port = free_port()
+    port = unused_port()
     env = {**bench.env, "DJANGO_SETTINGS_MODULE": "bench.bare_settings"}
     proc = bench.stack.start("bare", bare_server_argv(port, processes), env)
     wait_http(f"http://{LOOPBACK}:{port}/healthz", proc)

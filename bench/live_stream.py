@@ -18,8 +18,9 @@ import time
 from typing import TYPE_CHECKING
 
 from bench.config import DEMO_USER, LOOPBACK, BenchError, env_float, env_int
-from bench.processes import Proc, free_port, wait_http
+from bench.processes import Proc, wait_http
 from bench.report import phase
+from scripts.ports import unused_port
 
 if TYPE_CHECKING:  # bench.runner imports the scenarios to run them
     from bench.runner import Bench
@@ -167,7 +168,7 @@ def scenario_stream(bench: Bench) -> None:
     """Open BENCH_STREAMS streams on scripts/stream.sh, then one notification to all."""
     count = env_int("BENCH_STREAMS", 2000)
     timeout = env_float("BENCH_STREAM_TIMEOUT", 60.0)
-    port = free_port()
+    port = unused_port()
     env = {
         **bench.env,
         "HOST": LOOPBACK,

@@ -26,8 +26,9 @@ from bench.pipeline_drains import (
     routed_span,
     wait_final,
 )
-from bench.processes import free_port, python, start_smtp_sink
+from bench.processes import python, start_smtp_sink
 from bench.report import ratio, verdict
+from scripts.ports import unused_port
 
 if TYPE_CHECKING:  # bench.runner imports this module to run it
     from bench.runner import Bench
@@ -75,9 +76,9 @@ def scenario_s2o(bench: Bench) -> None:
     env = {
         **worker_env,
         **counting_env(f"bench:count:{stamp}", bench.config.count_flush),
-        "PORT": str(free_port()),  # the stream's
-        "NOTIFY_BOUNCE_LISTEN": f"127.0.0.1:{free_port()}",
-        "NOTIFY_ANALYTICS_READER_ADDRESS": f"127.0.0.1:{free_port()}",
+        "PORT": str(unused_port()),  # the stream's
+        "NOTIFY_BOUNCE_LISTEN": f"127.0.0.1:{unused_port()}",
+        "NOTIFY_ANALYTICS_READER_ADDRESS": f"127.0.0.1:{unused_port()}",
     }
     started = time.time()
     procs = [

@@ -30,12 +30,6 @@ def python() -> str:
     return sys.executable
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on right now, on loopback, for a server started later
-    (scripts/ports.py says why not one the kernel picks)."""
-    return unused_port()
-
-
 class Proc:
     """A child process in its own session, logging to var/bench/NAME.log; its PostgreSQL
     connections carry "bench:NAME" as application_name (libpq reads PGAPPNAME), so the
@@ -190,7 +184,7 @@ def wait_port(port: int, proc: Proc, timeout: float = 30.0) -> None:
 def start_smtp_sink(stack: Stack, env: dict[str, str]) -> tuple[Proc, dict[str, str]]:
     """An SMTP server that accepts and drops every message, on a free loopback port;
     returns it and `env` with EMAIL_HOST/EMAIL_PORT pointing at it (for the workers)."""
-    port = free_port()
+    port = unused_port()
     sink = stack.start(
         "smtp-sink",
         [

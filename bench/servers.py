@@ -20,10 +20,11 @@ from pathlib import Path
 from bench.bare_server import start_bare_server
 from bench.config import DEMO_USER, LOOPBACK, Config, env_int
 from bench.places import Places
-from bench.processes import Proc, Stack, free_port, python, wait_http
+from bench.processes import Proc, Stack, python, wait_http
 from bench.report import machine_line, phase
 from bench.runner import Bench
 from bench.wrk import Load, LoadResult, ensure_wrk
+from scripts.ports import unused_port
 
 ASGI = "config.asgi:application"
 WSGI = "config.wsgi:application"
@@ -93,7 +94,7 @@ def main() -> int:
             _, bare_port, bare_what = start_bare_server(bench)
         servers: dict[str, tuple[Proc, int]] = {}
         for name in candidates(0, processes):
-            port = free_port()
+            port = unused_port()
             argv, extra = candidates(port, processes)[name]
             with phase(f"starting {name}"):
                 proc = stack.start(

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.config import LOOPBACK, BenchError
-from bench.processes import LOG_DIR, Proc, Stack, free_port, python, wait_port
+from bench.processes import LOG_DIR, Proc, Stack, python, wait_port
+from scripts.ports import unused_port
 
 WRITE_DELAY = 0.02  # seconds between a message and the status write it schedules
 SENDER = "bench@bench.example"
@@ -82,7 +83,7 @@ class Sink:
     """A counting sink started by the bench, and how to read it."""
 
     def __init__(self, stack: Stack, env: dict[str, str]) -> None:
-        self.port = free_port()
+        self.port = unused_port()
         self.status_path = LOG_DIR / f"smtp-count-{self.port}.status"
         self.proc: Proc = stack.start(
             "smtp-count",

@@ -21,8 +21,9 @@ from bench.config import (
 )
 from bench.intake_unread import scenario_s1, scenario_s5
 from bench.places import max_connections
-from bench.processes import Proc, free_port, wait_http
+from bench.processes import Proc, wait_http
 from bench.report import phase
+from scripts.ports import unused_port
 
 if TYPE_CHECKING:  # bench.runner imports this module to run it
     from bench.runner import Bench
@@ -33,7 +34,7 @@ def start_web(
 ) -> tuple[Proc, int]:
     """scripts/web.sh on a free loopback port, once /healthz answers; (process, port).
     `env`: the process's environment when not the bench's own."""
-    port = free_port()
+    port = unused_port()
     web = bench.stack.start(
         name,
         ["bash", "scripts/web.sh"],

@@ -29,8 +29,9 @@ from bench.login_codes import (
     wait_emails,
     wait_ready,
 )
-from bench.processes import free_port, python, start_smtp_sink, wait_port
+from bench.processes import python, start_smtp_sink, wait_port
 from bench.report import phase, ratio, verdict
+from scripts.ports import unused_port
 
 if TYPE_CHECKING:
     from bench.runner import Bench
@@ -40,7 +41,7 @@ def scenario_s9(bench: Bench) -> None:
     """Time login codes idle and with a webhook backlog, alternating; print the ratio."""
     events = int(os.environ.get("BENCH_S9_EVENTS", "10000"))
     delay = float(os.environ.get("BENCH_S9_RECEIVER_DELAY", "0.05"))
-    port = free_port()
+    port = unused_port()
     # The receiver stands for another host: its own process, niced, so its CPU is not
     # counted against the login codes on this 2-core machine.
     receiver = bench.stack.start(

@@ -53,19 +53,13 @@ def side_by_side(action, nodes: list[RabbitNode]) -> None:
             future.result()
 
 
-def free_port() -> int:
-    """A loopback port for a node to listen on later (scripts/ports.py says why not one
-    the kernel picks)."""
-    return unused_port()
-
-
 @dataclass
 class RabbitNode:
     index: int
     base: Path
     run: str  # in the node's name, so a node left over from a killed run never clashes
-    amqp_port: int = field(default_factory=free_port)
-    dist_port: int = field(default_factory=free_port)
+    amqp_port: int = field(default_factory=unused_port)
+    dist_port: int = field(default_factory=unused_port)
     process: subprocess.Popen | None = None
 
     @property

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from kombu import Connection
+from kombu import Connection, Queue
 
 from tests.processes import ARTIFACTS, ROOT, RelayProcess, WorkerProcess, stop_children
 
@@ -110,6 +110,17 @@ def broker():
     with Connection(settings.CELERY_BROKER_URL) as conn:
         declare_topology(conn)
         yield conn
+
+
+def messages_taken(queue: str) -> list[tuple[str, list, dict]]:
+    """Every message waiting in `queue`, taken off it: (task name, args, kwargs)."""
+    messages = []
+    with Connection(settings.CELERY_BROKER_URL) as conn:
+        waiting = Queue(queue, no_declare=True)(conn.default_channel)
+        while (message := waiting.get(no_ack=True)) is not None:
+            args, kwargs, _ = message.decode()
+            messages.append((message.headers["task"], args, kwargs))
+    return messages
 
 
 def purge_queues(conn: Connection) -> None:
@@ -243,10 +254,14 @@ def outbox_relay(worker_env):
     relay.stop()
 
 
+def _session_relays_running() -> list[RelayProcess]:
+    return [relay for relay in _session_relays if relay.process.poll() is None]
+
+
 def session_relay_running() -> bool:
     """Whether the suite's relay process (started by an earlier test in this process)
     is publishing the outbox now."""
-    return any(relay.process.poll() is None for relay in _session_relays)
+    return bool(_session_relays_running())
 
 
 @contextmanager
@@ -256,7 +271,7 @@ def session_pipeline_stopped():
     publish); both come back afterwards."""
     from config.celery import app
 
-    running = [relay for relay in _session_relays if relay.process.poll() is None]
+    running = _session_relays_running()
     for relay in running:
         relay.stop()
     for worker in _session_workers:

@@ -19,7 +19,6 @@ from django.conf import settings as django_settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from kombu import Connection, Queue
 
 from deliveries.channels.email import kept_session_close
 from deliveries.models import Delivery, DeliveryAttempt
@@ -30,20 +29,10 @@ from notify.models import Outbox
 from notify.relay import outbox_publish_pending
 from preferences.models import QuietHours
 from tests.campaigns.conftest import campaign_notifications, fan_out_all, launch, seed_recipients
+from tests.conftest import messages_taken
 from tests.waiting import wait_for
 
 SEND_TASK = "deliveries.send"
-
-
-def taken_from_low() -> list[tuple[str, list, dict]]:
-    """Every message waiting in `low`, taken off it: (task name, args, kwargs)."""
-    messages = []
-    with Connection(django_settings.CELERY_BROKER_URL) as conn:
-        queue = Queue("low", no_declare=True)(conn.default_channel)
-        while (message := queue.get(no_ack=True)) is not None:
-            args, kwargs, _ = message.decode()
-            messages.append((message.headers["task"], args, kwargs))
-    return messages
 
 
 def published_routes(campaign) -> list[tuple[str, list, dict]]:
@@ -53,7 +42,7 @@ def published_routes(campaign) -> list[tuple[str, list, dict]]:
     unpublished = Outbox.objects.filter(notification_id__in=ids, published_at__isnull=True)
     while unpublished.exists():
         outbox_publish_pending(queues=("low",))
-    return taken_from_low()
+    return messages_taken("low")
 
 
 @pytest.fixture
@@ -68,9 +57,9 @@ def smtp_here(smtp, settings):
 @pytest.fixture
 def quiet_queues(transactional_db, broker, session_worker_paused, clean_breakers):
     """No worker takes from the queues, which start empty: every message is read here."""
-    taken_from_low()
+    messages_taken("low")
     yield
-    taken_from_low()
+    messages_taken("low")
 
 
 def promo_campaign(audience: int, **seeded):
@@ -102,7 +91,7 @@ def test_a_campaign_costs_few_statements_and_messages_per_notification(
         with CaptureQueriesContext(connection) as routing:
             notifications_route(notification_ids=batch)
         statements += len(routing.captured_queries)
-    sends = taken_from_low()
+    sends = messages_taken("low")
     send_batches = [args[0] for name, args, _ in sends if name == SEND_TASK]
     for batch in send_batches:
         with CaptureQueriesContext(connection) as sending:
@@ -138,7 +127,7 @@ def test_a_batch_ends_each_member_with_its_own_status_and_its_own_retry(
     for name, args, _ in published_routes(campaign):
         if name == ROUTE_TASK:
             notifications_route(notification_ids=args[0])
-    [batch] = [args[0] for name, args, _ in taken_from_low() if name == SEND_TASK]
+    [batch] = [args[0] for name, args, _ in messages_taken("low") if name == SEND_TASK]
     assert len(batch) == 198  # the two in quiet hours have no send
     deliveries_attempt(delivery_ids=batch)
 
@@ -162,7 +151,7 @@ def test_a_batch_ends_each_member_with_its_own_status_and_its_own_retry(
         assert first_delay * (1 - jitter) <= delay <= first_delay * (1 + jitter) + 1
     assert len({row.next_attempt_at for row in retries}) == 3
     retried = wait_for(
-        lambda: [m for m in taken_from_low() if m[0] == SEND_TASK] or None,
+        lambda: [m for m in messages_taken("low") if m[0] == SEND_TASK] or None,
         what="the retries' messages",
     )
     assert sorted(args[0] for _, args, _ in retried) == sorted(row.pk for row in retries)
@@ -176,7 +165,7 @@ def test_a_pause_during_a_send_batch_stops_the_rest_of_it(promo_data, quiet_queu
     for name, args, _ in published_routes(campaign):
         if name == ROUTE_TASK:
             notifications_route(notification_ids=args[0])
-    [batch] = [args[0] for name, args, _ in taken_from_low() if name == SEND_TASK]
+    [batch] = [args[0] for name, args, _ in messages_taken("low") if name == SEND_TASK]
     smtp_here.handler.data_delay = 0.05  # a relay that takes its time: the batch lasts ~3 s
 
     def pause_after_ten() -> None:
@@ -216,7 +205,7 @@ def test_a_worker_lost_before_a_round_is_recorded_sends_none_of_its_sent_members
     for name, args, _ in published_routes(campaign):
         if name == ROUTE_TASK:
             notifications_route(notification_ids=args[0])
-    [batch] = [args[0] for name, args, _ in taken_from_low() if name == SEND_TASK]
+    [batch] = [args[0] for name, args, _ in messages_taken("low") if name == SEND_TASK]
     settings.NOTIFY_BATCH_ROUND_START = 3
 
     def killed(tries):
@@ -235,7 +224,7 @@ def test_a_worker_lost_before_a_round_is_recorded_sends_none_of_its_sent_members
     settings.NOTIFY_RETRY_SWEEP_GRACE = 0
     time.sleep(0.05)
     sweep_due_deliveries()
-    for name, args, _ in taken_from_low():  # whatever the sweeper sent again
+    for name, args, _ in messages_taken("low"):  # whatever the sweeper sent again
         if name == SEND_TASK:  # a retry's message names one delivery
             ids = args[0]
             deliveries_attempt(delivery_ids=ids if isinstance(ids, list) else [ids])

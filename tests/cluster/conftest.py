@@ -19,7 +19,8 @@ import pytest
 import redis
 from django.conf import settings
 
-from scripts.rabbit_cluster import RabbitCluster, free_port
+from scripts.ports import unused_port
+from scripts.rabbit_cluster import RabbitCluster
 from tests.cluster.deployment import Deployment, Host, StallingHandler
 from tests.conftest import session_pipeline_stopped
 from tests.peers.smtp import SmtpPeer
@@ -100,7 +101,7 @@ def _deployment(cluster: RabbitCluster, cluster_smtp, worker_env):
         # outage test waits less for the nodes it brought back (5 s by default).
         "NOTIFY_BROKER_RECONNECT_MAX": "1",
     }
-    nowhere = f"amqp://guest:guest@127.0.0.1:{free_port()}/notify"  # no node listens there
+    nowhere = f"amqp://guest:guest@127.0.0.1:{unused_port()}/notify"  # no node listens there
     web_env = _host_env("host-a", base_env, cluster.urls([1, 2, 3]))
     web = WebProcess({**web_env, "DATABASE_POOL_MAX_SIZE": "4"}, name="cluster-web")
     hosts: list[Host] = []

@@ -11,34 +11,21 @@ import subprocess
 import sys
 
 import pytest
-from django.conf import settings as django_settings
-from kombu import Connection, Queue
 
 from deliveries.pipeline.enqueue import ROUTE_TASK
 from notify.models import Notification, Outbox, Recipient
 from notify.relay import outbox_publish_round
 from scripts.ports import unused_port
-from tests.conftest import ROOT, session_pipeline_stopped
+from tests.conftest import ROOT, messages_taken, session_pipeline_stopped
 
 
 @pytest.fixture
 def quiet_pipeline(transactional_db, broker):
     """No relay publishes and no worker consumes but this test; `high` starts empty."""
     with session_pipeline_stopped():
-        taken_from_high()
+        messages_taken("high")
         yield
-        taken_from_high()
-
-
-def taken_from_high() -> list[tuple[str, list]]:
-    """Every message waiting in `high`, taken off it: (task name, args)."""
-    messages = []
-    with Connection(django_settings.CELERY_BROKER_URL) as conn:
-        queue = Queue("high", no_declare=True)(conn.default_channel)
-        while (message := queue.get(no_ack=True)) is not None:
-            args, _, _ = message.decode()
-            messages.append((message.headers["task"], args))
-    return messages
+        messages_taken("high")
 
 
 def login_codes(api, people: list[str]) -> list[str]:
@@ -74,7 +61,7 @@ def test_a_round_publishes_a_class_marks_it_and_says_whether_rows_are_left(
     result = outbox_publish_round(queues=("high",))
 
     assert (result.published, result.more) == (3, False)
-    [(task, [routed])] = taken_from_high()
+    [(task, [routed], _)] = messages_taken("high")
     assert task == ROUTE_TASK
     # Person by person (r-b was registered first), each person's in due order.
     assert routed == [ids[0], ids[2], ids[1]]
@@ -87,7 +74,9 @@ def test_a_round_publishes_a_class_marks_it_and_says_whether_rows_are_left(
     second = outbox_publish_round(queues=("high",))
     assert (first.published, first.more) == (2, True)
     assert (second.published, second.more) == (1, False)
-    published = [notification for _, [routed] in taken_from_high() for notification in routed]
+    published = [
+        notification for _, [routed], _ in messages_taken("high") for notification in routed
+    ]
     assert sorted(published) == sorted(more_ids)
 
 
@@ -112,7 +101,7 @@ def test_rows_the_broker_never_took_stay_unpublished_and_uncounted(quiet_pipelin
     assert {(row.publish_attempts, row.published_at) for row in rows} == {(0, None)}
 
     assert outbox_publish_round(queues=("high",)).published == 2
-    [(_, [routed])] = taken_from_high()
+    [(_, [routed], _)] = messages_taken("high")
     assert sorted(routed) == sorted(ids)
     rows = Outbox.objects.filter(notification_id__in=ids)
     assert {row.publish_attempts for row in rows} == {1}
