@@ -7,7 +7,8 @@ when, so that a slow provider, a flood or a campaign never delays a login code.
 - `fairness`: the push slots that keep one person's pushes from holding the channel;
 - `breaker`: a provider's circuit breaker (closed, open, half-open);
 - `priority` and `campaign_statements`: campaign work yielding to login codes on a
-  shared host (the tasks' turns, and the campaign's database statements a few at a time).
+  shared host (the tasks' turns, and the campaign's database statements a few at a time);
+  `backend_priority`: a campaign process's PostgreSQL backends at its own low priority.
 
 It sits on the ground floor beside notify: it imports no app, and every app may import
 it. What it must call back in the send pipeline (publishing a recovered send again) is

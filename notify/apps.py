@@ -3,6 +3,7 @@ from typing import Any
 from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 
+from flow.backend_priority import backend_priority_follow
 from notify import checks  # noqa: F401 - registers the `check --deploy` secret key check
 from pgtypes import install_on
 
@@ -17,6 +18,8 @@ class NotifyConfig(AppConfig):
 
         # Every process's connections read timestamps through psycopg's C loader (pgtypes).
         connection_created.connect(_timestamps_in_c, dispatch_uid="pgtypes-timestamps")
+        # A campaign process's backends share its low CPU priority (where they can).
+        connection_created.connect(backend_priority_follow, dispatch_uid="backend-priority")
 
 
 def _timestamps_in_c(sender: object, connection: Any, **kwargs: Any) -> None:

@@ -36,6 +36,11 @@ DATABASE_PREPARE_THRESHOLD = env_int("DATABASE_PREPARE_THRESHOLD", 5, minimum=0)
 # claim. DATABASE_JIT=1 leaves the server's setting (e.g. behind a PgBouncer that
 # refuses the `options` startup parameter; then set jit = off in postgresql.conf).
 DATABASE_JIT = env_bool("DATABASE_JIT", False)
+# A process running below the usual CPU priority (the `low` worker and relay, under
+# SCHED_IDLE and niced) gives the PostgreSQL backends it connects to the same, when the
+# server runs on this host and the process may (root or CAP_SYS_NICE); otherwise the
+# backends keep theirs, logged once (flow/backend_priority.py). 0 turns it off.
+DATABASE_BACKENDS_FOLLOW_PRIORITY = env_bool("DATABASE_BACKENDS_FOLLOW_PRIORITY", True)
 DATABASES = {
     "default": {
         **database_from_url("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/notify"),
