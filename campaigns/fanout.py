@@ -44,6 +44,7 @@ from campaigns.pacing import (
     local_moments,
     local_slots_plan,
 )
+from flow.backend_priority import usual_priority
 from flow.priority import high_work_seen
 from notify.broker import publish_task
 from notify.models import Category, EventKey, Notification, Outbox, Producer
@@ -146,7 +147,9 @@ def campaign_fan_out(
     between the commit and the publish).
     """
     batch_size = batch_size or fan_out_batch_size()
-    with transaction.atomic():
+    # Its outbox rows' NOTIFY makes every other NOTIFYing commit (a login code's intake)
+    # wait for this one: it must not be preempted as campaign work is.
+    with usual_priority(), transaction.atomic():
         campaign = (
             # Only the campaign row: a lock on its category would make another campaign's
             # fan-out (skip_locked) pass over its own row.

@@ -14,8 +14,10 @@ CAP_SYS_NICE). Where it cannot (a database on another host, another PID namespac
 no privilege), it says so once in the log and leaves the backends as they are: nothing
 else changes. DATABASE_BACKENDS_FOLLOW_PRIORITY=0 turns it off.
 
-A lowered backend that holds a lock a login code's backend waits for still gets the
-CPU: the waiting backend sleeps, and what else wants the CPU then is brief.
+One lock is the exception: PostgreSQL serializes the commits of every transaction that
+sent a NOTIFY (the outbox's insert trigger wakes the relays), and a lowered backend
+preempted in such a commit held a login code's intake up to 0.4 s. So a transaction
+that writes outbox rows runs at the usual priority (`usual_priority`).
 
 The cost is one look-up per borrowed connection; a backend is changed once, when the
 process first borrows it from its pool.
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -78,17 +82,19 @@ def _followed() -> ProcessPriority | None:
 
 
 def backend_priority_set(pid: int, priority: ProcessPriority) -> bool:
-    """Give PostgreSQL backend `pid` this policy and niceness; False when the process
-    with that id is not a PostgreSQL one here. Raises OSError when the kernel refuses."""
+    """Give PostgreSQL backend `pid` this policy (SCHED_IDLE, or the usual one) and
+    niceness; False when the process with that id is not a PostgreSQL one here. Raises
+    OSError when the kernel refuses."""
     try:
         with open(f"/proc/{pid}/comm", encoding="utf-8") as comm:
             if not comm.read().startswith("postgres"):
                 return False
     except OSError:
         return False  # not in this PID namespace (a server in another container)
-    if priority.idle:
-        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
-    if priority.nice > os.getpriority(os.PRIO_PROCESS, pid):
+    policy = os.SCHED_IDLE if priority.idle else os.SCHED_OTHER
+    if os.sched_getscheduler(pid) != policy:
+        os.sched_setscheduler(pid, policy, os.sched_param(0))
+    if os.getpriority(os.PRIO_PROCESS, pid) != priority.nice:
         os.setpriority(os.PRIO_PROCESS, pid, priority.nice)
     return True
 
@@ -121,3 +127,29 @@ def backend_priority_follow(sender: object, connection: Any, **kwargs: Any) -> N
         pid,
         reason,
     )
+
+
+@contextmanager
+def usual_priority() -> Iterator[None]:
+    """Run the block's statements on a backend at the usual priority, then lower it
+    again: for a transaction whose commit others wait for (one that sends a NOTIFY).
+    Does nothing in a process that does not lower its backends."""
+    from django.db import connection
+
+    priority = _followed()
+    if priority is None or _gave_up:
+        yield
+        return
+    connection.ensure_connection()  # borrowed (and lowered) now, not inside the block
+    pid = connection.connection.info.backend_pid
+    try:
+        backend_priority_set(pid, ProcessPriority(idle=False, nice=0))
+    except OSError:  # not ours to raise again: it keeps the low priority
+        logger.debug("could not raise backend %s", pid, exc_info=True)
+    try:
+        yield
+    finally:
+        try:
+            backend_priority_set(pid, priority)
+        except OSError:
+            logger.debug("could not lower backend %s again", pid, exc_info=True)

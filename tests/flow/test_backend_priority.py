@@ -80,3 +80,33 @@ def test_a_process_id_that_is_not_a_postgres_backend_is_left_alone():
     before = os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)
     assert not backend_priority_set(os.getpid(), ProcessPriority(idle=True, nice=19))
     assert (os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)) == before
+
+
+# In a low process: the backend while a block runs under `usual_priority`, then after.
+_RAISED_REPORT = """
+import os, django
+django.setup()
+from django.db import connection
+from flow.backend_priority import usual_priority
+def backend():
+    pid = connection.connection.info.backend_pid
+    return os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid)
+with usual_priority():
+    inside = backend()
+print(*inside, *backend())
+"""
+
+
+def test_a_transaction_others_wait_for_runs_at_the_usual_priority_then_low_again(
+    worker_env, low_priority
+):
+    out = subprocess.run(
+        [*low_priority, sys.executable, "-c", _RAISED_REPORT],
+        cwd=ROOT,
+        env=worker_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
+    assert [int(v) for v in out[-4:]] == [os.SCHED_OTHER, 0, os.SCHED_IDLE, 10]
