@@ -30,17 +30,24 @@ print(os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid))
 """
 
 
-def _backend_of(prefix: list[str], env: dict[str, str]) -> tuple[int, int]:
+def _reported(script: str, prefix: list[str], env: dict[str, str]) -> list[int]:
+    """Run `script` in a Django process started with `prefix`; the numbers it prints
+    last."""
     out = subprocess.run(
-        [*prefix, sys.executable, "-c", _BACKEND_REPORT],
+        [*prefix, sys.executable, "-c", script],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
-    ).stdout.split()
-    return int(out[-2]), int(out[-1])
+    )
+    return [int(v) for v in out.stdout.splitlines()[-1].split()]
+
+
+def _backend_of(prefix: list[str], env: dict[str, str]) -> tuple[int, int]:
+    policy, nice = _reported(_BACKEND_REPORT, prefix, env)
+    return policy, nice
 
 
 @pytest.fixture
@@ -100,13 +107,9 @@ print(*inside, *backend())
 def test_a_transaction_others_wait_for_runs_at_the_usual_priority_then_low_again(
     worker_env, low_priority
 ):
-    out = subprocess.run(
-        [*low_priority, sys.executable, "-c", _RAISED_REPORT],
-        cwd=ROOT,
-        env=worker_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout.split()
-    assert [int(v) for v in out[-4:]] == [os.SCHED_OTHER, 0, os.SCHED_IDLE, 10]
+    assert _reported(_RAISED_REPORT, low_priority, worker_env) == [
+        os.SCHED_OTHER,
+        0,
+        os.SCHED_IDLE,
+        10,
+    ]
