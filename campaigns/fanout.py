@@ -44,10 +44,10 @@ from campaigns.pacing import (
     local_moments,
     local_slots_plan,
 )
-from flow.backend_priority import usual_priority
 from flow.priority import high_work_seen
 from notify.broker import publish_task
 from notify.models import Category, EventKey, Notification, Outbox, Producer
+from notify.outbox_wake import outbox_wake_after_commit
 
 logger = logging.getLogger(__name__)
 
@@ -147,9 +147,7 @@ def campaign_fan_out(
     between the commit and the publish).
     """
     batch_size = batch_size or fan_out_batch_size()
-    # Its outbox rows' NOTIFY makes every other NOTIFYing commit (a login code's intake)
-    # wait for this one: it must not be preempted as campaign work is.
-    with usual_priority(), transaction.atomic():
+    with transaction.atomic():
         campaign = (
             # Only the campaign row: a lock on its category would make another campaign's
             # fan-out (skip_locked) pass over its own row.
@@ -167,6 +165,9 @@ def campaign_fan_out(
         now = timezone.now()
         if campaign.audience_until is None:
             _audience_fix(campaign)
+        # This backend runs at the campaign's low priority: a NOTIFY sent by this commit
+        # would make a login code's intake wait whenever the scheduler preempted it.
+        outbox_wake_after_commit()
         last_id, taken, created = _batch_insert(campaign, batch_size, now)
         created_count = campaign.created_count + created
         if taken < batch_size:  # a short (or empty) batch: the audience is exhausted

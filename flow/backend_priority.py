@@ -14,10 +14,11 @@ CAP_SYS_NICE). Where it cannot (a database on another host, another PID namespac
 no privilege), it says so once in the log and leaves the backends as they are: nothing
 else changes. DATABASE_BACKENDS_FOLLOW_PRIORITY=0 turns it off.
 
-One lock is the exception: PostgreSQL serializes the commits of every transaction that
-sent a NOTIFY (the outbox's insert trigger wakes the relays), and a lowered backend
-preempted in such a commit held a login code's intake up to 0.4 s. So a transaction
-that writes outbox rows runs at the usual priority (`usual_priority`).
+One lock needs care: PostgreSQL serializes the commits of every transaction that sent a
+NOTIFY (the outbox's insert trigger wakes the relays), and a lowered backend preempted
+in such a commit held a login code's intake up to 0.4 s. So a lowered process sends its
+NOTIFY after its commit, in a short transaction at the usual priority (`usual_priority`,
+used by notify/outbox_wake.py).
 
 The cost is one look-up per borrowed connection; a backend is changed once, when the
 process first borrows it from its pool.

@@ -38,10 +38,10 @@ from notify.fair_share import (
     fair_share_budget,
 )
 from notify.models import Notification, Outbox
+from notify.outbox_wake import WAKE_CHANNEL
 
 logger = logging.getLogger(__name__)
 
-WAKE_CHANNEL = "notify_outbox"  # the trigger of migration 0004 notifies this channel
 
 
 QUEUE_CLASSES = ("high", "medium", "low")
