@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bench.config import ROOT, BenchError
-from bench.login_codes import percentile, wait_ready
-from bench.report import phase, ratio, verdict
+from bench.login_codes import wait_ready
+from bench.report import percentile, phase, ratio, verdict
 
 if TYPE_CHECKING:
     from bench.runner import Bench

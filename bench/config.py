@@ -107,6 +107,7 @@ class Config:
     code_recipients: int
     codes_to_members: bool
     campaign_send_rate: float | None
+    s3_waits: bool
     stall_seconds: float
     s7_recipients: int
     s7_runs: int
@@ -153,6 +154,9 @@ class Config:
             # S3's campaign paced at this many messages a second (0: unpaced, as fast as
             # the low worker goes): the login codes' p99 beside a paced campaign.
             campaign_send_rate=env_float("BENCH_S3_SEND_RATE", 0.0) or None,
+            # S3 samples what the login codes' PostgreSQL backends wait for (bench.pg_waits);
+            # a query every 5 ms beside them, so off in the figures of record.
+            s3_waits=env_int("BENCH_S3_WAITS", 0) > 0,
             # A drain with no progress for this long has failed (it raised, or the gate
             # held everything back); better said at once than after the timeout.
             stall_seconds=env_float("BENCH_STALL_SECONDS", 60.0),

@@ -16,9 +16,10 @@ and the tables emptied between runs, so a campaign's leftovers never reach the n
 
 from __future__ import annotations
 
-import math
+import contextlib
 import statistics
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -32,12 +33,15 @@ from bench.campaign_seed import (
     user_id,
 )
 from bench.config import DEMO_USER, BenchError
+from bench.costs import BENCH_APP
+from bench.login_code_steps import DETAILS, STAGES, steps_print, waits_print
+from bench.pg_waits import WaitSampler
 from bench.pipeline_drains import (  # READY_TIMEOUT also bounds the campaign's first email
     READY_TIMEOUT,
     wait_ready,
 )
 from bench.processes import Proc, start_smtp_sink
-from bench.report import phase, ratio, verdict
+from bench.report import percentile, phase, ratio, verdict
 
 if TYPE_CHECKING:  # Django is set up only after the bench has prepared its places
     from django.test import Client
@@ -46,6 +50,9 @@ if TYPE_CHECKING:  # Django is set up only after the bench has prepared its plac
 
 LOGIN_CATEGORY = "security.login_code"
 INTERVAL = 0.1  # seconds between two login codes
+# The backends a login code's statements run on: the bench's own intake (BENCH_APP), the
+# high worker and the high relay (bench.processes names each process's connections).
+CODE_APPS = (BENCH_APP, "bench:s3-worker-high", "bench:s3-relay")
 # Codes sent (at INTERVAL) after the processes start and before the measured ones: the
 # high worker's threads pool hands a task to any idle thread of its eight, and each
 # thread's first send opens its SMTP session. Start-up, reported on its own line.
@@ -65,23 +72,11 @@ class Codes:
     # The campaign's fan-out ended this many seconds after the first code (negative: before).
     fan_out_end: float | None = None
     warm_up: list[float] | None = None  # the start-up codes' latencies (s), before any campaign
+    waits: Counter[str] | None = None  # BENCH_S3_WAITS: the codes' backends (bench.pg_waits)
 
     @property
     def p99(self) -> float:
         return percentile(self.latencies, 0.99)
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest rank: of 200 values (the default) the 99th percentile is the second
-    slowest; of fewer than 100 it is the slowest one, a figure that one hiccup of a
-    shared machine decides."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
-
-
-def _step_ms(runs: list[Codes], stage: str, q: float) -> float:
-    """Each run's quantile `q` of a step, median over the runs, in ms."""
-    return statistics.median(percentile(c.stages[stage], q) for c in runs) * 1000
 
 
 def scenario_s3(bench: Bench) -> None:
@@ -151,35 +146,9 @@ def scenario_s3(bench: Bench) -> None:
             f"{relay_busy:.0f} ms during the campaign, {relay_idle:.0f} ms idle"
         )
     if all(c.stages for c in idle + busy):
-        # Each run's median and p99 of a step, median over the runs (the steps' p99s
-        # need not come from the same codes, so they do not add up).
-        for name, q in (("median", 0.5), ("p99", 0.99)):
-            parts = (
-                f"{s} {_step_ms(busy, s, q):.0f} ms ({_step_ms(idle, s, q):.0f})" for s in STEPS
-            )
-            print(f"S3 {name} per step during the campaign (idle): " + ", ".join(parts))
-        # The p99 is one or two codes: show where the slowest ones spent their time.
-        for label, runs in (("during the campaign", busy), ("idle", idle)):
-            slowest = sorted(
-                (
-                    sum(c.stages[s][i] for s in STAGES),
-                    [c.stages[s][i] for s in STAGES + DETAILS],
-                    c.stages["at"][i],
-                )
-                for c in runs
-                for i in range(len(c.stages["relay"]))
-            )[-3:]
-            print(
-                f"S3 slowest codes {label} (ms; "
-                + ", ".join(STAGES + DETAILS)
-                + "; s after the run's first code): "
-                + "; ".join(
-                    f"{total * 1000:.0f} = "
-                    + "/".join(f"{v * 1000:.0f}" for v in steps)
-                    + f" at {at:.1f} s"
-                    for total, steps, at in reversed(slowest)
-                )
-            )
+        steps_print(busy, idle)
+    if all(c.waits is not None for c in idle + busy):
+        waits_print(busy, idle)
     warm = [x for c in idle + busy for x in c.warm_up or []]
     if warm:
         print(
@@ -242,10 +211,13 @@ def codes_run(
             wait_campaign_email(bench, prefix, procs)
             if bench.config.codes_to_members:
                 users = members_waiting(prefix, len(users))
-        for number in range(bench.config.login_codes):
-            due = time.monotonic() + INTERVAL
-            post_code(client, f"{stamp}-{number}", number, users[number % len(users)])
-            time.sleep(max(0.0, due - time.monotonic()))
+        sampler = WaitSampler(CODE_APPS) if bench.config.s3_waits else None
+        with sampler or contextlib.nullcontext():
+            for number in range(bench.config.login_codes):
+                due = time.monotonic() + INTERVAL
+                post_code(client, f"{stamp}-{number}", number, users[number % len(users)])
+                time.sleep(max(0.0, due - time.monotonic()))
+        # Outside the sampler: the bench's own queries wait there, on its intake's backend.
         rows = wait_emails(bench, f"{stamp}-", bench.config.login_codes, procs)
         last = max(finished for _, _, finished in rows)
         left = campaign_left(prefix, last, bench.config.campaign_drain) if campaign else None
@@ -262,14 +234,8 @@ def codes_run(
         code_stages(bench, f"{stamp}-"),
         fan_out_end,
         [(finished - created).total_seconds() for created, _, finished in warm_up],
+        sampler.counts if sampler else None,
     )
-
-
-STAGES = ("relay", "route", "queue", "send")
-# Not steps but what the queue step may hold: time held back behind an earlier delivery
-# to the same person (per-recipient order), and the message's wait from its last publish.
-DETAILS = ("held", "published->claimed")
-STEPS = STAGES + DETAILS
 
 
 def members_waiting(prefix: str, count: int) -> list[str]:

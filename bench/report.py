@@ -6,6 +6,7 @@ Results go to stdout; progress (`phase`) goes to stderr, so the results read alo
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import platform
 import statistics
@@ -76,3 +77,11 @@ def twin_runs(runs: int, *, twins: bool) -> int:
     them the first place once more, and the drain after the baseline ran faster or
     slower with the machine's phase)."""
     return runs + runs % 2 if twins else runs
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest rank: of 200 values (the default) the 99th percentile is the second
+    slowest; of fewer than 100 it is the slowest one, a figure that one hiccup of a
+    shared machine decides."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]

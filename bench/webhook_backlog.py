@@ -18,19 +18,17 @@ import time
 from typing import TYPE_CHECKING
 
 from bench.config import DEMO_USER
+from bench.login_code_steps import DETAILS, STAGES
 from bench.login_codes import (
-    DETAILS,
     INTERVAL,
-    STAGES,
     code_recipients,
     code_stages,
-    percentile,
     post_code,
     wait_emails,
     wait_ready,
 )
 from bench.processes import python, start_smtp_sink, wait_port
-from bench.report import phase, ratio, verdict
+from bench.report import percentile, phase, ratio, verdict
 from scripts.ports import unused_port
 
 if TYPE_CHECKING:
