@@ -24,10 +24,14 @@ _WAKE_SETTING = "notify.outbox_wake"
 def outbox_wake_after_commit() -> None:
     """In a transaction about to insert outbox rows: the trigger sends no NOTIFY for
     them, and the relays are woken once it commits (not at all if it rolls back). One
-    statement now, one after the commit."""
+    statement now, one after the commit.
+
+    A wake-up that fails after the commit is logged, not raised: the rows are safe, the
+    relays find them at their next poll (NOTIFY_OUTBOX_POLL_INTERVAL), and the writer's
+    own later callbacks (a fan-out's next batch) still run."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT set_config(%s, 'after_commit', true)", [_WAKE_SETTING])
-    transaction.on_commit(outbox_wake)
+    transaction.on_commit(outbox_wake, robust=True)
 
 
 def outbox_wake() -> None:

@@ -43,7 +43,6 @@ from notify.outbox_wake import WAKE_CHANNEL
 logger = logging.getLogger(__name__)
 
 
-
 QUEUE_CLASSES = ("high", "medium", "low")
 
 # A published row not routed within this long (seconds) stops counting against its

@@ -118,3 +118,24 @@ def test_a_campaign_fan_out_batch_commits_silently_then_wakes_the_relays_once(
     assert at_commit == [0, 0]
     notifications = campaign_notifications(campaign)
     assert Outbox.objects.filter(notification__in=notifications).count() == 30
+
+
+def test_a_wake_up_that_fails_after_the_commit_loses_nothing(listener, monkeypatch, caplog):
+    """The rows are committed, the failure is logged, and the writer's own later
+    callbacks still run (a fan-out's next batch is published by one)."""
+    from notify import outbox_wake
+
+    def wake_fails() -> None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(outbox_wake, "outbox_wake", wake_fails)
+    later: list[str] = []
+    with transaction.atomic():
+        outbox_wake_after_commit()
+        accept_one()
+        transaction.on_commit(lambda: later.append("ran"))
+
+    assert later == ["ran"]
+    assert Outbox.objects.count() == 1
+    assert "the database went away" in caplog.text
+    assert heard(listener) == 0  # nobody woke them: the relays' poll finds the row
