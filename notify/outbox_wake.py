@@ -12,6 +12,7 @@ transaction of its own at the usual priority, which holds that lock for a moment
 
 from __future__ import annotations
 
+import psycopg
 from django.db import connection, transaction
 
 from flow.backend_priority import usual_priority
@@ -38,3 +39,14 @@ def outbox_wake() -> None:
     """Wake the outbox relays now, in a transaction of its own (autocommit)."""
     with usual_priority(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, '')", [WAKE_CHANNEL])
+
+
+def wake_listener() -> psycopg.Connection:
+    """A dedicated autocommit connection that LISTENs for the relays' wake-ups (the
+    relay's own; it is not borrowed from the pool, since it waits for hours)."""
+    params = connection.get_connection_params()
+    for key in ("cursor_factory", "context", "prepare_threshold"):
+        params.pop(key, None)
+    listener = psycopg.connect(**params, autocommit=True)
+    listener.execute(f"LISTEN {WAKE_CHANNEL}")
+    return listener

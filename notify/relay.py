@@ -38,7 +38,7 @@ from notify.fair_share import (
     fair_share_budget,
 )
 from notify.models import Notification, Outbox
-from notify.outbox_wake import WAKE_CHANNEL
+from notify.outbox_wake import wake_listener
 
 logger = logging.getLogger(__name__)
 
@@ -313,7 +313,7 @@ def relay_forever(
     """Publish whatever is pending (of `queues`), then sleep until a commit wakes us (or
     the poll interval passes, which also covers a lost NOTIFY and a broker that was
     away); while a fair class holds rows back for room, look again sooner."""
-    listener = _listen()
+    listener = wake_listener()
     while not should_stop():
         held_back = False
         try:
@@ -340,19 +340,8 @@ def relay_forever(
             logger.warning("outbox relay: lost the LISTEN connection; reconnecting")
             listener.close()
             time.sleep(settings.NOTIFY_OUTBOX_POLL_INTERVAL)
-            listener = _listen()
+            listener = wake_listener()
     listener.close()
-
-
-def _listen() -> psycopg.Connection:
-    """A dedicated autocommit connection that LISTENs for outbox inserts."""
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    params.pop("prepare_threshold", None)
-    listener = psycopg.connect(**params, autocommit=True)
-    listener.execute(f"LISTEN {WAKE_CHANNEL}")
-    return listener
 
 
 def stop_on_signals() -> Callable[[], bool]:

@@ -45,9 +45,9 @@ def _reported(script: str, prefix: list[str], env: dict[str, str]) -> list[int]:
     return [int(v) for v in out.stdout.splitlines()[-1].split()]
 
 
-def _backend_of(prefix: list[str], env: dict[str, str]) -> tuple[int, int]:
-    policy, nice = _reported(_BACKEND_REPORT, prefix, env)
-    return policy, nice
+def _backend_of(prefix: list[str], env: dict[str, str]) -> tuple[int, ...]:
+    """The policy and niceness of the backend a process started with `prefix` gets."""
+    return tuple(_reported(_BACKEND_REPORT, prefix, env))
 
 
 @pytest.fixture

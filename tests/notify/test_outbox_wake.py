@@ -17,7 +17,7 @@ from django.db import connection, transaction
 
 from campaigns.fanout import campaign_fan_out
 from notify.models import Category, Outbox, Producer, Recipient
-from notify.outbox_wake import WAKE_CHANNEL, outbox_wake_after_commit
+from notify.outbox_wake import outbox_wake_after_commit, wake_listener
 from notify.services import notification_accept
 from tests.conftest import purge_queues
 
@@ -26,12 +26,8 @@ QUIET = 0.5  # seconds a listener waits to be sure nothing more is coming
 
 @pytest.fixture
 def listener(transactional_db, demo_data) -> Iterator[psycopg.Connection]:
-    """A connection LISTENing on the relays' channel, as the relay's own does."""
-    params = connection.get_connection_params()
-    for key in ("cursor_factory", "context", "prepare_threshold"):
-        params.pop(key, None)
-    with psycopg.connect(**params, autocommit=True) as conn:
-        conn.execute(f"LISTEN {WAKE_CHANNEL}")
+    """A connection LISTENing on the relays' channel: the relay's own kind."""
+    with wake_listener() as conn:
         yield conn
 
 
