@@ -77,6 +77,30 @@ def test_a_render_that_loops_without_output_stops_on_its_cpu_time(settings):
     assert time.thread_time() - started < 0.5  # all of it would take many seconds
 
 
+def test_quick_renders_share_a_cpu_reading_and_a_slow_one_still_stops_at_its_bound(
+    settings, monkeypatch
+):
+    # Reading a thread's CPU clock is a system call: a sender's quick fields share one
+    # reading, and the render after them is still held to its bound.
+    readings = []
+    thread_time = time.thread_time
+    monkeypatch.setattr(time, "thread_time", lambda: readings.append(1) or thread_time())
+    quick = TemplateVersion(pk=None, body="Order {{ a }} shipped")
+    for number in range(200):
+        assert render_field(quick, "body", {"a": number}) == f"Order {number} shipped"
+    assert len(readings) <= 10  # one per field would be 200
+
+    settings.NOTIFY_TEMPLATE_RENDER_SECONDS = 0.05
+    slow = TemplateVersion(
+        pk=None, body="{% for a in lines %}{% for b in lines %}{% endfor %}{% endfor %}"
+    )
+    started = thread_time()
+    with pytest.raises(RenderLimitExceeded, match=r"more than 0\.05s of CPU"):
+        render_field(slow, "body", {"lines": list(range(3000))})
+    spent = thread_time() - started
+    assert 0.05 <= spent < 0.1  # never early; late by at most a share of the bound
+
+
 def test_the_render_clock_counts_cpu_time_not_time_spent_waiting(settings):
     # A sender thread that waits (for the GIL, on a loaded machine) has not spun: only
     # the CPU time it spends rendering counts, and past the bound it stops at once.
