@@ -121,12 +121,14 @@ def deliveries_attempt(
         clock = time.monotonic()
         reports.extend(_round(members, waiting, between, mark_sent=mark_sent))
         elapsed = time.monotonic() - clock
-        planned, size = size, _round_size_next(size, elapsed)
+        full = len(members) == size
+        size = _round_size_next(size, elapsed)
         # A round that filled its size, or took too long, tells the next batch where to
-        # start; a short last round that went fast tells nothing (a lone retry must not
-        # bring a campaign's next batch back to two members, nor lift it unbounded).
-        if len(members) == planned or elapsed > settings.NOTIFY_BATCH_ROUND_SECONDS:
-            _round_sizes[channels] = size
+        # start, in proportion to the members it had; a short last round that went fast
+        # tells nothing (a lone retry must not bring a campaign's next batch back to two
+        # members, nor lift it unbounded).
+        if full or elapsed > settings.NOTIFY_BATCH_ROUND_SECONDS:
+            _round_sizes[channels] = _round_size_next(len(members), elapsed)
     return reports
 
 
