@@ -25,6 +25,7 @@ DRAINED_TIMEOUT = 120.0  # the longest the queue is waited for after the drain
 # The S7 and S2 stores: the analytics process's own, emptied at each run's start.
 STORE_DIR = ROOT / "var" / "bench" / "analytics-s7"
 S2_STORE_DIR = ROOT / "var" / "bench" / "analytics-s2"
+S3_STORE_DIR = ROOT / "var" / "bench" / "analytics-s3"
 # What a run with analytics off changes in every process it starts (and the bench's own
 # settings while it posts or launches): no events written, and no shipper started.
 ANALYTICS_OFF = {"NOTIFY_ANALYTICS_ENABLED": "0"}

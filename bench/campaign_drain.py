@@ -34,7 +34,6 @@ from bench.campaign_drain_run import (
     WARM_UP,
     CampaignDrain,
     campaign_run,
-    procfile_entries,
 )
 from bench.campaign_seed import campaign_reset, seed_recipients
 from bench.config import (
@@ -45,6 +44,7 @@ from bench.config import (
     S7_TARGET,
 )
 from bench.costs import costs_text, median_costs
+from bench.processes import procfile_entries
 from bench.report import phase, ratio, twin_runs, verdict
 from bench.smtp_sink import Loop, Sink, smtp_loop
 

@@ -16,8 +16,6 @@ task name or a module of the pipeline, so the same run measures tomorrow's batch
 
 from __future__ import annotations
 
-import fnmatch
-import shlex
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -25,11 +23,11 @@ from typing import TYPE_CHECKING
 
 from bench.analytics_lag import ANALYTICS_OFF, LagWatch, StoreLag, queue_shipped, store_env
 from bench.campaign_seed import CAMPAIGN_PAYLOAD, campaign_reset, user_id
-from bench.config import ROOT, BenchError
+from bench.config import BenchError
 from bench.costs import Costs, PgCpu, counted_here, counting_env, read_tally
 from bench.login_codes import check, wait_ready
 from bench.pipeline_drains import wait_final, wait_until
-from bench.processes import Proc
+from bench.processes import Proc, procfile_entries
 from bench.smtp_sink import Sink
 
 if TYPE_CHECKING:  # Django is set up only after the bench has prepared its places
@@ -59,19 +57,6 @@ class CampaignDrain:
     @property
     def rate(self) -> float:
         return self.n / self.seconds
-
-
-def procfile_entries(patterns: tuple[str, ...]) -> list[tuple[str, list[str]]]:
-    """(name, argv) of the Procfile's process types whose names match `patterns`."""
-    entries = []
-    for line in (ROOT / "Procfile").read_text(encoding="utf-8").splitlines():
-        name, colon, command = line.partition(":")
-        name = name.strip()
-        if colon and not name.startswith("#") and any(fnmatch.fnmatch(name, p) for p in patterns):
-            entries.append((name, shlex.split(command)))
-    if not entries:
-        raise BenchError(f"no Procfile entry matches BENCH_S7_PROCESSES {patterns}")
-    return entries
 
 
 def start_processes(

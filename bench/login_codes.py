@@ -1,13 +1,14 @@
 """S3: login codes (high queue) delivered by email while a campaign drains on `low`.
 
-The shipped processes run it: scripts/worker.sh high, scripts/worker.sh low and the
-outbox relays as the Procfile runs them (scripts/relay.sh high,medium and low), with
-email going to an SMTP sink. Each run starts them afresh, waits until both workers are
-ready and WARM_UP_CODES start-up codes went through at the measured pace, then POSTs
-BENCH_LOGIN_CODES `security.login_code` events (email only, each to its own person
-unless BENCH_S3_RECIPIENTS says how many; people outside the campaign unless
-BENCH_S3_MEMBERS=1 sends them to members whose campaign email is still to come) through
-the API in-process, one every 100 ms. The figure is the p99 of
+The shipped processes run it: scripts/worker.sh high, scripts/worker.sh low, the outbox
+relays as the Procfile runs them (scripts/relay.sh high,medium and low) and, with
+analytics on, the Procfile's `analytics` shipper (the campaign's events are shipped
+while the codes go, as deployed), with email going to an SMTP sink. Each run starts them
+afresh, waits until both workers are ready and WARM_UP_CODES start-up codes went through
+at the measured pace, then POSTs BENCH_LOGIN_CODES `security.login_code` events (email
+only, each to its own person unless BENCH_S3_RECIPIENTS says how many; people outside
+the campaign unless BENCH_S3_MEMBERS=1 sends them to members whose campaign email is
+still to come) through the API in-process, one every 100 ms. The figure is the p99 of
 Delivery.finished_at - Notification.created_at over them: first idle (baseline), then
 after a campaign to BENCH_CAMPAIGN_DRAIN consenting recipients (inapp + email) has
 started draining on the low worker (subject). Runs alternate; the processes are stopped
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from bench.analytics_lag import S3_STORE_DIR, queue_shipped, store_env
 from bench.campaign_seed import (
     BENCH_CAMPAIGN_NAME,
     CAMPAIGN_CATEGORY,
@@ -39,8 +41,9 @@ from bench.pg_waits import WaitSampler
 from bench.pipeline_drains import (  # READY_TIMEOUT also bounds the campaign's first email
     READY_TIMEOUT,
     wait_ready,
+    wait_until,
 )
-from bench.processes import Proc, start_smtp_sink
+from bench.processes import Proc, procfile_entries, start_smtp_sink
 from bench.report import percentile, phase, ratio, verdict
 
 if TYPE_CHECKING:  # Django is set up only after the bench has prepared its places
@@ -179,6 +182,7 @@ def codes_run(
 ) -> Codes:
     """Start the processes, warm up, optionally launch the campaign, send the codes,
     wait until each has its email delivery final; stop everything and reset."""
+    from django.conf import settings
     from django.test import Client
 
     campaign_reset(bench)
@@ -194,6 +198,10 @@ def codes_run(
     ]
     for name, queues in (("s3-relay", "high,medium"), ("s3-relay-low", "low")):
         procs.append(bench.stack.start(name, ["bash", "scripts/relay.sh", queues], env))
+    shipping = bool(settings.NOTIFY_ANALYTICS_ENABLED)
+    if shipping:
+        shipper = dict(procfile_entries(("analytics",)))["analytics"]
+        procs.append(bench.stack.start("s3-analytics", shipper, {**env, **store_env(S3_STORE_DIR)}))
     client = Client(HTTP_AUTHORIZATION=f"Bearer {bench.api_key}")
     try:
         wait_ready(list(keys.values()), procs)
@@ -205,6 +213,13 @@ def codes_run(
             post_code(client, f"{stamp}:warm{number}", number, users[-1 - number % len(users)])
             time.sleep(max(0.0, due - time.monotonic()))
         warm_up = wait_emails(bench, f"{stamp}:warm", WARM_UP_CODES, procs)
+        if shipping:  # its start-up (the embedded engine's load) is not among the codes
+            wait_until(
+                queue_shipped,
+                procs,
+                what="the analytics shipper still held the warm-up's events",
+                poll=0.2,
+            )
         prefix = ""
         if campaign:
             prefix = campaign_start(bench)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.campaign_drain_run import procfile_entries
 from bench.config import S2_TARGET, env_int
 from bench.costs import counting_env
 from bench.noop_drain import noops_drained, noops_queue
@@ -26,7 +25,7 @@ from bench.pipeline_drains import (
     routed_span,
     wait_final,
 )
-from bench.processes import python, start_smtp_sink
+from bench.processes import procfile_entries, python, start_smtp_sink
 from bench.report import ratio, verdict
 from scripts.ports import unused_port
 

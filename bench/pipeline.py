@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bench.analytics_lag import ANALYTICS_OFF, S2_STORE_DIR, queue_shipped, store_env
-from bench.campaign_drain_run import procfile_entries
 from bench.config import (
     ANALYTICS_TARGET,
     S2_SQL_TARGET,
@@ -29,7 +28,7 @@ from bench.config import (
 from bench.costs import costs_text, median_costs
 from bench.noop_drain import noop_run
 from bench.pipeline_drains import Drain, pipeline_run, worker_cpu_line
-from bench.processes import start_smtp_sink
+from bench.processes import procfile_entries, start_smtp_sink
 from bench.report import ratio, twin_runs, verdict
 
 if TYPE_CHECKING:  # bench.runner imports this module to run it

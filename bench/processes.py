@@ -7,7 +7,9 @@ Every child process runs in its own session, so stopping it stops what it starte
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -201,3 +203,16 @@ def start_smtp_sink(stack: Stack, env: dict[str, str]) -> tuple[Proc, dict[str, 
     )
     wait_port(port, sink)
     return sink, {**env, "EMAIL_HOST": LOOPBACK, "EMAIL_PORT": str(port)}
+
+
+def procfile_entries(patterns: tuple[str, ...]) -> list[tuple[str, list[str]]]:
+    """(name, argv) of the Procfile's process types whose names match `patterns`."""
+    entries = []
+    for line in (ROOT / "Procfile").read_text(encoding="utf-8").splitlines():
+        name, colon, command = line.partition(":")
+        name = name.strip()
+        if colon and not name.startswith("#") and any(fnmatch.fnmatch(name, p) for p in patterns):
+            entries.append((name, shlex.split(command)))
+    if not entries:
+        raise BenchError(f"no Procfile entry matches {patterns}")
+    return entries
