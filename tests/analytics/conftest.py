@@ -33,7 +33,8 @@ def store(settings, analytics_on):
 
 
 class AnalyticsProcess(ScriptProcess):
-    """`scripts/manage.sh analytics_ship`, its data directory and reader address."""
+    """`scripts/analytics.sh` (the Procfile's shipper), its data directory and reader
+    address."""
 
     def __init__(self, env: dict[str, str], *, data_dir: str) -> None:
         self.address = f"127.0.0.1:{unused_port()}"
@@ -44,7 +45,7 @@ class AnalyticsProcess(ScriptProcess):
             "NOTIFY_ANALYTICS_READER_ADDRESS": self.address,
             "NOTIFY_ANALYTICS_POLL_INTERVAL": "0.2",
         }
-        super().__init__("manage.sh", "analytics_ship", env=env, name="analytics")
+        super().__init__("analytics.sh", env=env, name="analytics")
 
     def start(self) -> None:
         super().start()

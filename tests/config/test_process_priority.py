@@ -1,6 +1,6 @@
 """Campaign processes yield the CPU: the shipped scripts start the `low` relay and worker
 niced and under Linux's SCHED_IDLE (a waking login-code thread takes their CPU at once),
-and the transactional ones as usual."""
+the analytics shipper niced (its figures may lag), and the transactional ones as usual."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from tests.processes import ScriptProcess
 
 def started(script: str, *args: str, env: dict[str, str]) -> ScriptProcess:
     """The script's process once its exec chain reached Python (its pid stays the same)."""
-    process = ScriptProcess(script, *args, env=env, name=f"priority-{script}-{args[0]}")
+    name = "-".join(("priority", script, *args))
+    process = ScriptProcess(script, *args, env=env, name=name)
     process.start()
     deadline = time.monotonic() + 20
     cmdline = Path(f"/proc/{process.process.pid}/cmdline")
@@ -27,19 +28,23 @@ def started(script: str, *args: str, env: dict[str, str]) -> ScriptProcess:
 
 
 @pytest.mark.parametrize(
-    ("script", "queues", "overrides", "policy", "niceness"),
+    ("script", "args", "overrides", "policy", "niceness"),
     [
-        ("relay.sh", "low", {}, os.SCHED_IDLE, 10),
-        ("relay.sh", "low", {"RELAY_LOW_SCHED": "other"}, os.SCHED_OTHER, 10),
-        ("relay.sh", "high,medium", {}, os.SCHED_OTHER, 0),
-        ("worker.sh", "low", {"WORKER_PROCESSES": "1"}, os.SCHED_IDLE, 10),
-        ("worker.sh", "high", {}, os.SCHED_OTHER, 0),
+        ("relay.sh", ("low",), {}, os.SCHED_IDLE, 10),
+        ("relay.sh", ("low",), {"RELAY_LOW_SCHED": "other"}, os.SCHED_OTHER, 10),
+        ("relay.sh", ("high,medium",), {}, os.SCHED_OTHER, 0),
+        ("worker.sh", ("low",), {"WORKER_PROCESSES": "1"}, os.SCHED_IDLE, 10),
+        ("worker.sh", ("high",), {}, os.SCHED_OTHER, 0),
+        ("analytics.sh", (), {}, os.SCHED_OTHER, 10),
+        ("analytics.sh", (), {"ANALYTICS_NICE": "0"}, os.SCHED_OTHER, 0),
     ],
 )
 def test_campaign_processes_run_under_sched_idle_and_niced(
-    worker_env, script, queues, overrides, policy, niceness
+    worker_env, tmp_path, script, args, overrides, policy, niceness
 ):
-    process = started(script, queues, env={**worker_env, **overrides})
+    # The shipper's embedded store gets a directory of its own (the others ignore it).
+    env = {**worker_env, "NOTIFY_ANALYTICS_DATA_DIR": str(tmp_path / "store"), **overrides}
+    process = started(script, *args, env=env)
     try:
         pid = process.process.pid
         assert os.sched_getscheduler(pid) == policy
