@@ -79,7 +79,9 @@ def batch_ship(*, store, limit: int | None = None) -> int:
     finishes, which is when the COPY has ended; the deletion commits after that."""
     limit = limit or settings.NOTIFY_ANALYTICS_BATCH
     with transaction.atomic(), connection.cursor() as cursor:
-        with cursor.copy(_COPY_SQL, {"limit": limit}) as copy:
+        # psycopg's own cursor: Django's debug wrapper (DJANGO_DEBUG, as under `make
+        # run`) has a copy() that takes no parameters.
+        with cursor.cursor.copy(_COPY_SQL, {"limit": limit}) as copy:
             chunks = _blocks(copy)
             first = next(chunks, None)
             if first is not None:  # none waiting: the store is not asked

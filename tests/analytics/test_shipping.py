@@ -4,7 +4,8 @@ only when the store has it, and a batch the store took before a crash is not sen
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from analytics.models import AnalyticsEvent
 from analytics.store.schema import EVENTS
@@ -23,6 +24,15 @@ def test_shipped_events_leave_the_queue_and_are_in_the_store(db, store):
     assert batch_ship(store=store) == 0
     assert AnalyticsEvent.objects.count() == 0
     assert store.query(f"SELECT count(), uniqExact(event_id) FROM {EVENTS}") == [(120, 120)]
+
+
+def test_events_ship_with_the_debug_cursor_as_under_make_run(db, store):
+    # DJANGO_DEBUG (make run) wraps every cursor in Django's debug wrapper, whose copy()
+    # takes no parameters; capturing queries forces the same wrapper here.
+    queue_events(30, kind="accepted")
+    with CaptureQueriesContext(connection):
+        assert batch_ship(store=store) == 30
+    assert store.query(f"SELECT count() FROM {EVENTS}") == [(30,)]
 
 
 def test_a_batch_the_store_took_before_a_crash_is_not_shipped_twice(db, store):
