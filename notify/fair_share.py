@@ -26,21 +26,31 @@ RECENT_SECONDS = 10.0
 
 
 def fair_share_budget(
-    *, window_seconds: float, rate: float | None, in_flight: int, most: int, burst: float = 0
+    *,
+    window_seconds: float,
+    rate: float | None,
+    in_flight: int,
+    most: int,
+    burst: float = 0,
+    quiet_seconds: float = math.inf,
 ) -> int:
     """How many rows of a class the relay may publish now: what keeps the class's
     routed-but-unsent work within `window_seconds` of its provider `rate` (per second),
     given `in_flight` (rows published and not yet routed, plus deliveries routed and not
     yet sent), and never more than `most` (a round's batch). No rate known (nothing of
-    the class on a rate-limited channel): `most`. A class with nothing in flight may
-    publish up to the provider's `burst` at once: after a quiet spell its bucket sends
-    that many at once, so a lone producer's batch is not paced by the window (a flood
-    always has some in flight, so a newcomer still waits behind a window of it)."""
+    the class on a rate-limited channel): `most`.
+
+    A class with nothing in flight may publish what the provider's bucket has refilled
+    since the class last published (`quiet_seconds` ago), up to its `burst`: after a
+    quiet spell the bucket sends that many at once, so a lone producer's batch is not
+    paced by the window. A flood's in-flight work drains to nothing between two relay
+    rounds too, and then its bucket is empty: granting it the whole burst there put a
+    burst of the flood (two seconds of email) ahead of every newcomer, over and over."""
     if rate is None:
         return max(0, most - in_flight)
     capacity = max(1, math.ceil(window_seconds * rate))
     if in_flight == 0:
-        capacity = max(capacity, math.floor(burst))
+        capacity = max(capacity, math.floor(min(burst, quiet_seconds * rate)))
     return max(0, min(most, capacity - in_flight))
 
 

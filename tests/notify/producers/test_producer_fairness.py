@@ -35,6 +35,19 @@ def test_a_quiet_class_may_publish_a_providers_burst_at_once_but_a_busy_one_its_
     assert fair_share_budget(window_seconds=0.5, rate=50, in_flight=0, most=30, burst=50) == 30
 
 
+def test_a_flood_drained_for_a_moment_gets_what_its_bucket_refilled_not_the_burst():
+    # A flood's work in flight drains to nothing between two rounds; its bucket is then
+    # empty, and a burst of it would go ahead of any newcomer. 0.3 s at 50/s is 15.
+    def budget(quiet: float) -> int:
+        return fair_share_budget(
+            window_seconds=0.3, rate=50, in_flight=0, most=500, burst=100, quiet_seconds=quiet
+        )
+
+    assert budget(0.1) == 15  # 5 tokens back: the window decides
+    assert budget(1.0) == 50
+    assert budget(5.0) == 100  # quiet long enough: the whole burst
+
+
 def test_a_class_with_no_rate_limited_work_publishes_a_whole_round():
     assert fair_share_budget(window_seconds=1.0, rate=None, in_flight=0, most=500) == 500
 
