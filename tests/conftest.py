@@ -99,6 +99,15 @@ def _no_cached_webhook_subscriptions():
     subscription_cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def _no_learned_round_sizes():
+    """Each test's send batches start at NOTIFY_BATCH_ROUND_START: this process's
+    senders would otherwise start where an earlier test's last batch ended."""
+    from deliveries.pipeline.attempt import round_sizes_forget
+
+    round_sizes_forget()
+
+
 # --- Broker ---------------------------------------------------------------------------
 
 

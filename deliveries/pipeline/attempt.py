@@ -83,12 +83,14 @@ def deliveries_attempt(
 
     The batch goes in rounds (claim, send, record) of about NOTIFY_BATCH_ROUND_SECONDS
     each: a round grows while the provider answers fast and shrinks to one member when
-    it is slow. So a pause or a cancel reaches the rest of a batch within a round (what
-    it holds is no longer claimable), and a worker killed mid-batch leaves at most one
-    round sent but not recorded — the window in which a send may be repeated, as a
-    single send has between the provider's answer and its record. A provider that sends
-    a batch in one call (FCM's multicast) takes the whole batch as one round; one that
-    keeps calls in flight together (Web Push) starts with as many as it keeps.
+    it is slow; the first is the size the last batch through the same channels in this
+    process ended at (`round_size_start`). So a pause or a cancel reaches the rest of a
+    batch within a round (what it holds is no longer claimable), and a worker killed
+    mid-batch leaves at most one round sent but not recorded — the window in which a
+    send may be repeated, as a single send has between the provider's answer and its
+    record. A provider that sends a batch in one call (FCM's multicast) takes the whole
+    batch as one round; one that keeps calls in flight together (Web Push) starts with
+    as many as it keeps.
     """
     if loaded is None:
         loaded = list(deliveries_load(delivery_ids=delivery_ids).values())
@@ -98,8 +100,9 @@ def deliveries_attempt(
     reports: list[AttemptReport] = []
     # order lane -> order rank -> the first of its members of that rank that did not go
     waiting: dict[tuple, dict[int, tuple]] = {}
-    size = settings.NOTIFY_BATCH_ROUND_START
-    providers = [provider_for(channel) for channel in {item.delivery.channel for item in loaded}]
+    channels = frozenset(item.delivery.channel for item in loaded)
+    size = round_size_start(channels)
+    providers = [provider_for(channel) for channel in channels]
     if any(hasattr(provider, "send_many") for provider in providers):
         size = len(loaded)  # a multicast is one call: the batch is its one round
     in_flight = [getattr(provider, "calls_in_flight", None) for provider in providers]
@@ -117,8 +120,38 @@ def deliveries_attempt(
         start += size
         clock = time.monotonic()
         reports.extend(_round(members, waiting, between, mark_sent=mark_sent))
-        size = _round_size_next(size, time.monotonic() - clock)
+        elapsed = time.monotonic() - clock
+        full = len(members) == size
+        size = _round_size_next(size, elapsed)
+        # A round that filled its size, or took too long, tells the next batch where to
+        # start, in proportion to the members it had; a short last round that went fast
+        # tells nothing (a lone retry must not bring a campaign's next batch back to two
+        # members, nor lift it unbounded).
+        if full or elapsed > settings.NOTIFY_BATCH_ROUND_SECONDS:
+            _round_sizes[channels] = _round_size_next(len(members), elapsed)
     return reports
+
+
+# channels of a batch -> the round size the last batch through them in this process
+# ended at. A campaign's batches follow each other through one worker: each starting
+# again at NOTIFY_BATCH_ROUND_START spent most of its rounds (each a claim, a record and
+# a commit) on its first few dozen members. Starting where the last one ended still
+# adapts within the batch: a provider that turned slow makes the first round take about
+# as many times NOTIFY_BATCH_ROUND_SECONDS as it got slower, and the next shrinks in
+# proportion. Never more than twice a round that ran full, so a batch's length bounds it.
+_round_sizes: dict[frozenset[str], int] = {}
+
+
+def round_size_start(channels: frozenset[str]) -> int:
+    """The first round's size for a batch through these channels: where the last such
+    batch in this process ended, or NOTIFY_BATCH_ROUND_START before there was one."""
+    return _round_sizes.get(channels, settings.NOTIFY_BATCH_ROUND_START)
+
+
+def round_sizes_forget() -> None:
+    """Forget the round sizes learned so far: each batch starts at
+    NOTIFY_BATCH_ROUND_START until one ends again (tests that set it start clean)."""
+    _round_sizes.clear()
 
 
 def _round_size_next(size: int, elapsed: float) -> int:
