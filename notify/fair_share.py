@@ -45,7 +45,8 @@ def fair_share_budget(
     quiet spell the bucket sends that many at once, so a lone producer's batch is not
     paced by the window. A flood's in-flight work drains to nothing between two relay
     rounds too, and then its bucket is empty: granting it the whole burst there put a
-    burst of the flood (two seconds of email) ahead of every newcomer, over and over."""
+    burst of the flood (two seconds of email at the default SMTP limit) ahead of every
+    newcomer, over and over."""
     if rate is None:
         return max(0, most - in_flight)
     capacity = max(1, math.ceil(window_seconds * rate))
