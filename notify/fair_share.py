@@ -92,11 +92,17 @@ class RecentPublishes:
         self._clock = clock
         self._events: deque[tuple[float, Hashable, int]] = deque()
         self._counts: dict[Hashable, int] = {}
+        self._last = -math.inf  # kept past the memory: how long the class has been quiet
 
     def add(self, producer: Hashable, count: int) -> None:
         """Record `count` rows published for `producer` now."""
-        self._events.append((self._clock(), producer, count))
+        self._last = self._clock()
+        self._events.append((self._last, producer, count))
         self._counts[producer] = self._counts.get(producer, 0) + count
+
+    def quiet_seconds(self) -> float:
+        """Seconds since the last row was recorded (infinite before any)."""
+        return self._clock() - self._last
 
     def counts(self) -> dict[Hashable, int]:
         """Rows published per producer within the memory, older ones forgotten."""

@@ -16,7 +16,6 @@ routing ignores (it locks the notification and routes it once).
 from __future__ import annotations
 
 import logging
-import math
 import signal
 import threading
 import time
@@ -70,7 +69,6 @@ class _FairState:
     unrouted: PublishedUnrouted = field(
         default_factory=lambda: PublishedUnrouted(forget_after=UNROUTED_FORGET_SECONDS)
     )
-    last_published: float = -math.inf  # monotonic: when this relay last published any row
 
 
 _fair_states: dict[str, _FairState] = {}
@@ -223,7 +221,7 @@ def _publish_class_fair(queue: str, limit: int, cutoff: datetime) -> tuple[int, 
     budget = fair_share_budget(
         window_seconds=settings.NOTIFY_OUTBOX_FAIR_WINDOW, rate=rate,
         in_flight=in_flight, most=limit, burst=burst,
-        quiet_seconds=time.monotonic() - state.last_published,
+        quiet_seconds=state.recent.quiet_seconds(),
     )  # fmt: skip
     with transaction.atomic():
         # Every producer's first `budget + 1` rows: enough to fill the budget from any of
@@ -243,8 +241,6 @@ def _publish_class_fair(queue: str, limit: int, cutoff: datetime) -> tuple[int, 
         if row[0] in published:
             state.recent.add(row[3], 1)
     state.unrouted.add([row[1] for row in chosen if row[0] in published])
-    if published:
-        state.last_published = time.monotonic()
     return len(published), len(chosen) < len(candidates)
 
 

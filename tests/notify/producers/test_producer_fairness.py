@@ -3,6 +3,7 @@ how much of a class may be published now, and who gets it."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
@@ -91,6 +92,16 @@ def test_what_a_producer_published_is_forgotten_after_the_memory():
     assert recent.counts() == {"flood": 50, "other": 2}
     now[0] += RECENT_SECONDS - 0.5  # the flood's publish is now past the memory
     assert recent.counts() == {"other": 2}
+
+
+def test_how_long_a_class_has_been_quiet_outlives_the_memory():
+    now = [100.0]
+    recent = RecentPublishes(clock=lambda: now[0])
+    assert recent.quiet_seconds() == math.inf  # nothing published yet: the bucket is full
+    recent.add("flood", 15)
+    now[0] += RECENT_SECONDS + 5.0
+    assert recent.counts() == {}
+    assert recent.quiet_seconds() == RECENT_SECONDS + 5.0
 
 
 def test_a_published_row_counts_until_routed_or_until_it_is_given_up_on():
