@@ -101,13 +101,17 @@ def test_campaign_statements_of_two_processes_take_the_hosts_slots(
         assert second_began >= first_ended
 
 
-def backend_running(application_name: str) -> int | None:
-    """The pid of the backend of that name running a statement, if any."""
+def backend_sleeping(application_name: str) -> int | None:
+    """The pid of the backend of that name running the holder's long statement, if any.
+
+    The holder's connection pool opens more connections of the same name, and each is
+    briefly active while it is set up: only the statement tells the holder's backend."""
     with connection.cursor() as cursor:
         # Inside the test's transaction PostgreSQL would answer from its first snapshot.
         cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND state = 'active'",
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND state = 'active' "
+            "AND query LIKE '%%pg_sleep%%'",
             [application_name],
         )
         row = cursor.fetchone()
@@ -124,7 +128,7 @@ def holder(worker_env, host, db):
     try:
         run.stdin.write("go\n")
         run.stdin.flush()
-        pid = wait_for(lambda: backend_running(name), timeout=30, what="the holder's statement")
+        pid = wait_for(lambda: backend_sleeping(name), timeout=30, what="the holder's statement")
         yield run, pid
     finally:
         run.kill()
