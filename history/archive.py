@@ -17,7 +17,9 @@ is finished later rather than forgotten. See docs/history.md.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib
 import json
 import logging
 import posixpath
@@ -26,12 +28,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import fsspec
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from django.conf import settings
 from django.db import connection, transaction
 
@@ -42,21 +42,48 @@ from notify.models import Erasure, FeedEntry, Notification
 logger = logging.getLogger(__name__)
 
 
+class _ImportedOnFirstUse:
+    """A module imported when one of its names is first read. Every web process and
+    worker imports this module (erasure and retention need it), and pyarrow with numpy
+    is a fifth of a process's start-up; only archiving and erasing in archives use it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        module: ModuleType = importlib.import_module(self._name)
+        return getattr(module, attribute)
+
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+else:
+    pa = _ImportedOnFirstUse("pyarrow")
+    pc = _ImportedOnFirstUse("pyarrow.compute")
+    pq = _ImportedOnFirstUse("pyarrow.parquet")
+
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
-# PostgreSQL types stored as the same Arrow type; anything else is stored as its text form.
-_ARROW_TYPES = {
-    "smallint": pa.int16(),
-    "integer": pa.int32(),
-    "bigint": pa.int64(),
-    "boolean": pa.bool_(),
-    "real": pa.float32(),
-    "double precision": pa.float64(),
-    "date": pa.date32(),
-    "timestamp with time zone": pa.timestamp("us", tz="UTC"),
-    "text": pa.string(),
-}
+
+@functools.cache
+def _arrow_types() -> dict[str, pa.DataType]:
+    """PostgreSQL types stored as the same Arrow type; anything else is stored as its
+    text form."""
+    return {
+        "smallint": pa.int16(),
+        "integer": pa.int32(),
+        "bigint": pa.int64(),
+        "boolean": pa.bool_(),
+        "real": pa.float32(),
+        "double precision": pa.float64(),
+        "date": pa.date32(),
+        "timestamp with time zone": pa.timestamp("us", tz="UTC"),
+        "text": pa.string(),
+    }
 
 
 @dataclass(frozen=True)
@@ -68,12 +95,12 @@ class ArchiveColumn:
 
     @property
     def arrow_type(self) -> pa.DataType:
-        return _ARROW_TYPES.get(self.pg_type, pa.string())
+        return _arrow_types().get(self.pg_type, pa.string())
 
     @property
     def select(self) -> str:
         """The expression that reads it: text when Arrow has no type of its own for it."""
-        if self.pg_type in _ARROW_TYPES or self.pg_type.startswith("character"):
+        if self.pg_type in _arrow_types() or self.pg_type.startswith("character"):
             return f'"{self.name}"'
         return f'"{self.name}"::text'
 
