@@ -297,8 +297,10 @@ def test_the_senders_record_finds_its_own_rows_on_a_young_partition(demo_data):
 
 
 def test_an_outcome_is_written_when_another_transaction_changed_its_row_meanwhile(
-    transactional_db, demo_data, settings
+    transactional_db, demo_data, settings, session_worker_paused
 ):
+    # The route commits here, so its send is published: the suite's worker, if an earlier
+    # test started it, must not take the email and record its own first attempt.
     # The record updates each row where its probe found it. Another transaction that
     # changes the row first (here while the record waits for its lock) moves it: the
     # outcome must still be written, since the claim still holds, and counted (its
