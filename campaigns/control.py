@@ -53,6 +53,7 @@ from campaigns.selectors import (
 from deliveries.models import DeliveryStatus, Reason
 from deliveries.pipeline.enqueue import delivery_enqueue
 from notify.models import Outbox
+from notify.outbox_wake import outbox_wake
 
 logger = logging.getLogger(__name__)
 
@@ -212,6 +213,11 @@ def campaign_resume(*, campaign_id: int) -> int:
             if status in (DeliveryStatus.QUEUED, DeliveryStatus.RETRYING)
         ]
         transaction.on_commit(lambda: _enqueue(enqueue))
+        if routes:
+            # Their outbox rows are given back by an update, which the insert trigger
+            # does not see: without a wake-up the relays would find them only at their
+            # next poll.
+            transaction.on_commit(outbox_wake, robust=True)
         if resumed == CampaignStatus.RUNNING:
             fan_out_publish_on_commit(campaign_id=campaign.pk, checkpoint=campaign.checkpoint)
     logger.info(

@@ -16,6 +16,7 @@ from deliveries.models import Delivery, DeliveryStatus
 from deliveries.pipeline.release import deferred_release
 from deliveries.pipeline.routing import notification_route
 from notify.models import Notification, Outbox
+from notify.outbox_wake import wake_listener
 from tests.campaigns.conftest import (
     NOON_UTC,
     campaign_notifications,
@@ -115,6 +116,22 @@ def test_pause_resume_and_cancel_keep_every_member_counted_once(
     assert Delivery.objects.filter(notification__in=campaign_notifications(campaign)).count() == 40
     with pytest.raises(CampaignStateError):
         campaign_resume(campaign_id=campaign.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resuming_wakes_the_relays_for_the_routes_it_gives_back(
+    promo_data, session_worker_paused, monkeypatch
+):
+    # Real commits: the relays hear PostgreSQL's NOTIFY only once the resume commits.
+    monkeypatch.setattr(fanout, "_fan_out_publish", lambda *args: None)
+    email_only_category()
+    seed_recipients(3, prefix="wake")
+    campaign = launch("promo.mail")
+    campaign_fan_out(campaign_id=campaign.pk, batch_size=20)
+    assert campaign_pause(campaign_id=campaign.pk) == 3  # three routes held
+    with wake_listener() as listener:
+        assert campaign_resume(campaign_id=campaign.pk) == 3
+        assert len(list(listener.notifies(timeout=5, stop_after=1))) == 1
 
 
 def test_a_scheduled_campaign_waits_for_its_send_at(promo_data, monkeypatch):
