@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 class _ImportedOnFirstUse:
     """A module imported when one of its names is first read. Every web process and
     worker imports this module (erasure and retention need it), and pyarrow with numpy
-    is a fifth of a process's start-up; only archiving and erasing in archives use it."""
+    are a sixth of a process's start-up; only archiving and erasing in archives use them."""
 
     def __init__(self, name: str) -> None:
         self._name = name
