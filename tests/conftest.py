@@ -22,25 +22,28 @@ WORK_QUEUES = ("high", "medium", "low", "dead_letter")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Make the flush after a transactional test survive a deadlock with a worker.
+    """Empty the database after a transactional test by deleting the rows it left
+    (tests/emptying.py says why not Django's flush), and survive a deadlock with a worker.
 
     A worker process may still be finishing a task (a late retry from the test) when
-    the flush TRUNCATEs every table; PostgreSQL then cancels one side of the deadlock.
-    The flush is simply run again; the worker's side is retried by the platform itself.
+    the rows are deleted; PostgreSQL then cancels one side of the deadlock. The emptying
+    is simply run again; the worker's side is retried by the platform itself.
     """
     from django.db import OperationalError
     from django.test import TransactionTestCase
 
-    flush_once = TransactionTestCase._fixture_teardown
+    from tests.emptying import database_empty
 
     def flush_with_retry(self) -> None:
-        for attempt in range(3):
-            try:
-                return flush_once(self)
-            except Exception as error:  # CommandError wraps the OperationalError
-                if attempt == 2 or not isinstance(error.__cause__ or error, OperationalError):
-                    raise
-                time.sleep(0.5)
+        for using in self._databases_names(include_mirrors=False):
+            for attempt in range(3):
+                try:
+                    database_empty(using)
+                    break
+                except OperationalError:
+                    if attempt == 2:
+                        raise
+                    time.sleep(0.5)
 
     TransactionTestCase._fixture_teardown = flush_with_retry
 
