@@ -7,7 +7,8 @@ VENV := .venv
 RUFF := $(VENV)/bin/ruff
 # Test processes side by side (pytest-xdist): most tests wait on workers and peers, so
 # three keep both cores busy; `make test TEST_PROCESSES=0` runs them in one process. Tests
-# marked `alone` (they restart the shared broker, or time a 3-node cluster) run after, alone.
+# marked `alone` (they restart the shared broker, or time a 3-node cluster) run after, in two
+# processes that take turns (tests/scheduling.py): the producer fairness test beside the others.
 TEST_PROCESSES ?= 3
 
 .PHONY: run test lint fmt bench flower lock bootstrap services
@@ -26,7 +27,7 @@ test: bootstrap services
 	rc=0; \
 	$(VENV)/bin/pytest -n $(TEST_PROCESSES) --dist loadgroup -m "not alone" --durations=15 \
 		--junitxml=artifacts/junit-tests.xml || rc=$$?; \
-	$(VENV)/bin/pytest -m alone --durations=5 --junitxml=artifacts/junit-alone.xml || rc=$$?; \
+	$(VENV)/bin/pytest -n 2 --dist loadgroup -m alone --durations=5 --junitxml=artifacts/junit-alone.xml || rc=$$?; \
 	if [ $$rc -ne 0 ]; then \
 		$(VENV)/bin/python scripts/test_failures.py artifacts/junit-tests.xml artifacts/junit-alone.xml; \
 	fi; \

@@ -14,6 +14,14 @@ from django.conf import settings
 from kombu import Connection, Queue
 
 from tests.processes import ARTIFACTS, ROOT, RelayProcess, WorkerProcess, stop_children
+from tests.scheduling import (
+    FAIRNESS_TEST,
+    FINISHED,
+    MEASURED,
+    SuiteScheduling,
+    turn_signal,
+    turn_wait,
+)
 
 # The local Web Push service and the live stream server, shared by several folders.
 pytest_plugins = ["tests.peers.push_fixtures"]
@@ -49,22 +57,40 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep what shares fixtures together when the suite runs in parallel processes.
-
-    With pytest-xdist's `--dist loadgroup`, a group runs whole in one test process: each
-    file is a group, and the cluster folder is one (its 3-node cluster is package-scoped,
-    started once). The tests that run on that cluster are `alone`: they time it, and its
-    three nodes need the machine's cores. The folder's other tests need neither.
-    """
-
-    def group(item: pytest.Item) -> str:
-        path = Path(str(item.path)).relative_to(ROOT)
-        return "tests/cluster" if path.parts[:2] == ("tests", "cluster") else str(path)
-
+    """The tests that run on the 3-node cluster are `alone`: they time it, and its three
+    nodes need the machine's cores. The cluster folder's other tests need neither."""
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(group(item)))
         if "deployment" in item.fixturenames:  # the cluster's
             item.add_marker(pytest.mark.alone)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadgroup`: the suite's groups (tests/scheduling.py)."""
+    if config.getvalue("dist") == "loadgroup":
+        return SuiteScheduling(config, log)
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """An `alone` test waits for its turn beside the fairness test (tests/scheduling.py)."""
+    turn_wait(item)
+
+
+_ran_fairness: list[bool] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """The fairness test is done with its measurement once its body ends, passed or not."""
+    if report.when == "call" and report.location[0] == FAIRNESS_TEST:
+        _ran_fairness.append(True)
+        turn_signal(MEASURED)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The fairness test's process is finished, its workers stopped (tests/scheduling.py)."""
+    if _ran_fairness:
+        turn_signal(FINISHED)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -1,0 +1,107 @@
+"""How the suite's tests are shared between test processes (pytest-xdist), and the
+`alone` tests' turns.
+
+Groups: a group runs whole in one test process. Each file is a group, and the cluster
+folder is one (its 3-node cluster is package-scoped, started once). pytest-xdist's own
+`loadgroup` reads `xdist_group` marks by rewriting node ids, which pytest 9 no longer
+lets it do, so `--dist loadgroup` uses `SuiteScheduling` here instead.
+
+Run alone (after the rest of the suite), the `alone` tests would take about four and a
+half minutes in one process, and for two of them the machine is mostly idle: the producer
+fairness test spends two minutes draining 6,000 emails at the default 50/s. So
+`make test` runs them in two test processes (`-n 2 -m alone`): the fairness test in a
+group of its own, everything else in another, and they take turns:
+- the others start once the fairness test has measured the second producer's latency
+  (the part of it that the CPU decides); its drain that follows needs almost none;
+- a test that stops the machine's RabbitMQ (`STOPS_THE_BROKER`) starts once the
+  fairness test process is finished, since that process's workers use the broker.
+
+The turns are files in a directory of this run's own, written by the fairness side and
+waited for by the other. Run in one process, or without the fairness test, nobody waits.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from xdist.scheduler import LoadScopeScheduling
+
+from tests.processes import ROOT
+
+FAIRNESS_TEST = "tests/notify/producers/test_producer_fairness_e2e.py"
+STOPS_THE_BROKER = ("tests/pressure/test_faults_e2e.py",)
+MEASURED, FINISHED = "measured", "finished"
+# Longer than the fairness test's whole run (its drain alone is two minutes): a side
+# that never says it is done fails the waiting test instead of hanging the suite.
+WAIT_SECONDS = 600.0
+_POLL_SECONDS = 0.2
+
+
+def alone_run(config: pytest.Config) -> bool:
+    """This run is the `alone` tests' (`-m alone`) in several test processes."""
+    workers = config.getoption("numprocesses", None) or int(
+        os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
+    )
+    return config.getoption("markexpr", "") == "alone" and int(workers) >= 2
+
+
+def group_of(path: str, *, alone: bool) -> str:
+    """The group of the tests in `path` (relative to the project): in the `alone` run,
+    the fairness test's own or the others'; else its file, or the cluster folder."""
+    if alone:
+        return "alone:fairness" if path == FAIRNESS_TEST else "alone:others"
+    return "tests/cluster" if path.startswith("tests/cluster/") else path
+
+
+class SuiteScheduling(LoadScopeScheduling):
+    """pytest-xdist's scheduling by scope, with `group_of`'s groups as the scopes."""
+
+    def __init__(self, config: pytest.Config, log: object = None) -> None:
+        super().__init__(config, log)
+        self.alone = alone_run(config)
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of(nodeid.split("::", 1)[0], alone=self.alone)
+
+
+def turn_signal(name: str) -> None:
+    """Say that the fairness side reached `name` (MEASURED, FINISHED); idempotent."""
+    folder = _turns_folder()
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).touch()
+
+
+def turn_wait(item: pytest.Item) -> None:
+    """Before an `alone` test other than the fairness one sets up: wait for the fairness
+    test's turn to pass, when it runs beside it in another process."""
+    if not alone_run(item.config) or not _fairness_beside(item):
+        return
+    needed = FINISHED if _relative(Path(str(item.path))) in STOPS_THE_BROKER else MEASURED
+    path = _turns_folder() / needed
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the fairness test's process never said {needed!r} ({path})")
+        time.sleep(_POLL_SECONDS)
+
+
+def _fairness_beside(item: pytest.Item) -> bool:
+    """The fairness test is in this run and in another test process than `item`."""
+    if _relative(Path(str(item.path))) == FAIRNESS_TEST:
+        return False
+    return any(_relative(Path(str(other.path))) == FAIRNESS_TEST for other in item.session.items)
+
+
+def _turns_folder() -> Path | None:
+    """This run's folder of turns (None outside a run of several test processes)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    return Path(tempfile.gettempdir()) / f"notify-alone-{run}" if run else None
+
+
+def _relative(path: Path) -> str:
+    return str(path.relative_to(ROOT))
