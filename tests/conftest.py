@@ -37,7 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
     the rows are deleted; PostgreSQL then cancels one side of the deadlock. The emptying
     is simply run again; the worker's side is retried by the platform itself.
     """
-    from django.db import OperationalError
+    from django.db import IntegrityError, OperationalError
     from django.test import TransactionTestCase
 
     from tests.emptying import database_empty
@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 try:
                     database_empty(using)
                     break
-                except OperationalError:
+                except (OperationalError, IntegrityError):  # a deadlock; a row written meanwhile
                     if attempt == 2:
                         raise
                     time.sleep(0.5)

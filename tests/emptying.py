@@ -2,10 +2,11 @@
 
 Django's flush TRUNCATEs every table (about 70 relations with the partitions, each
 given new files) and then makes the content types and permissions again. Most tests
-write to a handful of tables, so this deletes the rows of just those, found by one
-probe, in one transaction. Every foreign key Django makes on PostgreSQL is checked at
-commit (DEFERRABLE INITIALLY DEFERRED), so the tables can go in any order. The content
-types and permissions that migrate made are kept instead of made again.
+write to a handful of tables, so this locks them all, finds those with rows by one
+probe and deletes their rows, in one transaction. Every foreign key Django makes on
+PostgreSQL is checked at commit (DEFERRABLE INITIALLY DEFERRED), so the tables can go
+in any order. The content types and permissions that migrate made are kept instead of
+made again.
 """
 
 from __future__ import annotations
@@ -16,29 +17,25 @@ from django.db import connections, transaction
 KEPT_TABLES = frozenset({"django_content_type", "auth_permission"})
 
 
-def tables_with_rows(using: str = "default") -> list[str]:
-    """The project's tables that hold at least one row, in one statement."""
+def database_empty(using: str = "default") -> list[str]:
+    """Delete every row a test left (but the kept tables'), in one transaction; the
+    tables emptied.
+
+    Every table is locked first, as TRUNCATE locks them: a worker still finishing a task
+    waits until the rows are gone (and then finds its own rows' parents gone), instead of
+    writing a row between two DELETEs whose parent the second one removes."""
     connection = connections[using]
+    quote = connection.ops.quote_name
     tables = sorted(
         set(connection.introspection.django_table_names(only_existing=True, include_views=False))
         - KEPT_TABLES
     )
-    probe = " UNION ALL ".join(
-        f"(SELECT %s FROM {connection.ops.quote_name(table)} LIMIT 1)" for table in tables
-    )
-    with connection.cursor() as cursor:
+    probe = " UNION ALL ".join(f"(SELECT %s FROM {quote(table)} LIMIT 1)" for table in tables)
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        cursor.execute(f"LOCK TABLE {', '.join(quote(t) for t in tables)} IN ACCESS EXCLUSIVE MODE")
+        cursor.execute("SET CONSTRAINTS ALL DEFERRED")
         cursor.execute(probe, tables)
-        return [row[0] for row in cursor.fetchall()]
-
-
-def database_empty(using: str = "default") -> list[str]:
-    """Delete every row a test left (but the kept tables'), in one transaction; the
-    tables emptied."""
-    connection = connections[using]
-    tables = tables_with_rows(using)
-    if tables:
-        with transaction.atomic(using=using), connection.cursor() as cursor:
-            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
-            for table in tables:
-                cursor.execute(f"DELETE FROM {connection.ops.quote_name(table)}")
-    return tables
+        with_rows = [row[0] for row in cursor.fetchall()]
+        for table in with_rows:
+            cursor.execute(f"DELETE FROM {quote(table)}")
+    return with_rows
