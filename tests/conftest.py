@@ -42,7 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     from tests.emptying import database_empty
 
-    def flush_with_retry(self) -> None:
+    def empty_with_retry(self) -> None:
         for using in self._databases_names(include_mirrors=False):
             for attempt in range(3):
                 try:
@@ -53,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
                         raise
                     time.sleep(0.5)
 
-    TransactionTestCase._fixture_teardown = flush_with_retry
+    TransactionTestCase._fixture_teardown = empty_with_retry
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -81,10 +81,12 @@ _ran_fairness: list[bool] = []
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """The fairness test is done with its measurement once its body ends, passed or not."""
-    if report.when == "call" and report.location[0] == FAIRNESS_TEST:
+    """The fairness test is done with its measurement once its body ends, passed or not,
+    or once its set-up failed."""
+    if report.location[0] == FAIRNESS_TEST:
         _ran_fairness.append(True)
-        turn_signal(MEASURED)
+        if report.when == "call" or report.failed:
+            turn_signal(MEASURED)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
