@@ -4,7 +4,6 @@ a service that does not answer stops the run with a message naming it."""
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,30 +29,17 @@ WORK_QUEUES = ("high", "medium", "low", "dead_letter")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Empty the database after a transactional test by deleting the rows it left
-    (tests/emptying.py says why not Django's flush), and survive a deadlock with a worker.
-
-    A worker process may still be finishing a task (a late retry from the test) when
-    the rows are deleted; PostgreSQL then cancels one side of the deadlock. The emptying
-    is simply run again; the worker's side is retried by the platform itself.
-    """
-    from django.db import IntegrityError, OperationalError
+    """Empty the database after a transactional test by deleting the rows it left, not
+    by Django's flush (tests/emptying.py says why)."""
     from django.test import TransactionTestCase
 
     from tests.emptying import database_empty
 
-    def empty_with_retry(self) -> None:
+    def empty(self) -> None:
         for using in self._databases_names(include_mirrors=False):
-            for attempt in range(3):
-                try:
-                    database_empty(using)
-                    break
-                except (OperationalError, IntegrityError):  # a deadlock; a row written meanwhile
-                    if attempt == 2:
-                        raise
-                    time.sleep(0.5)
+            database_empty(using)
 
-    TransactionTestCase._fixture_teardown = empty_with_retry
+    TransactionTestCase._fixture_teardown = empty
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
