@@ -13,14 +13,7 @@ from django.conf import settings
 from kombu import Connection, Queue
 
 from tests.processes import ARTIFACTS, ROOT, RelayProcess, WorkerProcess, stop_children
-from tests.scheduling import (
-    FAIRNESS_TEST,
-    FINISHED,
-    MEASURED,
-    SuiteScheduling,
-    turn_signal,
-    turn_wait,
-)
+from tests.scheduling import SuiteScheduling, turn_finish, turn_report, turn_wait
 
 # The local Web Push service and the live stream server, shared by several folders.
 pytest_plugins = ["tests.peers.push_fixtures"]
@@ -63,22 +56,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     turn_wait(item)
 
 
-_ran_fairness: list[bool] = []
-
-
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """The fairness test is done with its measurement once its body ends, passed or not,
-    or once its set-up failed."""
-    if report.location[0] == FAIRNESS_TEST:
-        _ran_fairness.append(True)
-        if report.when == "call" or report.failed:
-            turn_signal(MEASURED)
+    """The fairness test gives the other `alone` tests their turn (tests/scheduling.py)."""
+    turn_report(report)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The fairness test's process is finished, its workers stopped (tests/scheduling.py)."""
-    if _ran_fairness:
-        turn_signal(FINISHED)
+    """The fairness test's process says it is finished (tests/scheduling.py)."""
+    turn_finish()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -76,6 +76,25 @@ def turn_signal(name: str) -> None:
         (folder / name).touch()
 
 
+_fairness_ran_here: list[bool] = []  # whether this test process ran the fairness test
+
+
+def turn_report(report: pytest.TestReport) -> None:
+    """The fairness test is done with its measurement once its body ends, passed or not,
+    or once its set-up failed (`pytest_runtest_logreport`)."""
+    if report.location[0] == FAIRNESS_TEST:
+        _fairness_ran_here.append(True)
+        if report.when == "call" or report.failed:
+            turn_signal(MEASURED)
+
+
+def turn_finish() -> None:
+    """The fairness test's process is finished, its workers stopped
+    (`pytest_sessionfinish`)."""
+    if _fairness_ran_here:
+        turn_signal(FINISHED)
+
+
 def turn_wait(item: pytest.Item) -> None:
     """Before an `alone` test other than the fairness one sets up: wait for the fairness
     test's turn to pass, when it runs beside it in another process."""
