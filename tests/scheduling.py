@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from tests.processes import ROOT
+from tests.waiting import wait_for
 
 FAIRNESS_TEST = "tests/notify/producers/test_producer_fairness_e2e.py"
 STOPS_THE_BROKER = ("tests/pressure/test_faults_e2e.py",)
@@ -38,7 +38,6 @@ MEASURED, FINISHED = "measured", "finished"
 # Longer than the fairness test's whole run (its drain alone is two minutes): a side
 # that never says it is done fails the waiting test instead of hanging the suite.
 WAIT_SECONDS = 600.0
-_POLL_SECONDS = 0.2
 
 
 def alone_run(config: pytest.Config) -> bool:
@@ -100,20 +99,16 @@ def turn_wait(item: pytest.Item) -> None:
     test's turn to pass, when it runs beside it in another process."""
     if not alone_run(item.config) or not _fairness_beside(item):
         return
-    needed = FINISHED if _relative(Path(str(item.path))) in STOPS_THE_BROKER else MEASURED
+    needed = FINISHED if _path_of(item) in STOPS_THE_BROKER else MEASURED
     path = _turns_folder() / needed
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not path.exists():
-        if time.monotonic() > deadline:
-            pytest.fail(f"the fairness test's process never said {needed!r} ({path})")
-        time.sleep(_POLL_SECONDS)
+    wait_for(path.exists, timeout=WAIT_SECONDS, what=f"the fairness test's {needed!r} ({path})")
 
 
 def _fairness_beside(item: pytest.Item) -> bool:
     """The fairness test is in this run and in another test process than `item`."""
-    if _relative(Path(str(item.path))) == FAIRNESS_TEST:
+    if _path_of(item) == FAIRNESS_TEST:
         return False
-    return any(_relative(Path(str(other.path))) == FAIRNESS_TEST for other in item.session.items)
+    return any(_path_of(other) == FAIRNESS_TEST for other in item.session.items)
 
 
 def _turns_folder() -> Path | None:
@@ -122,5 +117,6 @@ def _turns_folder() -> Path | None:
     return Path(tempfile.gettempdir()) / f"notify-alone-{run}" if run else None
 
 
-def _relative(path: Path) -> str:
-    return str(path.relative_to(ROOT))
+def _path_of(item: pytest.Item) -> str:
+    """The test's file, relative to the project."""
+    return str(Path(str(item.path)).relative_to(ROOT))
