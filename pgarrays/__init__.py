@@ -122,7 +122,15 @@ def array_literal(values: Iterable[Any]) -> str:
 ARRAY_PARAMETER = re.compile(r"(?<!SELECT )%\((\w+)\)s::([\w (),]+?)\[\]")
 
 
-def planned_once(sql: str) -> str:
+class PlannedOnce(str):
+    """A hot statement's text, as `planned_once` writes it: the connection's cursor
+    (`pgarrays.cursor`) prepares it at its first run instead of its
+    DATABASE_PREPARE_THRESHOLD-th."""
+
+    __slots__ = ()
+
+
+def planned_once(sql: str) -> PlannedOnce:
     """`sql` with each array parameter (`%(name)s::type[]`) read through a scalar
     subquery, `(SELECT %(name)s::type[])::type[]`.
 
@@ -135,4 +143,4 @@ def planned_once(sql: str) -> str:
     unknown to both plans, the generic one wins after the fifth run, and every later
     run skips planning."""
     # Cast again outside: `= ANY((SELECT …))` alone would compare with each row.
-    return ARRAY_PARAMETER.sub(r"(SELECT %(\1)s::\2[])::\2[]", sql)
+    return PlannedOnce(ARRAY_PARAMETER.sub(r"(SELECT %(\1)s::\2[])::\2[]", sql))

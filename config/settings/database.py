@@ -7,6 +7,7 @@ from notify.env import (
     env_int,
     env_url,
 )
+from pgarrays.cursor import HotStatementCursor
 
 # Each process keeps a bounded pool of PostgreSQL connections (psycopg's pool), shared
 # by its threads: a request or task borrows one and gives it back when it ends, so no
@@ -25,8 +26,9 @@ DATABASE_POOL_TIMEOUT = env_float("DATABASE_POOL_TIMEOUT", 10.0, minimum=0.1)
 # statements hide their arrays' lengths so that a small batch does not plan afresh:
 # pgarrays.planned_once). A statement is
 # prepared at its DATABASE_PREPARE_THRESHOLD-th run on a connection (Django's default is
-# never; psycopg keeps the 100 most used per connection). Off behind PgBouncer in
-# transaction mode (DATABASE_SERVER_SIDE_BINDING=0 turns both off).
+# never; psycopg keeps the 100 most used per connection), a hot one at its first (see
+# pgarrays/cursor.py). Off behind PgBouncer in transaction mode
+# (DATABASE_SERVER_SIDE_BINDING=0 turns both off).
 DATABASE_SERVER_SIDE_BINDING = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
 DATABASE_PREPARE_THRESHOLD = env_int("DATABASE_PREPARE_THRESHOLD", 5, minimum=0)
 # PostgreSQL's JIT compiler, off for every connection we open: it starts compiling when a
@@ -62,7 +64,11 @@ DATABASES = {
             "server_side_binding": DATABASE_SERVER_SIDE_BINDING,
             **({} if DATABASE_JIT else {"options": "-c jit=off"}),
             **(
-                {"prepare_threshold": DATABASE_PREPARE_THRESHOLD}
+                {
+                    "prepare_threshold": DATABASE_PREPARE_THRESHOLD,
+                    # The hot statements are prepared at their first run (pgarrays.cursor).
+                    "cursor_factory": HotStatementCursor,
+                }
                 if DATABASE_SERVER_SIDE_BINDING
                 else {}
             ),

@@ -27,8 +27,7 @@ from deliveries.pipeline.outcome_log import delivery_outcomes_log
 from deliveries.pipeline.record_sql import (
     OUTCOME_COLUMNS,
     OUTCOMES_BY_KEY_SQL,
-    RECORD_SELECT,
-    RECORD_WITH,
+    record_sql,
 )
 from deliveries.pipeline.retry import RetryDecision, RetryKind, decide_retry
 from deliveries.pipeline.suppression import address_suppress
@@ -249,7 +248,7 @@ def _record(
     if ride.ctes:
         params.update(ride.params)
     with connection.cursor() as cursor:
-        cursor.execute(RECORD_WITH + ride.ctes + RECORD_SELECT, params)
+        cursor.execute(record_sql(ride.ctes), params)
         for queue, channel, pk, is_outcome in cursor.fetchall():
             if is_outcome:
                 updated.add(pk)

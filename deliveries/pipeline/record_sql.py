@@ -4,10 +4,12 @@ them and decides what they write)."""
 
 from __future__ import annotations
 
+from functools import cache
+
 from deliveries.models import Delivery, DeliveryAttempt, DeliveryStatus
 from deliveries.pipeline.ordering import WAKE_HELD_SQL
 from notify.rows import row_probe
-from pgarrays import planned_once
+from pgarrays import PlannedOnce, planned_once
 
 # Every delivery's next state in one statement. A NULL keeps the column as it is (a
 # retry keeps its reason, a failure its provider message id); `clear_enqueued` drops
@@ -108,4 +110,11 @@ RECORD_SELECT = """
     SELECT queue, channel, id, false FROM woken
     UNION ALL SELECT '', '', id, true FROM outcome
 """
-RECORD_SQL = RECORD_WITH + RECORD_SELECT
+RECORD_SQL = PlannedOnce(RECORD_WITH + RECORD_SELECT)
+
+
+@cache
+def record_sql(riding: str) -> PlannedOnce:
+    """The round's record with what rides along (`riding`: more CTEs, or none), still
+    marked as a hot statement (a plain `+` would make it an ordinary string)."""
+    return PlannedOnce(RECORD_WITH + riding + RECORD_SELECT)
