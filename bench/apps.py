@@ -41,6 +41,12 @@ class _Counter:
         with self._lock:
             self.value += 1
 
+    def restart(self, **kwargs: Any) -> None:
+        """Count from zero again (a worker at worker_ready: what it ran to start up, its
+        connections' warming among it, is start-up, as its CPU before then is)."""
+        with self._lock:
+            self.value = 0
+
 
 class _TaskTimes:
     """The first start and the last end of a Celery task in this process."""
@@ -134,9 +140,10 @@ def _note_ready(key: str) -> Callable[..., None]:
 
 
 def _start_counting(key: str) -> None:
-    from celery.signals import task_postrun, task_prerun
+    from celery.signals import task_postrun, task_prerun, worker_ready
 
     connection_created.connect(_wrap_connection, dispatch_uid="bench-count-sql")
+    worker_ready.connect(statements.restart, weak=False, dispatch_uid="bench-count-restart")
     count_publishes()
     task_prerun.connect(task_times.started, weak=False, dispatch_uid="bench-task-start")
     task_postrun.connect(task_times.done, weak=False, dispatch_uid="bench-task-done")

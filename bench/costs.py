@@ -1,7 +1,9 @@
 """What a notification costs: SQL statements, broker messages and PostgreSQL CPU.
 
 - The processes the bench starts count their own statements and publishes (bench.apps,
-  with `counting_env`); `read_tally` sums them over every process of a run.
+  with `counting_env`); `read_tally` sums them over every process of a run. A worker
+  counts its statements from its worker_ready on: its start-up's (the warming of its
+  connections) are not a notification's.
 - The bench process counts its own part (the API call of an intake or a launch) with
   `counted_here`, around that call only, so its progress queries are never counted.
 - `PgCpu` reads the CPU time of the bench database's backends from /proc (PostgreSQL
@@ -128,6 +130,7 @@ class PgCpu:
         self._thread: threading.Thread | None = None
         self._base: dict[int, float] = {}
         self._last: dict[int, tuple[str, float]] = {}
+        self._lock = threading.Lock()
         self.error: str | None = None
 
     def __enter__(self) -> PgCpu:
@@ -167,9 +170,21 @@ class PgCpu:
         return found
 
     def _merge(self, found: dict[int, tuple[str, float]]) -> None:
-        for pid, reading in found.items():
-            self._base.setdefault(pid, 0.0)
-            self._last[pid] = reading
+        with self._lock:
+            for pid, reading in found.items():
+                self._base.setdefault(pid, 0.0)
+                self._last[pid] = reading
+
+    def restart(self) -> None:
+        """Count from now on: what every backend spent so far (a drain's start-up, the
+        warming of a worker's connections) is left out, as the worker's own CPU is."""
+        found = self._read()
+        with self._lock:
+            for pid, (_, cpu) in self._last.items():
+                self._base[pid] = cpu
+            for pid, reading in found.items():
+                self._base[pid] = reading[1]
+                self._last[pid] = reading
 
     def _sample(self) -> None:
         try:

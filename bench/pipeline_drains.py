@@ -162,6 +162,7 @@ def pipeline_run(
                                 "not ready", poll=READY_POLL_SECONDS)  # fmt: skip
                 worker_at_ready = procs[0].cpu_seconds()
                 others_at = _cpu_seconds(procs[1:])
+                cpu.restart()  # PostgreSQL's share of the start-up is left out too
                 preloaded_release(stamp)
             wait_final(bench, n, procs, label=label, broker_url=broker_url)
             worker_cpu = procs[0].cpu_seconds() - worker_at_ready

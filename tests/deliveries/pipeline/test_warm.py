@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from deliveries.models import Delivery
 from deliveries.pipeline.claim import deliveries_claim, delivery_load
@@ -56,7 +57,11 @@ def accepted(user_id: str) -> Notification:
     return Notification.objects.get(pk=result.notification_id)
 
 
-def test_a_warmed_connection_routes_and_sends_without_planning_a_hot_statement(demo_data):
+@pytest.mark.parametrize("analytics", [False, True], ids=["analytics-off", "analytics-on"])
+def test_a_warmed_connection_routes_and_sends_without_planning_a_hot_statement(
+    demo_data, settings, analytics
+):
+    settings.NOTIFY_ANALYTICS_ENABLED = analytics  # the record then carries its events
     statements_warm()
     for sql in hot_statements():  # each on its generic plan, after its five own
         assert plans(sql) == (1, WARM_RUNS - 1), sql[:80]
@@ -64,14 +69,15 @@ def test_a_warmed_connection_routes_and_sends_without_planning_a_hot_statement(d
     notification = accepted("warm-1")
     notification_route(notification_id=notification.pk)  # the in-app one sent too
     email = Delivery.objects.get(notification=notification, channel="email")
-    from django.utils import timezone
-
     assert deliveries_claim(loaded=[delivery_load(delivery_id=email.pk)], now=timezone.now())
 
     after = {sql: plans(sql) for sql in hot_statements()}
     assert all(custom == WARM_RUNS - 1 for _, custom in after.values()), after
-    ran = sum(generic - 1 for generic, _ in after.values())
-    assert ran >= 5, after  # lock, write, the in-app claim and record, the load and claim
+    # The lock, the write, the in-app claim and its record, the email's load and claim
+    # each ran on the plan warmed for it: the texts and types were the same.
+    assert sum(generic - 1 for generic, _ in after.values()) >= 6, after
+    record = hot_statements()[-1]  # with the events riding when analytics is on
+    assert after[record][0] > 1, after
 
 
 def test_a_statement_with_a_parameter_it_cannot_empty_is_refused():
