@@ -184,7 +184,8 @@ def wait_port(port: int, proc: Proc, timeout: float = 30.0) -> None:
 
 
 def start_smtp_sink(stack: Stack, env: dict[str, str]) -> tuple[Proc, dict[str, str]]:
-    """An SMTP server that accepts and drops every message, on a free loopback port;
+    """An SMTP server that accepts and drops every message and offers PIPELINING, as a
+    provider's relay does (bench.smtp_sink.DroppingSink), on a free loopback port;
     returns it and `env` with EMAIL_HOST/EMAIL_PORT pointing at it (for the workers)."""
     port = unused_port()
     sink = stack.start(
@@ -195,7 +196,7 @@ def start_smtp_sink(stack: Stack, env: dict[str, str]) -> tuple[Proc, dict[str, 
             "aiosmtpd",
             "-n",
             "-c",
-            "aiosmtpd.handlers.Sink",
+            "bench.smtp_sink.DroppingSink",
             "-l",
             f"{LOOPBACK}:{port}",
         ],
