@@ -144,30 +144,6 @@ def _refuse_weak_secret_key_in_worker(sender=None, **kwargs) -> None:
     process_exit_on_weak_secret_key(process="celery worker")
 
 
-@celeryd_after_setup.connect
-def _pooled_connections_warm(sender=None, instance=None, **kwargs) -> None:
-    # Set up (logging too) and not yet consuming: the hot statements are planned on each
-    # connection the sender threads will use, not while the first events wait.
-    from django.conf import settings
-
-    # Only where the sender threads share this process's pool: a prefork worker's
-    # children would inherit the parent's connections.
-    pool = str(getattr(instance, "pool_cls", ""))
-    threads = any(name in pool for name in ("thread", "solo"))
-    if not (
-        threads
-        and settings.DATABASE_WARM_CONNECTIONS
-        and settings.DATABASE_POOL
-        and settings.DATABASE_SERVER_SIDE_BINDING
-    ):
-        return
-    from deliveries.pipeline.warm import connections_warm
-
-    count = min(settings.NOTIFY_WORKER_THREADS, settings.DATABASE_POOL_MAX_SIZE)
-    seconds = connections_warm(count)
-    logger.info("warmed %d PostgreSQL connections in %.2f s", count, seconds)
-
-
 @worker_ready.connect
 def _worker_heap_freeze(sender=None, **kwargs) -> None:
     # Ready: the tasks, the apps and the connections' code are loaded for good.

@@ -129,20 +129,14 @@ def changes_ride(
     )  # fmt: skip
     ctes: list[str] = []
     params: dict[str, Any] = {}
-    for rider in _riders:
+    for number, rider in enumerate(_riders):
         offered = rider(changes, written=written)
         if offered is None:
             return NO_RIDE
         sql, own = offered
-        ctes.append(sql)
+        ctes.append(f", ride_{number} AS ({sql})")
         params.update(own)
-    return Ride(rides_ctes(ctes), params)
-
-
-def rides_ctes(sqls: Iterable[str]) -> str:
-    """The riders' writes (one per rider, in the order they were added) as the CTEs a
-    round's statement takes after its own."""
-    return "".join(f", ride_{number} AS ({sql})" for number, sql in enumerate(sqls))
+    return Ride("".join(ctes), params)
 
 
 def change_listener_add(listener: ChangeListener) -> None:

@@ -214,9 +214,6 @@ def worker_environment(db_name: str, smtp_port: int) -> dict[str, str]:
             # Celery runs Django's system checks as a worker starts (0.5 s of CPU): the
             # suite starts about sixty workers, and tests/config runs the checks itself.
             "CELERY_SKIP_CHECKS": "1",
-            # Likewise the warming of a worker's connections (tests/deliveries/pipeline/
-            # test_warm.py starts a worker with it).
-            "DATABASE_WARM_CONNECTIONS": "0",
         }
     )
     return env

@@ -31,11 +31,6 @@ DATABASE_POOL_TIMEOUT = env_float("DATABASE_POOL_TIMEOUT", 10.0, minimum=0.1)
 # (DATABASE_SERVER_SIDE_BINDING=0 turns both off).
 DATABASE_SERVER_SIDE_BINDING = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
 DATABASE_PREPARE_THRESHOLD = env_int("DATABASE_PREPARE_THRESHOLD", 5, minimum=0)
-# A worker warms the pooled connections its sender threads will use before it takes its
-# first message: each plans the hot statements for good on an empty batch
-# (deliveries/pipeline/warm.py), instead of as the first few hundred events go through.
-# Needs the pool and server-side binding; 0 turns it off.
-DATABASE_WARM_CONNECTIONS = env_bool("DATABASE_WARM_CONNECTIONS", True)
 # PostgreSQL's JIT compiler, off for every connection we open: it starts compiling when a
 # plan's estimated cost passes jit_above_cost, and our statements are short (a batch's
 # claim runs in ~10 ms) while the estimate over a large partitioned table can pass that
