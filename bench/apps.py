@@ -42,8 +42,8 @@ class _Counter:
             self.value += 1
 
     def restart(self, **kwargs: Any) -> None:
-        """Count from zero again (a worker at worker_ready: what it ran to start up, its
-        connections' warming among it, is start-up, as its CPU before then is)."""
+        """Count from zero again (a worker at worker_ready: what it ran to start up is
+        start-up, as its CPU before then is)."""
         with self._lock:
             self.value = 0
 

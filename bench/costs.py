@@ -2,8 +2,8 @@
 
 - The processes the bench starts count their own statements and publishes (bench.apps,
   with `counting_env`); `read_tally` sums them over every process of a run. A worker
-  counts its statements from its worker_ready on: its start-up's (the warming of its
-  connections) are not a notification's.
+  counts its statements from its worker_ready on: its start-up's are not a
+  notification's.
 - The bench process counts its own part (the API call of an intake or a launch) with
   `counted_here`, around that call only, so its progress queries are never counted.
 - `PgCpu` reads the CPU time of the bench database's backends from /proc (PostgreSQL
@@ -176,8 +176,8 @@ class PgCpu:
                 self._last[pid] = reading
 
     def restart(self) -> None:
-        """Count from now on: what every backend spent so far (a drain's start-up, the
-        warming of a worker's connections) is left out, as the worker's own CPU is."""
+        """Count from now on: what every backend spent so far (a drain's start-up) is left
+        out, as the worker's own CPU is."""
         found = self._read()
         with self._lock:
             for pid, (_, cpu) in self._last.items():

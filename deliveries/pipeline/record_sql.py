@@ -110,7 +110,6 @@ RECORD_SELECT = """
     SELECT queue, channel, id, false FROM woken
     UNION ALL SELECT '', '', id, true FROM outcome
 """
-RECORD_SQL = PlannedOnce(RECORD_WITH + RECORD_SELECT)
 
 
 @cache
@@ -118,3 +117,6 @@ def record_sql(riding: str) -> PlannedOnce:
     """The round's record with what rides along (`riding`: more CTEs, or none), still
     marked as a hot statement (a plain `+` would make it an ordinary string)."""
     return PlannedOnce(RECORD_WITH + riding + RECORD_SELECT)
+
+
+RECORD_SQL = record_sql("")
