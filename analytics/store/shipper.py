@@ -15,9 +15,11 @@ only writer.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -142,12 +144,19 @@ def erasures_apply(*, store) -> int:
     return len(pending)
 
 
-def ship_forever(*, store, should_stop, sleep) -> None:
+def ship_forever(
+    *,
+    store,
+    should_stop: Callable[[], bool],
+    sleep: Callable[[float], None],
+    turn: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+) -> None:
     """Ship until `should_stop()`: full batches back to back while a backlog waits,
     erasures between them, and a pause of NOTIFY_ANALYTICS_POLL_INTERVAL after a batch
     that did not fill (the queue empty, or events trickling in as a pipeline writes
     them). A failure (the database or the store away) is logged, and the next round
-    reconciles first.
+    reconciles first. Each round runs inside `turn()`: the process's command waits there
+    while login codes are in flight, as campaign work does.
 
     The pause is what keeps the store's inserts few: every INSERT makes a part in the
     events table and in each rollup, and shipping whatever a few rounds had written, as
@@ -155,11 +164,12 @@ def ship_forever(*, store, should_stop, sleep) -> None:
     suspect = True  # at start: the last run may have died between insert and commit
     while not should_stop():
         try:
-            if suspect:
-                shipped_reconcile(store=store)
-                suspect = False
-            shipped = batch_ship(store=store)
-            erasures_apply(store=store)
+            with turn():
+                if suspect:
+                    shipped_reconcile(store=store)
+                    suspect = False
+                shipped = batch_ship(store=store)
+                erasures_apply(store=store)
         except Exception:
             logger.exception("analytics: shipping failed; reconciling and trying again")
             suspect = True
