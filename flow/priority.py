@@ -1,11 +1,12 @@
 """Campaign work yields to login codes on a shared host.
 
 While a `high` task (a login code's route or send) is being worked on by any worker, a
-`low` task (a campaign's route or send) waits before it starts, for as long as that lasts
-and at most NOTIFY_CAMPAIGN_YIELD_MAX seconds, so the CPU, the database and the broker
-serve the login code first. While it lasts past the bound, the campaign's tasks take
-turns across the host (NOTIFY_CAMPAIGN_YIELD_CONCURRENCY at a time in all the low
-workers sharing the scope below), so what runs beside a login code is one campaign
+`low` task (a campaign's route or send, or a round of the analytics shipper) waits
+before it starts, for as long as that lasts and at most NOTIFY_CAMPAIGN_YIELD_MAX
+seconds, so the CPU, the database and the broker serve the login code first. While it
+lasts past the bound, the campaign's tasks take turns across the host
+(NOTIFY_CAMPAIGN_YIELD_CONCURRENCY at a time in all the low workers sharing the scope
+below), so what runs beside a login code is one campaign
 task and its database work, not a burst of all the sender threads of every low process
 at once (with two low processes on two CPUs, one task each left no CPU free for the
 login code). A turn is short: a long campaign batch gives it back between two provider
