@@ -114,60 +114,66 @@ def test_the_store_keeps_an_events_time_to_the_millisecond_in_utc(db, store):
     ]
 
 
-def test_a_shipping_round_waits_while_login_codes_are_in_flight(db, store, settings):
+@pytest.fixture
+def yield_scope(settings):
+    """flow.priority's signal on a host of this test's own, with the production timings,
+    and this process's readings of it forgotten before and after."""
     from django_redis import get_redis_connection
 
-    from analytics.management.commands.analytics_ship import campaign_turn
-    from analytics.store.shipper import ship_forever
     from flow import priority
 
-    settings.NOTIFY_CAMPAIGN_YIELD_WINDOW = 0.2  # the production defaults
+    settings.NOTIFY_CAMPAIGN_YIELD_WINDOW = 0.2
     settings.NOTIFY_CAMPAIGN_YIELD_MAX = 0.5
     settings.NOTIFY_CAMPAIGN_YIELD_SCOPE = "test-shipper-host"
     redis = get_redis_connection("default")
-    redis.delete(priority.busy_key(), *priority.turn_keys())
-    priority._last_mark[0] = priority._quiet_seen[0] = float("-inf")
-    queue_events(25, kind="accepted")
-    priority.high_work_mark()  # a login code accepted on this host
-    redis.pexpire(priority.busy_key(), 60_000)  # and still in flight for the whole round
-    waits: list[tuple[float, int]] = []  # (seconds, events still queued then)
+
+    def forget() -> None:
+        redis.delete(priority.busy_key(), *priority.turn_keys())
+        priority._last_mark[0] = float("-inf")
+        priority._quiet_seen[0] = priority._busy_seen[0] = float("-inf")
+
+    forget()
+    yield redis
+    priority.low_work_done()
+    forget()
+
+
+def _ship_one_round(store, waits: list) -> None:
+    """One round of the shipper as its command runs it, its yield's sleeps recorded in
+    `waits` as (seconds, events still queued then)."""
+    from analytics.management.commands.analytics_ship import campaign_turn
+    from analytics.store.shipper import ship_forever
+
     rounds = iter([False, True])
-
-    def sleep(seconds: float) -> None:
-        waits.append((seconds, AnalyticsEvent.objects.count()))
-
     ship_forever(
         store=store,
         should_stop=lambda: next(rounds),
         sleep=lambda seconds: None,
-        turn=lambda: campaign_turn(sleep=sleep),
+        turn=lambda: campaign_turn(
+            sleep=lambda seconds: waits.append((seconds, AnalyticsEvent.objects.count()))
+        ),
     )
+
+
+def test_a_shipping_round_waits_while_login_codes_are_in_flight(db, store, yield_scope):
+    from flow import priority
+
+    queue_events(25, kind="accepted")
+    priority.high_work_mark()  # a login code accepted on this host
+    yield_scope.pexpire(priority.busy_key(), 60_000)  # and in flight for the whole round
+    waits: list[tuple[float, int]] = []
+    _ship_one_round(store, waits)
     # The round waited the bound with every event still queued, and only then shipped;
     # it gave its campaign turn back after.
     assert waits == [(0.5, 25)]
     assert AnalyticsEvent.objects.count() == 0
     assert store.query(f"SELECT count() FROM {EVENTS}") == [(25,)]
-    assert all(redis.get(key) in (None, b"resting") for key in priority.turn_keys())
-    redis.delete(priority.busy_key(), *priority.turn_keys())
+    assert all(yield_scope.get(key) in (None, b"resting") for key in priority.turn_keys())
 
 
-def test_a_shipping_round_goes_at_once_when_no_login_code_is_in_flight(db, store, settings):
-    from django_redis import get_redis_connection
-
-    from analytics.management.commands.analytics_ship import campaign_turn
-    from analytics.store.shipper import ship_forever
-    from flow import priority
-
-    settings.NOTIFY_CAMPAIGN_YIELD_SCOPE = "test-shipper-quiet-host"
-    get_redis_connection("default").delete(priority.busy_key())
+def test_a_shipping_round_goes_at_once_when_no_login_code_is_in_flight(db, store, yield_scope):
     queue_events(10, kind="accepted")
-    waits: list[float] = []
-    rounds = iter([False, True])
-    ship_forever(
-        store=store,
-        should_stop=lambda: next(rounds),
-        sleep=lambda seconds: None,
-        turn=lambda: campaign_turn(sleep=waits.append),
-    )
+    waits: list[tuple[float, int]] = []
+    _ship_one_round(store, waits)
     assert waits == []
     assert store.query(f"SELECT count() FROM {EVENTS}") == [(10,)]
