@@ -78,7 +78,9 @@ def _locked(campaign_id: int, allowed: tuple[str, ...], action: str) -> Campaign
 
 def campaign_pause(*, campaign_id: int) -> int:
     """Stop the fan-out and hold everything of the campaign not sent yet; returns how
-    many notifications and deliveries were held."""
+    many notifications and deliveries were held. The deliveries are locked in id order,
+    as a sender's claim takes a round's: locked in the join's order, a pause and a claim
+    of the same rows could each hold what the other waited for (a deadlock)."""
     with transaction.atomic():
         campaign = _locked(campaign_id, PAUSABLE, "paused")
         Campaign.objects.filter(pk=campaign.pk).update(
@@ -107,6 +109,7 @@ def campaign_pause(*, campaign_id: int) -> int:
                       FROM {DELIVERIES} d JOIN {NOTIFICATIONS} n ON n.id = d.notification_id
                      WHERE {campaign_notifications_sql()} AND d.status = ANY(%(unsent)s)
                        AND d.reason <> %(paused)s
+                     ORDER BY d.id
                        FOR UPDATE OF d
                 ), recorded AS (
                     INSERT INTO {HOLDS} (campaign_id, notification_id, delivery_id,
