@@ -9,6 +9,7 @@ from scripts.ports import unused_port
 from tests.campaigns.conftest import promo_data  # noqa: F401 - a fixture, by name
 from tests.deliveries.ops.test_delivery_latency import ann  # noqa: F401 - likewise
 from tests.deliveries.pipeline.test_costs import fcm_peer, quiet_broker  # noqa: F401 - likewise
+from tests.flow.test_priority import fresh  # noqa: F401 - likewise
 from tests.preferences.conftest import mail  # noqa: F401 - likewise
 from tests.processes import ScriptProcess
 

@@ -114,30 +114,6 @@ def test_the_store_keeps_an_events_time_to_the_millisecond_in_utc(db, store):
     ]
 
 
-@pytest.fixture
-def yield_scope(settings):
-    """flow.priority's signal on a host of this test's own, with the production timings,
-    and this process's readings of it forgotten before and after."""
-    from django_redis import get_redis_connection
-
-    from flow import priority
-
-    settings.NOTIFY_CAMPAIGN_YIELD_WINDOW = 0.2
-    settings.NOTIFY_CAMPAIGN_YIELD_MAX = 0.5
-    settings.NOTIFY_CAMPAIGN_YIELD_SCOPE = "test-shipper-host"
-    redis = get_redis_connection("default")
-
-    def forget() -> None:
-        redis.delete(priority.busy_key(), *priority.turn_keys())
-        priority._last_mark[0] = float("-inf")
-        priority._quiet_seen[0] = priority._busy_seen[0] = float("-inf")
-
-    forget()
-    yield redis
-    priority.low_work_done()
-    forget()
-
-
 def _ship_one_round(store, waits: list) -> None:
     """One round of the shipper as its command runs it, its yield's sleeps recorded in
     `waits` as (seconds, events still queued then)."""
@@ -155,12 +131,15 @@ def _ship_one_round(store, waits: list) -> None:
     )
 
 
-def test_a_shipping_round_waits_while_login_codes_are_in_flight(db, store, yield_scope):
+def test_a_shipping_round_waits_while_login_codes_are_in_flight(db, store, fresh):
+    from django_redis import get_redis_connection
+
     from flow import priority
 
+    redis = get_redis_connection("default")
     queue_events(25, kind="accepted")
     priority.high_work_mark()  # a login code accepted on this host
-    yield_scope.pexpire(priority.busy_key(), 60_000)  # and in flight for the whole round
+    redis.pexpire(priority.busy_key(), 60_000)  # and in flight for the whole round
     waits: list[tuple[float, int]] = []
     _ship_one_round(store, waits)
     # The round waited the bound with every event still queued, and only then shipped;
@@ -168,10 +147,10 @@ def test_a_shipping_round_waits_while_login_codes_are_in_flight(db, store, yield
     assert waits == [(0.5, 25)]
     assert AnalyticsEvent.objects.count() == 0
     assert store.query(f"SELECT count() FROM {EVENTS}") == [(25,)]
-    assert all(yield_scope.get(key) in (None, b"resting") for key in priority.turn_keys())
+    assert all(redis.get(key) in (None, b"resting") for key in priority.turn_keys())
 
 
-def test_a_shipping_round_goes_at_once_when_no_login_code_is_in_flight(db, store, yield_scope):
+def test_a_shipping_round_goes_at_once_when_no_login_code_is_in_flight(db, store, fresh):
     queue_events(10, kind="accepted")
     waits: list[tuple[float, int]] = []
     _ship_one_round(store, waits)
