@@ -6,6 +6,13 @@ folder is one (its 3-node cluster is package-scoped, started once). pytest-xdist
 `loadgroup` reads `xdist_group` marks by rewriting node ids, which pytest 9 no longer
 lets it do, so `--dist loadgroup` uses `SuiteScheduling` here instead.
 
+The longest groups are handed out first, so that no minute-long file starts last and
+runs on while the other processes stand idle: how long each took is in
+tests/group_seconds.json (rewrite it after a run with `python scripts/test_durations.py
+artifacts/junit-tests.xml`); a group not in it is weighed by its number of tests.
+pytest-xdist's own order is by number of tests, which put a one-test file of a minute
+and a half at the very end of the queue.
+
 Run alone (after the rest of the suite), the `alone` tests would take about four and a
 half minutes in one process, and for two of them the machine is mostly idle: the producer
 fairness test spends two minutes draining 6,000 emails at the default 50/s. So
@@ -22,8 +29,11 @@ waited for by the other. Run in one process, or without the fairness test, nobod
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from collections import OrderedDict
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -38,6 +48,9 @@ MEASURED, FINISHED = "measured", "finished"
 # Longer than the fairness test's whole run (its drain alone is two minutes): a side
 # that never says it is done fails the waiting test instead of hanging the suite.
 WAIT_SECONDS = 600.0
+GROUP_SECONDS = Path(__file__).with_name("group_seconds.json")
+# A group tests/group_seconds.json does not know: about what a test of a short file takes.
+UNKNOWN_SECONDS_PER_TEST = 0.5
 
 
 def alone_run(config: pytest.Config) -> bool:
@@ -62,9 +75,36 @@ class SuiteScheduling(LoadScopeScheduling):
     def __init__(self, config: pytest.Config, log: object = None) -> None:
         super().__init__(config, log)
         self.alone = alone_run(config)
+        self.ordered = False
 
     def _split_scope(self, nodeid: str) -> str:
         return group_of(nodeid.split("::", 1)[0], alone=self.alone)
+
+    def _assign_work_unit(self, node: object) -> None:
+        # The queue is complete before its first unit is handed out (schedule()).
+        if not self.ordered:
+            self.workqueue = longest_first(self.workqueue)
+            self.ordered = True
+        super()._assign_work_unit(node)
+
+
+def longest_first(queue: dict[str, dict[str, bool]]) -> OrderedDict[str, dict[str, bool]]:
+    """The groups of `queue` by how long each is expected to take, longest first."""
+    known = recorded_group_seconds()
+
+    def seconds(group: str) -> float:
+        return known.get(group, UNKNOWN_SECONDS_PER_TEST * len(queue[group]))
+
+    return OrderedDict((group, queue[group]) for group in sorted(queue, key=seconds, reverse=True))
+
+
+@cache
+def recorded_group_seconds() -> dict[str, float]:
+    """tests/group_seconds.json: seconds per group in a recent run (empty if missing)."""
+    try:
+        return json.loads(GROUP_SECONDS.read_text())
+    except FileNotFoundError:
+        return {}
 
 
 def turn_signal(name: str) -> None:
