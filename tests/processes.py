@@ -36,7 +36,8 @@ def stop_children(processes: list[subprocess.Popen | None]) -> None:
 
 
 class WorkerProcess:
-    """`celery -A config worker` as a child process, logging to artifacts/."""
+    """Celery's worker as a child process (tests/scripts/worker.py), logging to
+    artifacts/."""
 
     def __init__(
         self,
@@ -68,22 +69,11 @@ class WorkerProcess:
             [
                 sys.executable,
                 "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "-Q",
-                self.queues,
-                "-n",
+                "tests.scripts.worker",  # `celery worker` without its command line
                 f"{self.name}@%h",
-                "-c",
-                str(self.concurrency),
-                "-P",
+                self.queues,
                 self.pool,
-                "-l",
-                "INFO",
-                "--without-gossip",
-                "--without-mingle",
+                str(self.concurrency),
             ],
             cwd=ROOT,
             env=self.env,
