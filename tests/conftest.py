@@ -400,9 +400,9 @@ def receiver(receiver_peer):
 
 @pytest.fixture
 def demo_data(db):
-    from deliveries.support.demo import seed_demo
+    from tests.demo_copy import demo_data_put
 
-    seed_demo()
+    demo_data_put()
 
 
 @pytest.fixture

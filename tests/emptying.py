@@ -37,6 +37,15 @@ def _statements(using: str, database: str) -> tuple[str, str, list[str]]:
     return lock, probe, tables
 
 
+def tables_with_rows(using: str = "default") -> list[str]:
+    """The tables (but the kept ones) that have at least one row, by one probe."""
+    connection = connections[using]
+    _, probe, tables = _statements(using, connection.settings_dict["NAME"])
+    with connection.cursor() as cursor:
+        cursor.execute(probe, tables)
+        return [row[0] for row in cursor.fetchall()]
+
+
 def database_empty(using: str = "default") -> list[str]:
     """Delete every row a test left (but the kept tables'), in one transaction; the
     tables emptied. A deadlock with a worker still finishing a task, or a row it wrote
