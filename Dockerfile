@@ -38,8 +38,12 @@ COPY --from=vendored /app/analytics/static/analytics/vendor/ analytics/static/an
 
 # Static files for whitenoise; settings need no services to load, only a secret. The
 # translations' .mo files are built from the .po sources (with Babel: no gettext here).
+# The code's bytecode is compiled here: with PYTHONDONTWRITEBYTECODE (and /app not
+# writable by the user the processes run as) each process start would compile every
+# module of the project it imports again.
 RUN DJANGO_SECRET_KEY=build-only-dummy python manage.py collectstatic --noinput --verbosity 0 \
-    && python -m scripts.compile_messages
+    && python -m scripts.compile_messages \
+    && python -m compileall -q -x node_modules .
 
 RUN useradd --system --uid 10001 --home-dir /app notify \
     && mkdir -p /app/var \

@@ -64,7 +64,8 @@ if ! {
     # backend it needs (setuptools) comes from the lock, so no isolated build fetches one.
     # --no-compile: byte-compiling every installed module was a third of a fresh install
     # (95 s against 61 s here); Python compiles what a process imports on first import,
-    # into this writable venv, a second or two for the whole test suite's collection.
+    # into this writable venv, a second or two for the whole test suite's collection
+    # (the Makefile unexports PYTHONDONTWRITEBYTECODE, which would keep it from doing so).
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile \
         --require-hashes -r requirements-dev.txt &&
         "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile \
