@@ -32,15 +32,8 @@ class TableCopy:
     rows: list[list[str]]  # each row's fields as COPY's text writes them
     pk: int  # the id column's place in a row
     references: dict[int, str]  # a foreign key's place in a row -> the table it names
-
-    @property
-    def span(self) -> int:
-        ids = [int(row[self.pk]) for row in self.rows]
-        return max(ids) - min(ids)
-
-    @property
-    def lowest(self) -> int:
-        return min(int(row[self.pk]) for row in self.rows)
+    lowest: int  # the rows' lowest id
+    span: int  # their highest id less their lowest
 
 
 _copies: list[TableCopy] = []
@@ -51,12 +44,12 @@ def demo_data_put() -> None:
     and none of its tables has rows; else seeded (and copied, into an empty database)."""
     from deliveries.support.demo import seed_demo
 
-    if _copies and not set(tables_with_rows()) & {copy.table for copy in _copies}:
+    present = tables_with_rows()
+    if _copies and not set(present) & {copy.table for copy in _copies}:
         _restore()
         return
-    empty = not _copies and not tables_with_rows()
     seed_demo()
-    if empty:
+    if not _copies and not present:
         tables = tables_with_rows()
         _copies.extend(_read(table, tables) for table in tables)
 
@@ -73,11 +66,15 @@ def _read(table: str, copied: list[str]) -> TableCopy:
         query = f"COPY (SELECT * FROM {quote(table)}) TO STDOUT"
         with cursor.cursor.copy(query) as copy:
             text = b"".join(bytes(block) for block in copy).decode()
+    rows = [line.split("\t") for line in text.splitlines()]
+    ids = [int(row[columns.index(pk)]) for row in rows]
     return TableCopy(
         table=table,
         sequence=sequence["name"],
-        rows=[line.split("\t") for line in text.splitlines()],
+        rows=rows,
         pk=columns.index(pk),
+        lowest=min(ids),
+        span=max(ids) - min(ids),
         references={
             columns.index(column): other
             for column, (_, other) in relations.items()

@@ -15,6 +15,7 @@ import functools
 import time
 
 from django.db import IntegrityError, OperationalError, connections, transaction
+from django.db.backends.utils import CursorWrapper
 
 # Made by migrate's post_migrate; Django's flush would delete and make them again.
 KEPT_TABLES = frozenset({"django_content_type", "auth_permission"})
@@ -42,8 +43,12 @@ def tables_with_rows(using: str = "default") -> list[str]:
     connection = connections[using]
     _, probe, tables = _statements(using, connection.settings_dict["NAME"])
     with connection.cursor() as cursor:
-        cursor.execute(probe, tables)
-        return [row[0] for row in cursor.fetchall()]
+        return _probe(cursor, probe, tables)
+
+
+def _probe(cursor: CursorWrapper, probe: str, tables: list[str]) -> list[str]:
+    cursor.execute(probe, tables)
+    return [row[0] for row in cursor.fetchall()]
 
 
 def database_empty(using: str = "default") -> list[str]:
@@ -69,8 +74,7 @@ def _empty_once(using: str, lock: str, probe: str, tables: list[str]) -> list[st
     with transaction.atomic(using=using), connection.cursor() as cursor:
         cursor.execute(lock)
         cursor.execute("SET CONSTRAINTS ALL DEFERRED")
-        cursor.execute(probe, tables)
-        with_rows = [row[0] for row in cursor.fetchall()]
+        with_rows = _probe(cursor, probe, tables)
         for table in with_rows:
             cursor.execute(f"DELETE FROM {connection.ops.quote_name(table)}")
     return with_rows
