@@ -48,6 +48,8 @@ default_pass = {PASSWORD}
 
 def side_by_side(action, nodes: list[RabbitNode]) -> None:
     """`action(node)` for each node in a thread of its own; the first error is raised."""
+    if not nodes:  # a cluster of one: nobody joins
+        return
     with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
         for future in [pool.submit(action, node) for node in nodes]:
             future.result()
@@ -161,7 +163,8 @@ class RabbitNode:
 
 
 class RabbitCluster:
-    """Three nodes, clustered, with the vhost the tests use."""
+    """Three nodes (or `size`; one is a lone broker), clustered, with the vhost the
+    tests use."""
 
     def __init__(self, size: int = 3) -> None:
         if not (RABBITMQ_BIN / "rabbitmq-server").exists():

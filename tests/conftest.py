@@ -13,7 +13,7 @@ from django.conf import settings
 from kombu import Connection, Queue
 
 from tests.processes import ARTIFACTS, ROOT, RelayProcess, WorkerProcess, stop_children
-from tests.scheduling import SuiteScheduling, turn_finish, turn_report, turn_wait
+from tests.scheduling import SuiteScheduling, turn_report, turn_wait
 
 # The local Web Push service and the live stream server, shared by several folders.
 pytest_plugins = ["tests.peers.push_fixtures"]
@@ -59,11 +59,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """The fairness test gives the other `alone` tests their turn (tests/scheduling.py)."""
     turn_report(report)
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The fairness test's process says it is finished (tests/scheduling.py)."""
-    turn_finish()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -82,19 +82,33 @@ class WorkerProcess:
         )
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        """Return once the worker answers a ping (it consumes by then)."""
+        """Return once the worker answers a ping (it consumes by then); a worker on a
+        broker of its own (CELERY_BROKER_URL in its environment, not the suite's), once
+        it logs that it is ready, as Celery does when its consumers have started."""
         from config.celery import app
 
+        own_broker = self.env.get("CELERY_BROKER_URL", app.conf.broker_url) != app.conf.broker_url
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"worker exited at start; see {self.log_path}")
+            if own_broker:
+                if self._logged_ready():
+                    return
+                time.sleep(0.1)
+                continue
             # Addressed to this node, the ping returns as soon as it answers (an
             # unaddressed one always waits out its whole timeout).
             replies = app.control.ping(destination=[self.node], timeout=0.5)
             if any(any(key.startswith(f"{self.name}@") for key in reply) for reply in replies):
                 return
         raise RuntimeError(f"worker did not answer a ping in {timeout}s; see {self.log_path}")
+
+    def _logged_ready(self) -> bool:
+        """Celery's "NAME@HOST ready." is in the log (a worker of a name used before
+        shares that one's log: such a worker takes a name of its own)."""
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        return any(f" {self.name}@" in line and line.endswith(" ready.") for line in lines)
 
     def stop(self) -> None:
         stop_child(self.process)

@@ -17,13 +17,12 @@ Run alone (after the rest of the suite), the `alone` tests would take about four
 half minutes in one process, and for two of them the machine is mostly idle: the producer
 fairness test spends two minutes draining 6,000 emails at the default 50/s. So
 `make test` runs them in two test processes (`-n 2 -m alone`): the fairness test in a
-group of its own, everything else in another, and they take turns:
-- the others start once the fairness test has measured the second producer's latency
-  (the part of it that the CPU decides); its drain that follows needs almost none;
-- a test that stops the machine's RabbitMQ (`STOPS_THE_BROKER`) starts once the
-  fairness test process is finished, since that process's workers use the broker.
+group of its own, everything else in another, and the others start once the fairness
+test has measured the second producer's latency (the part of it that the CPU decides);
+its drain that follows needs almost none. No test stops the machine's RabbitMQ, which
+both processes use: the broker restart runs on a node of its own.
 
-The turns are files in a directory of this run's own, written by the fairness side and
+The turn is a file in a directory of this run's own, written by the fairness side and
 waited for by the other. Run in one process, or without the fairness test, nobody waits.
 """
 
@@ -43,8 +42,7 @@ from tests.processes import ROOT
 from tests.waiting import wait_for
 
 FAIRNESS_TEST = "tests/notify/producers/test_producer_fairness_e2e.py"
-STOPS_THE_BROKER = ("tests/pressure/test_faults_e2e.py",)
-MEASURED, FINISHED = "measured", "finished"
+MEASURED = "measured"
 # Longer than the fairness test's whole run (its drain alone is two minutes): a side
 # that never says it is done fails the waiting test instead of hanging the suite.
 WAIT_SECONDS = 600.0
@@ -108,30 +106,18 @@ def recorded_group_seconds() -> dict[str, float]:
 
 
 def turn_signal(name: str) -> None:
-    """Say that the fairness side reached `name` (MEASURED, FINISHED); idempotent."""
+    """Say that the fairness side reached `name` (MEASURED); idempotent."""
     folder = _turns_folder()
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / name).touch()
 
 
-_fairness_ran_here: list[bool] = []  # whether this test process ran the fairness test
-
-
 def turn_report(report: pytest.TestReport) -> None:
     """The fairness test is done with its measurement once its body ends, passed or not,
     or once its set-up failed (`pytest_runtest_logreport`)."""
-    if report.location[0] == FAIRNESS_TEST:
-        _fairness_ran_here.append(True)
-        if report.when == "call" or report.failed:
-            turn_signal(MEASURED)
-
-
-def turn_finish() -> None:
-    """The fairness test's process is finished, its workers stopped
-    (`pytest_sessionfinish`)."""
-    if _fairness_ran_here:
-        turn_signal(FINISHED)
+    if report.location[0] == FAIRNESS_TEST and (report.when == "call" or report.failed):
+        turn_signal(MEASURED)
 
 
 def turn_wait(item: pytest.Item) -> None:
@@ -139,9 +125,8 @@ def turn_wait(item: pytest.Item) -> None:
     test's turn to pass, when it runs beside it in another process."""
     if not alone_run(item.config) or not _fairness_beside(item):
         return
-    needed = FINISHED if _path_of(item) in STOPS_THE_BROKER else MEASURED
-    path = _turns_folder() / needed
-    wait_for(path.exists, timeout=WAIT_SECONDS, what=f"the fairness test's {needed!r} ({path})")
+    path = _turns_folder() / MEASURED
+    wait_for(path.exists, timeout=WAIT_SECONDS, what=f"the fairness test's measurement ({path})")
 
 
 def _fairness_beside(item: pytest.Item) -> bool:
