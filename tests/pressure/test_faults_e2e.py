@@ -132,9 +132,8 @@ def pool_children(pid: int) -> list[int]:
     return [int(line) for line in found.stdout.split()]
 
 
-# Alone: it boots a broker node and drains 500 emails through two killed and restarted
-# processes' worth of work, which the alone run's idle CPU beside the fairness test's
-# drain takes without stretching anyone's timings.
+# Alone: booting a broker node and draining 500 emails through a kill and a restart
+# takes CPU that the main phase has none of, and the fairness test's drain leaves idle.
 @pytest.mark.alone
 def test_kill_9_and_a_broker_restart_lose_nothing(
     own_broker, smtp, demo_data, relay, workers, beat
