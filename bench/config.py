@@ -108,6 +108,7 @@ class Config:
     codes_to_members: bool
     campaign_send_rate: float | None
     s3_waits: bool
+    s3_codes_after: float
     stall_seconds: float
     s7_recipients: int
     s7_runs: int
@@ -157,6 +158,10 @@ class Config:
             # S3 samples what the login codes' PostgreSQL backends wait for (bench.pg_waits);
             # a query every 5 ms beside them, so off in the figures of record.
             s3_waits=env_int("BENCH_S3_WAITS", 0) > 0,
+            # S3's codes start this many seconds after the campaign's first email instead
+            # of at once: whether its slowest codes come from the campaign's first seconds
+            # or from being the first codes beside it (for reading, not the target).
+            s3_codes_after=max(0.0, env_float("BENCH_S3_CODES_AFTER", 0.0)),
             # A drain with no progress for this long has failed (it raised, or the gate
             # held everything back); better said at once than after the timeout.
             stall_seconds=env_float("BENCH_STALL_SECONDS", 60.0),

@@ -224,6 +224,7 @@ def codes_run(
         if campaign:
             prefix = campaign_start(bench)
             wait_campaign_email(bench, prefix, procs)
+            time.sleep(bench.config.s3_codes_after)
             if bench.config.codes_to_members:
                 users = members_waiting(prefix, len(users))
         sampler = WaitSampler(CODE_APPS) if bench.config.s3_waits else None

@@ -102,7 +102,7 @@ class WorkerProcess:
             replies = app.control.ping(destination=[self.node], timeout=0.5)
             if any(any(key.startswith(f"{self.name}@") for key in reply) for reply in replies):
                 return
-        raise RuntimeError(f"worker did not answer a ping in {timeout}s; see {self.log_path}")
+        raise RuntimeError(f"worker was not ready in {timeout}s; see {self.log_path}")
 
     def _logged_ready(self) -> bool:
         """Celery's "NAME@HOST ready." is in the log (a worker of a name used before
