@@ -14,8 +14,9 @@ RUFF := $(VENV)/bin/ruff
 unexport PYTHONDONTWRITEBYTECODE
 # Test processes side by side (pytest-xdist): most tests wait on workers and peers, so
 # three keep both cores busy; `make test TEST_PROCESSES=0` runs them in one process. Tests
-# marked `alone` (they restart the shared broker, or time a 3-node cluster) run after, in two
-# processes that take turns (tests/scheduling.py): the producer fairness test beside the others.
+# marked `alone` (they time a 3-node cluster or a producer against its own idle figure, or
+# restart a broker node of their own) run after, in two processes (tests/scheduling.py):
+# the producer fairness test beside the others, which start once it has measured.
 TEST_PROCESSES ?= 3
 
 .PHONY: run test lint fmt bench flower lock bootstrap services

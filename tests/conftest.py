@@ -363,10 +363,8 @@ def pipeline(transactional_db, celery_worker, outbox_relay, smtp, broker):
     reset_provider_state()
     yield smtp
     # Let the worker go idle before the test database is flushed: a TRUNCATE racing a
-    # task's transaction can deadlock (PostgreSQL then kills one of the two). A fresh
-    # connection: the test may have restarted the broker under the old one.
-    with Connection(settings.CELERY_BROKER_URL) as conn:
-        purge_queues(conn)
+    # task's transaction can deadlock (PostgreSQL then kills one of the two).
+    purge_queues(broker)
     celery_worker.wait_idle()
 
 
