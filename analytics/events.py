@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import cache
 from typing import Protocol
@@ -291,19 +291,27 @@ _COLUMNS = {
     "campaign_id": "bigint", "category": "text", "channel": "text", "provider": "text",
     "delivery_id": "bigint", "notification_id": "uuid", "person": "text",
 }  # fmt: skip
+# ...and an `accepted` row's second delivery (the route's rows only: see `_accepted_paired`).
+_PAIR_COLUMNS = {"pair_delivery_id": "bigint", "pair_channel": "text", "pair_provider": "text"}
 
 
-def _carried_sql(prefix: str = "", written: str | None = None) -> str:
+def _carried_sql(prefix: str = "", written: str | None = None, *, paired: bool = False) -> str:
     """The INSERT of carried events (one array parameter per column, each named with
-    `prefix`); with `written`, only those of the deliveries that CTE returns."""
-    arrays = ", ".join(f"%({prefix}{name})s::{kind}[]" for name, kind in _COLUMNS.items())
+    `prefix`); with `written`, only those of the deliveries that CTE returns; `paired`:
+    with the columns of an `accepted` row's second delivery."""
+    columns = {**_COLUMNS, **_PAIR_COLUMNS} if paired else _COLUMNS
+    arrays = ", ".join(f"%({prefix}{name})s::{kind}[]" for name, kind in columns.items())
     only = f" WHERE v.delivery_id IN (SELECT id FROM {written})" if written else ""
+    inserted, selected = EVENT_INSERT, ""
+    if paired:
+        inserted = EVENT_INSERT.replace(")", ", " + ", ".join(_PAIR_COLUMNS) + ")")
+        selected = ", " + ", ".join(f"v.{name}" for name in _PAIR_COLUMNS)
     return planned_once(
         f"""
-    INSERT INTO {AnalyticsEvent._meta.db_table} {EVENT_INSERT}
+    INSERT INTO {AnalyticsEvent._meta.db_table} {inserted}
     SELECT v.kind, v.reason, v.latency_ms, %({prefix}now)s, v.producer_id, v.campaign_id,
-           v.category, v.channel, v.provider, v.delivery_id, v.notification_id, v.person
-      FROM unnest({arrays}) AS v({", ".join(_COLUMNS)}){only}
+           v.category, v.channel, v.provider, v.delivery_id, v.notification_id, v.person{selected}
+      FROM unnest({arrays}) AS v({", ".join(columns)}){only}
 """
     )
 
@@ -311,6 +319,7 @@ def _carried_sql(prefix: str = "", written: str | None = None) -> str:
 # The carried events, as they are: one INSERT of arrays, no table read, nothing to plan
 # beyond the insert itself (the route and every sender round take this one).
 _CARRIED_SQL = _carried_sql()
+_CARRIED_PAIRED_SQL = _carried_sql(paired=True)  # a route's: with its `accepted` pairs
 _RIDING_PREFIX = "analytics_"  # the riding INSERT's parameters, apart from the round's
 
 
@@ -352,22 +361,29 @@ def _carried_write(changes: RoundChanges, rows: Sequence[tuple]) -> int:
     params = _carried_params(changes, rows)
     if params is None:
         return 0
+    sql = _CARRIED_SQL if changes.created is None else _CARRIED_PAIRED_SQL
     with connection.cursor() as cursor:
-        cursor.execute(_CARRIED_SQL, params)
+        cursor.execute(sql, params)
         return cursor.rowcount
 
 
 def _carried_params(
     changes: RoundChanges, rows: Sequence[tuple], *, prefix: str = ""
 ) -> dict[str, object] | None:
-    """The carried events' parameters (named with `prefix`); None when there is none."""
+    """The carried events' parameters (named with `prefix`); None when there is none.
+    A round that created deliveries (the route) writes their `accepted` events in pairs
+    (`_accepted_paired`), with the pair columns; a round that created none binds only
+    the base columns, as the riding INSERT takes them."""
     now = timezone.now()
     subjects = changes.subjects
     channel_providers = settings.NOTIFY_CHANNEL_PROVIDERS
     people: dict[str, str] = {}
-    accepted = [(pk, month, EventKind.ACCEPTED.value, "") for pk, month in changes.created or ()]
+    paired = changes.created is not None
+    events = _accepted_paired(changes.created or (), subjects) + [
+        (pk, month, kind, provider, None) for pk, month, kind, provider in rows
+    ]
     values: list[tuple] = []
-    for pk, month, kind, provider in accepted + list(rows):
+    for pk, month, kind, provider, second in events:
         subject = subjects[pk]
         person = people.get(subject.user_id)
         if person is None:
@@ -375,7 +391,7 @@ def _carried_params(
         latency = None
         if kind == EventKind.DELIVERED:
             latency = round((now - month).total_seconds() * 1000)
-        values.append((
+        value = (
             str(kind),
             subject.reason if kind in _REASONED else "",
             latency,
@@ -387,10 +403,38 @@ def _carried_params(
             pk,
             subject.notification_id,
             person,
-        ))  # fmt: skip
+        )  # fmt: skip
+        if paired:
+            channel = subjects[second].channel if second is not None else ""
+            value += (second, channel, channel_providers.get(channel, "") if channel else "")
+        values.append(value)
     if not values:
         return None
+    columns = [*_COLUMNS, *_PAIR_COLUMNS] if paired else list(_COLUMNS)
     params: dict[str, object] = {f"{prefix}now": now}
-    for name, column in zip(_COLUMNS, zip(*values, strict=True), strict=True):
+    for name, column in zip(columns, zip(*values, strict=True), strict=True):
         params[prefix + name] = array_literal(list(column))
     return params
+
+
+def _accepted_paired(
+    created: Iterable[tuple[int, datetime]], subjects: Mapping[int, Subject]
+) -> list[tuple[int, datetime, str, str, int | None]]:
+    """The `accepted` rows of the deliveries a route created, as (delivery id,
+    accepted_at, kind, provider, the second delivery or None): a notification's
+    deliveries two to a row, so a notification on two channels (in-app and email, as a
+    campaign's are) queues one row, not two. Both are of one notification, so they share
+    every column but the delivery, its channel and its provider; the shipper writes the
+    row's two events into the store (analytics/store/shipper.py)."""
+    waiting: dict[object, tuple[int, datetime]] = {}  # notification -> its unpaired delivery
+    rows: list[tuple[int, datetime, str, str, int | None]] = []
+    accepted = EventKind.ACCEPTED.value
+    for pk, month in created:
+        notification = subjects[pk].notification_id
+        first = waiting.pop(notification, None)
+        if first is None:
+            waiting[notification] = (pk, month)
+        else:
+            rows.append((first[0], first[1], accepted, "", pk))
+    rows += [(pk, month, accepted, "", None) for pk, month in waiting.values()]
+    return rows

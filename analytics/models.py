@@ -31,7 +31,9 @@ class AnalyticsEvent(models.Model):
     `person` is a keyed hash of the user id (`analytics.events.person_hash`), never the
     id itself; `latency_ms` is accepted → handed to the provider on `delivered`, handed
     over → reached on `reached`. A `delivered` row also stands for its try's `sent`: the
-    shipper writes both into the store, as event ids 2 * id + 1 and 2 * id."""
+    shipper writes both into the store, as event ids 2 * id + 1 and 2 * id. Likewise an
+    `accepted` row written by the route may stand for a second delivery of the same
+    notification (`pair_…`): event 2 * id in the store."""
 
     id = models.BigAutoField(primary_key=True)
     kind = models.CharField(max_length=16, choices=EventKind.choices)
@@ -46,6 +48,9 @@ class AnalyticsEvent(models.Model):
     notification_id = models.UUIDField(null=True)
     person = models.CharField(max_length=32)
     latency_ms = models.BigIntegerField(null=True)
+    pair_delivery_id = models.BigIntegerField(null=True)
+    pair_channel = models.CharField(max_length=10, blank=True, db_default="")
+    pair_provider = models.CharField(max_length=40, blank=True, db_default="")
 
     def __str__(self) -> str:
         return f"{self.kind} #{self.pk}"

@@ -43,7 +43,9 @@ _BATCH_DELETE = f"""
 """
 # A queued `delivered` row stands for its try's `sent` too (every delivered comes from a
 # try: analytics/events.py writes one row where the store counts two). So a queued row
-# is event 2 * id + 1 in the store, and that `sent` is 2 * id, just before it.
+# is event 2 * id + 1 in the store, and that `sent` is 2 * id, just before it. An
+# `accepted` row with a pair (the route's: a notification's second delivery) has that
+# delivery's `accepted` as event 2 * id: a row is never both.
 
 
 def store_rows_sql(source: str) -> str:
@@ -56,8 +58,11 @@ def store_rows_sql(source: str) -> str:
     columns have no NULLs."""
     columns = """occurred_at AT TIME ZONE 'UTC', producer_id, COALESCE(campaign_id, 0),
                  category, channel, provider"""
-    ids = """COALESCE(delivery_id, 0),
-             COALESCE(notification_id, '00000000-0000-0000-0000-000000000000'::uuid), person"""
+    no_notification = "'00000000-0000-0000-0000-000000000000'::uuid"
+    ids = f"COALESCE(delivery_id, 0), COALESCE(notification_id, {no_notification}), person"
+    paired = """occurred_at AT TIME ZONE 'UTC', producer_id, COALESCE(campaign_id, 0),
+                category, pair_channel, pair_provider"""
+    paired_ids = f"pair_delivery_id, COALESCE(notification_id, {no_notification}), person"
     return f"""
     COPY (
         WITH gone AS ({source})
@@ -65,6 +70,9 @@ def store_rows_sql(source: str) -> str:
         UNION ALL
         SELECT id * 2, '{EventKind.SENT.value}', {columns}, '', {ids}, -1
           FROM gone WHERE kind = '{EventKind.DELIVERED.value}'
+        UNION ALL
+        SELECT id * 2, kind, {paired}, '', {paired_ids}, -1
+          FROM gone WHERE pair_delivery_id IS NOT NULL
     ) TO STDOUT WITH (FORMAT csv)
     """
 

@@ -95,6 +95,10 @@ def queue_events(count: int, **fields) -> list:
         "notification_id": uuid.uuid4(),
         "person": "0" * 32,
         "latency_ms": 100,
+        # Given, not left to the columns' database default: Django then inserts the
+        # batch as arrays (one parameter per column, not per value).
+        "pair_channel": "",
+        "pair_provider": "",
     }
     return AnalyticsEvent.objects.bulk_create(
         [AnalyticsEvent(**{**defaults, **fields}) for _ in range(count)]

@@ -146,3 +146,40 @@ def test_a_senders_round_writes_events_only_for_the_outcomes_it_wrote(
     assert len(touching) == 1 and "WITH attempt AS" in touching[0]  # rode along
     taken_over.refresh_from_db()
     assert taken_over.status == "sending"  # its outcome is the new holder's to write
+
+
+def test_a_notification_on_two_channels_queues_one_accepted_row_and_two_events(
+    demo_data, quiet_broker, store, settings
+):
+    # The route writes a notification's deliveries' `accepted` two to a row; the store
+    # still counts each delivery, under its own event id.
+    from analytics.store.schema import EVENTS
+    from analytics.store.shipper import batch_ship
+
+    one_round(settings)
+    Recipient.objects.create(user_id="pair", email="pair@example.com", locale="en")
+    notification_id = _accept("pair", str(uuid.uuid4()), channels=("inapp", "email"))
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        notifications_route(notification_ids=[notification_id])
+    deliveries = dict(
+        Delivery.objects.filter(notification_id=notification_id).values_list("channel", "pk")
+    )
+    assert set(deliveries) == {"inapp", "email"}
+
+    [row] = AnalyticsEvent.objects.filter(kind="accepted")
+    assert {row.delivery_id, row.pair_delivery_id} == set(deliveries.values())
+    assert {row.channel, row.pair_channel} == {"inapp", "email"}
+
+    batch_ship(store=store)
+    accepted = store.query(
+        f"SELECT event_id, channel, provider, delivery_id, notification_id, person"
+        f" FROM {EVENTS} WHERE kind = 'accepted' ORDER BY event_id"
+    )
+    providers = settings.NOTIFY_CHANNEL_PROVIDERS
+    assert [
+        (event_id, channel, provider, pk) for event_id, channel, provider, pk, *_ in accepted
+    ] == [
+        (row.pk * 2, row.pair_channel, providers.get(row.pair_channel, ""), row.pair_delivery_id),
+        (row.pk * 2 + 1, row.channel, providers.get(row.channel, ""), row.delivery_id),
+    ]
+    assert {(str(n), person) for *_, n, person in accepted} == {(str(notification_id), row.person)}

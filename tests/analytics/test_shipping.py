@@ -36,7 +36,10 @@ def test_events_ship_with_the_debug_cursor_as_under_make_run(db, store):
 
 
 def test_a_batch_the_store_took_before_a_crash_is_not_shipped_twice(db, store):
-    queue_events(40, kind="accepted")
+    queue_events(20, kind="accepted")
+    # The route's pairs: each is two `accepted` events in the store (two deliveries).
+    queue_events(20, kind="accepted", pair_delivery_id=2, pair_channel="inapp",
+                 pair_provider="inapp")  # fmt: skip
     queue_events(40)  # delivered: each is two events in the store (with its `sent`)
     # The store takes the batch, then the process dies before PostgreSQL commits: the
     # queue still has every event.
@@ -44,13 +47,13 @@ def test_a_batch_the_store_took_before_a_crash_is_not_shipped_twice(db, store):
         batch_ship(store=store, limit=50)
         raise Crash
     assert AnalyticsEvent.objects.count() == 80
-    assert store.query(f"SELECT count() FROM {EVENTS}") == [(60,)]
+    assert store.query(f"SELECT count() FROM {EVENTS}") == [(80,)]
 
     assert shipped_reconcile(store=store) == 50
     while batch_ship(store=store, limit=25):
         pass
     assert AnalyticsEvent.objects.count() == 0
-    assert store.query(f"SELECT count(), uniqExact(event_id) FROM {EVENTS}") == [(120, 120)]
+    assert store.query(f"SELECT count(), uniqExact(event_id) FROM {EVENTS}") == [(140, 140)]
 
 
 def test_a_queued_delivered_reaches_the_store_with_its_tries_sent(db, store):
