@@ -34,6 +34,7 @@ def analytics_metrics() -> Iterator[Metric]:
     )
     yield GaugeMetricFamily(
         "notify_analytics_backlog",
-        "Delivery events waiting to be shipped to the analytics store.",
+        "Rows of delivery events waiting to be shipped to the analytics store"
+        " (a row stands for one or two events).",
         value=backlog,
     )
