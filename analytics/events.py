@@ -145,8 +145,12 @@ def event_columns_sql(provider: str = CHANNEL_PROVIDER_SQL) -> str:
 """
 
 
-EVENT_INSERT = """(kind, reason, latency_ms, occurred_at, producer_id, campaign_id,
-              category, channel, provider, delivery_id, notification_id, person)"""
+# The queue's columns every event statement writes, in the order its SELECTs give them.
+EVENT_INSERT_COLUMNS = (
+    "kind", "reason", "latency_ms", "occurred_at", "producer_id", "campaign_id",
+    "category", "channel", "provider", "delivery_id", "notification_id", "person",
+)  # fmt: skip
+EVENT_INSERT = f"({', '.join(EVENT_INSERT_COLUMNS)})"
 
 
 def event_joins_sql() -> str:
@@ -302,13 +306,12 @@ def _carried_sql(prefix: str = "", written: str | None = None, *, paired: bool =
     columns = {**_COLUMNS, **_PAIR_COLUMNS} if paired else _COLUMNS
     arrays = ", ".join(f"%({prefix}{name})s::{kind}[]" for name, kind in columns.items())
     only = f" WHERE v.delivery_id IN (SELECT id FROM {written})" if written else ""
-    inserted, selected = EVENT_INSERT, ""
-    if paired:
-        inserted = EVENT_INSERT.replace(")", ", " + ", ".join(_PAIR_COLUMNS) + ")")
-        selected = ", " + ", ".join(f"v.{name}" for name in _PAIR_COLUMNS)
+    pairs = list(_PAIR_COLUMNS) if paired else []
+    inserted = ", ".join([*EVENT_INSERT_COLUMNS, *pairs])
+    selected = "".join(f", v.{name}" for name in pairs)
     return planned_once(
         f"""
-    INSERT INTO {AnalyticsEvent._meta.db_table} {inserted}
+    INSERT INTO {AnalyticsEvent._meta.db_table} ({inserted})
     SELECT v.kind, v.reason, v.latency_ms, %({prefix}now)s, v.producer_id, v.campaign_id,
            v.category, v.channel, v.provider, v.delivery_id, v.notification_id, v.person{selected}
       FROM unnest({arrays}) AS v({", ".join(columns)}){only}
@@ -361,7 +364,7 @@ def _carried_write(changes: RoundChanges, rows: Sequence[tuple]) -> int:
     params = _carried_params(changes, rows)
     if params is None:
         return 0
-    sql = _CARRIED_SQL if changes.created is None else _CARRIED_PAIRED_SQL
+    sql = _CARRIED_PAIRED_SQL if "pair_delivery_id" in params else _CARRIED_SQL
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount

@@ -56,23 +56,26 @@ def store_rows_sql(source: str) -> str:
     the milliseconds and drops the rest, as `to_char(…, 'MS')` did, for a quarter less
     of the COPY's time. A missing campaign is 0 and a missing latency -1, as the store's
     columns have no NULLs."""
-    columns = """occurred_at AT TIME ZONE 'UTC', producer_id, COALESCE(campaign_id, 0),
-                 category, channel, provider"""
-    no_notification = "'00000000-0000-0000-0000-000000000000'::uuid"
-    ids = f"COALESCE(delivery_id, 0), COALESCE(notification_id, {no_notification}), person"
-    paired = """occurred_at AT TIME ZONE 'UTC', producer_id, COALESCE(campaign_id, 0),
-                category, pair_channel, pair_provider"""
-    paired_ids = f"pair_delivery_id, COALESCE(notification_id, {no_notification}), person"
+
+    def row(channel: str, provider: str, reason: str, delivery: str) -> str:
+        """The columns from occurred_at to person, for one of a queued row's events."""
+        no_notification = "'00000000-0000-0000-0000-000000000000'::uuid"
+        return f"""occurred_at AT TIME ZONE 'UTC', producer_id, COALESCE(campaign_id, 0),
+                   category, {channel}, {provider}, {reason}, COALESCE({delivery}, 0),
+                   COALESCE(notification_id, {no_notification}), person"""
+
+    own = row("channel", "provider", "reason", "delivery_id")
+    sent = row("channel", "provider", "''", "delivery_id")
+    pair = row("pair_channel", "pair_provider", "''", "pair_delivery_id")
     return f"""
     COPY (
         WITH gone AS ({source})
-        SELECT id * 2 + 1, kind, {columns}, reason, {ids}, COALESCE(latency_ms, -1) FROM gone
+        SELECT id * 2 + 1, kind, {own}, COALESCE(latency_ms, -1) FROM gone
         UNION ALL
-        SELECT id * 2, '{EventKind.SENT.value}', {columns}, '', {ids}, -1
+        SELECT id * 2, '{EventKind.SENT.value}', {sent}, -1
           FROM gone WHERE kind = '{EventKind.DELIVERED.value}'
         UNION ALL
-        SELECT id * 2, kind, {paired}, '', {paired_ids}, -1
-          FROM gone WHERE pair_delivery_id IS NOT NULL
+        SELECT id * 2, kind, {pair}, -1 FROM gone WHERE pair_delivery_id IS NOT NULL
     ) TO STDOUT WITH (FORMAT csv)
     """
 
