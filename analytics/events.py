@@ -306,14 +306,13 @@ def _carried_sql(prefix: str = "", written: str | None = None, *, paired: bool =
     columns = {**_COLUMNS, **_PAIR_COLUMNS} if paired else _COLUMNS
     arrays = ", ".join(f"%({prefix}{name})s::{kind}[]" for name, kind in columns.items())
     only = f" WHERE v.delivery_id IN (SELECT id FROM {written})" if written else ""
-    pairs = list(_PAIR_COLUMNS) if paired else []
-    inserted = ", ".join([*EVENT_INSERT_COLUMNS, *pairs])
-    selected = "".join(f", v.{name}" for name in pairs)
+    inserted = [*EVENT_INSERT_COLUMNS, *(_PAIR_COLUMNS if paired else ())]
+    # Each inserted column from its array, but the time: the statement's one `now`.
+    selected = [f"%({prefix}now)s" if name == "occurred_at" else f"v.{name}" for name in inserted]
     return planned_once(
         f"""
-    INSERT INTO {AnalyticsEvent._meta.db_table} ({inserted})
-    SELECT v.kind, v.reason, v.latency_ms, %({prefix}now)s, v.producer_id, v.campaign_id,
-           v.category, v.channel, v.provider, v.delivery_id, v.notification_id, v.person{selected}
+    INSERT INTO {AnalyticsEvent._meta.db_table} ({", ".join(inserted)})
+    SELECT {", ".join(selected)}
       FROM unnest({arrays}) AS v({", ".join(columns)}){only}
 """
     )

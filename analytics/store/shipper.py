@@ -56,10 +56,10 @@ def store_rows_sql(source: str) -> str:
     the milliseconds and drops the rest, as `to_char(…, 'MS')` did, for a quarter less
     of the COPY's time. A missing campaign is 0 and a missing latency -1, as the store's
     columns have no NULLs."""
+    no_notification = "'00000000-0000-0000-0000-000000000000'::uuid"
 
     def row(channel: str, provider: str, reason: str, delivery: str) -> str:
         """The columns from occurred_at to person, for one of a queued row's events."""
-        no_notification = "'00000000-0000-0000-0000-000000000000'::uuid"
         return f"""occurred_at AT TIME ZONE 'UTC', producer_id, COALESCE(campaign_id, 0),
                    category, {channel}, {provider}, {reason}, COALESCE({delivery}, 0),
                    COALESCE(notification_id, {no_notification}), person"""
