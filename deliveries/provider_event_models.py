@@ -36,6 +36,7 @@ class ProviderEvent(models.Model):
         "deliveries.Delivery",
         on_delete=models.CASCADE,
         db_constraint=False,
+        db_index=False,  # `provider_event_delivery` leads with it
         related_name="provider_events",
     )
     kind = models.CharField(max_length=12, choices=ProviderEventKind.choices)

@@ -522,3 +522,41 @@ def test_an_event_before_its_send_is_recorded_waits_and_is_given_up_as_unmatched
     assert not AddressSuppression.objects.exists()
     assert early_provider_events_sweep(now=later + timedelta(days=8)) == 0
     assert not EarlyProviderEvent.objects.exists()  # kept for inspection, then dropped
+
+
+def test_a_provider_event_is_recorded_and_applied_in_few_statements(person, esp):
+    """Receipts and webhook events arrive once per message sent: recording one is a single
+    INSERT that a replay turns into nothing, not a look-up and a savepoint around it."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from deliveries.models import ProviderEventKind
+    from deliveries.pipeline.provider_events import (
+        Applied,
+        ProviderNews,
+        provider_event_apply,
+    )
+
+    delivery = sent(email_to(person))
+    news = ProviderNews(
+        esp="postmark", key="costs-1", kind=ProviderEventKind.DELIVERED,
+        message_id=delivery.provider_message_id,
+    )  # fmt: skip
+    with CaptureQueriesContext(connection) as first:
+        assert provider_event_apply(news=news) is Applied.RECORDED
+    with CaptureQueriesContext(connection) as again:
+        assert provider_event_apply(news=news) is Applied.REPLAY
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.REACHED
+    assert ProviderEvent.objects.filter(delivery_id=delivery.pk).count() == 1
+
+    def statements(captured: CaptureQueriesContext) -> list[str]:
+        # The test's own transaction turns the function's into a savepoint: not counted.
+        return [q["sql"] for q in captured.captured_queries if "SAVEPOINT" not in q["sql"]]
+
+    # The delivery found by its message id, the event's INSERT, the status move.
+    assert len(statements(first)) == 3, statements(first)
+    # A replay: the same look-up, and an INSERT that inserts nothing.
+    assert len(statements(again)) == 2, statements(again)
+    assert not [sql for sql in statements(first) + statements(again)
+                if sql.startswith("SELECT") and "deliveries_providerevent" in sql]  # fmt: skip

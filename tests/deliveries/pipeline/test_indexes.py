@@ -13,6 +13,7 @@ HOT_TABLES = (
     "notify_feedentry",
     "deliveries_delivery",
     "deliveries_deliveryattempt",
+    "deliveries_providerevent",  # every receipt, open and click writes one
 )
 
 # Each index's table and name, whether it is unique, whether it is partial, and its
