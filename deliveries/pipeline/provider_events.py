@@ -165,27 +165,26 @@ def provider_event_apply(*, news: ProviderNews, wait_if_unknown: bool = True) ->
 # One statement records an event once: a replay (the same provider and key) inserts
 # nothing. get_or_create took a SELECT, then a savepoint around its INSERT: four round
 # trips for every receipt and webhook event instead of one.
-_EVENT_COLUMNS = (
-    "esp", "key", "delivery_id", "kind", "hard", "message_id", "occurred_at", "received_at",
-    "detail",
-)  # fmt: skip
-_EVENT_RECORD_SQL = (
-    f"INSERT INTO {ProviderEvent._meta.db_table} ({', '.join(_EVENT_COLUMNS)})"
-    f" VALUES ({', '.join(['%s'] * len(_EVENT_COLUMNS))})"
-    " ON CONFLICT (esp, key) DO NOTHING"
-)
+_EVENT_RECORD_SQL = f"""
+    INSERT INTO {ProviderEvent._meta.db_table}
+        (esp, key, delivery_id, kind, hard, message_id, occurred_at, received_at, detail)
+    VALUES (%(esp)s, %(key)s, %(delivery_id)s, %(kind)s, %(hard)s, %(message_id)s,
+            %(occurred_at)s, %(received_at)s, %(detail)s)
+    ON CONFLICT (esp, key) DO NOTHING
+"""
 
 
 def _event_recorded(news: ProviderNews, *, delivery_id: int) -> bool:
     """Record the event against its delivery; False when it was recorded before (a
     replay). A replay posted at the same moment waits for the first one's transaction
     and then finds it, as the unique (esp, key) constraint decides."""
-    values = (
-        news.esp, news.key, delivery_id, str(news.kind), news.hard, news.message_id,
-        news.occurred_at, timezone.now(), news.detail,
-    )  # fmt: skip
+    params = {
+        "esp": news.esp, "key": news.key, "delivery_id": delivery_id, "kind": str(news.kind),
+        "hard": news.hard, "message_id": news.message_id, "occurred_at": news.occurred_at,
+        "received_at": timezone.now(), "detail": news.detail,
+    }  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute(_EVENT_RECORD_SQL, values)
+        cursor.execute(_EVENT_RECORD_SQL, params)
         return cursor.rowcount == 1
 
 

@@ -16,6 +16,8 @@ from datetime import time
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from campaigns.erasure import person_erase
@@ -29,9 +31,11 @@ from deliveries.models import (
     DeliveryStatus,
     EarlyProviderEvent,
     ProviderEvent,
+    ProviderEventKind,
     Reason,
 )
 from deliveries.pipeline.attempt import delivery_attempt
+from deliveries.pipeline.provider_events import Applied, ProviderNews, provider_event_apply
 from deliveries.pipeline.routing import notification_route
 from notify.models import Category, Notification, Producer, Recipient
 from notify.roles import support_group_ensure
@@ -527,16 +531,6 @@ def test_an_event_before_its_send_is_recorded_waits_and_is_given_up_as_unmatched
 def test_a_provider_event_is_recorded_and_applied_in_few_statements(person, esp):
     """Receipts and webhook events arrive once per message sent: recording one is a single
     INSERT that a replay turns into nothing, not a look-up and a savepoint around it."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    from deliveries.models import ProviderEventKind
-    from deliveries.pipeline.provider_events import (
-        Applied,
-        ProviderNews,
-        provider_event_apply,
-    )
-
     delivery = sent(email_to(person))
     news = ProviderNews(
         esp="postmark", key="costs-1", kind=ProviderEventKind.DELIVERED,
